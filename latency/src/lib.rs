@@ -1,0 +1,58 @@
+//! qfwd-latency: the harness that measures qfwd.
+//!
+//! - [`emulator`] plays a QPU controller (closed and open loop) and checks every answer;
+//! - [`scenario`] reads TOML scenario files and expands their sweeps;
+//! - [`sweep`] runs each point (forwarder in-process or as a child process) and records it;
+//! - [`record`] writes summary CSV rows and `.hgrm` percentile spectra;
+//! - [`report`] compares CSVs side by side and draws SVG plots.
+#![forbid(unsafe_code)]
+
+pub mod emulator;
+pub mod provenance;
+pub mod record;
+pub mod report;
+pub mod scenario;
+pub mod sweep;
+
+use std::path::PathBuf;
+
+/// Everything the harness can fail at, with the file, key or target involved.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    #[error("{path}: {source}")]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{path}: {source}")]
+    Csv {
+        path: PathBuf,
+        #[source]
+        source: csv::Error,
+    },
+    #[error("{path}: not a qfwd summary CSV: {detail}")]
+    CsvSchema { path: PathBuf, detail: String },
+    #[error("{path}:{line}: not an .hgrm percentile line")]
+    Hgrm { path: PathBuf, line: usize },
+    #[error("{path}: {key}: {reason}")]
+    Scenario {
+        path: PathBuf,
+        key: String,
+        reason: String,
+    },
+    #[error("{path}: plot: {detail}")]
+    Plot { path: PathBuf, detail: String },
+    #[error("report: {0}")]
+    Report(String),
+    #[error("emulator toward {target}: {detail}")]
+    Emulator { target: String, detail: String },
+    #[error("forwarder: {0}")]
+    Forwarder(#[from] qfwd::Error),
+    #[error("child forwarder `{command}`: {detail}")]
+    Child { command: String, detail: String },
+}
+
+/// The harness's result type.
+pub type Result<T> = std::result::Result<T, Error>;

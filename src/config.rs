@@ -1,0 +1,209 @@
+//! `qfwd run` settings: defaults, a TOML file (`--config`), then command-line flags,
+//! each overriding the one before.
+#![forbid(unsafe_code)]
+
+use std::net::SocketAddr;
+use std::path::Path;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use crate::backend::Topology;
+use crate::forward::{ForwardConfig, IdlePolicy};
+use crate::handler::{Handler, Registry};
+use crate::transport::udp::AllowedPeer;
+use crate::transport::TransportKind;
+use crate::{Error, Result};
+
+/// Everything `qfwd run` needs. Field names are the TOML keys.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct RunConfig {
+    /// QPU-facing transport.
+    pub transport: TransportKind,
+    /// Address to bind (udp).
+    pub listen: SocketAddr,
+    /// Peers allowed to send requests (`IP` or `IP:port`); empty = everyone.
+    pub allow: Vec<String>,
+    /// Handlers to serve, by name; each answers to the FNV-1a of its name.
+    pub handlers: Vec<String>,
+    /// Where requests are computed.
+    pub topology: Topology,
+    /// CPU cores to pin to: the first is the forwarding thread's.
+    pub cores: Vec<usize>,
+    /// Stop after this many seconds; absent = until Ctrl-C / SIGTERM.
+    pub duration_s: Option<f64>,
+    /// Seconds between live status lines on stderr; 0 turns them off.
+    pub stats_interval_s: f64,
+    /// Largest request argument accepted, in bytes.
+    pub max_request_bytes: usize,
+    /// Most datagrams taken per poll.
+    pub batch: usize,
+    /// Most requests in flight toward the backend.
+    pub max_in_flight: usize,
+    /// Watchdog deadline per request, in microseconds.
+    pub watchdog_us: u64,
+    /// What the polling thread does when idle.
+    pub idle: IdlePolicy,
+}
+
+impl Default for RunConfig {
+    fn default() -> Self {
+        let f = ForwardConfig::default();
+        RunConfig {
+            transport: TransportKind::Udp,
+            listen: "127.0.0.1:9000".parse().expect("literal address"),
+            allow: Vec::new(),
+            handlers: vec!["parity".to_string()],
+            topology: Topology::Cpu,
+            cores: Vec::new(),
+            duration_s: None,
+            stats_interval_s: 1.0,
+            max_request_bytes: f.max_request_bytes,
+            batch: f.batch,
+            max_in_flight: f.max_in_flight,
+            watchdog_us: f.watchdog.as_micros() as u64,
+            idle: f.idle,
+        }
+    }
+}
+
+impl RunConfig {
+    /// Reads a TOML file; unknown keys and bad values are errors naming the file.
+    pub fn from_file(path: &Path) -> Result<RunConfig> {
+        let text = std::fs::read_to_string(path).map_err(|e| Error::Config {
+            path: path.to_path_buf(),
+            detail: e.to_string(),
+        })?;
+        toml::from_str(&text).map_err(|e| Error::Config {
+            path: path.to_path_buf(),
+            detail: e.to_string(),
+        })
+    }
+
+    /// Checks values that types alone do not.
+    pub fn validate(&self) -> Result<()> {
+        let bad = |key, detail: &str| {
+            Err(Error::InvalidSetting {
+                key,
+                detail: detail.to_string(),
+            })
+        };
+        if self.handlers.is_empty() {
+            return bad("handlers", "at least one handler is needed");
+        }
+        if self.batch == 0 {
+            return bad("batch", "must be at least 1");
+        }
+        if self.max_in_flight == 0 {
+            return bad("max_in_flight", "must be at least 1");
+        }
+        if self.max_request_bytes == 0 || self.max_request_bytes > 65_000 {
+            return bad("max_request_bytes", "must be between 1 and 65000");
+        }
+        if self.watchdog_us == 0 {
+            return bad("watchdog_us", "must be at least 1");
+        }
+        if !(self.stats_interval_s >= 0.0 && self.stats_interval_s.is_finite()) {
+            return bad("stats_interval_s", "must be a number >= 0");
+        }
+        if let Some(d) = self.duration_s {
+            if !(d > 0.0 && d.is_finite()) {
+                return bad("duration_s", "must be a number > 0");
+            }
+        }
+        self.allowlist()?;
+        self.registry()?;
+        Ok(())
+    }
+
+    /// The parsed allowlist.
+    pub fn allowlist(&self) -> Result<Vec<AllowedPeer>> {
+        self.allow
+            .iter()
+            .map(|s| {
+                s.parse().map_err(|detail| Error::InvalidSetting {
+                    key: "allow",
+                    detail,
+                })
+            })
+            .collect()
+    }
+
+    /// The handler registry the names ask for.
+    pub fn registry(&self) -> Result<Registry> {
+        let mut r = Registry::default();
+        for name in &self.handlers {
+            r.register(name, Handler::by_name(name)?)?;
+        }
+        Ok(r)
+    }
+
+    /// The loop's tunables.
+    pub fn forward_config(&self) -> ForwardConfig {
+        ForwardConfig {
+            max_request_bytes: self.max_request_bytes,
+            batch: self.batch,
+            max_in_flight: self.max_in_flight,
+            watchdog: Duration::from_micros(self.watchdog_us),
+            idle: self.idle,
+            ..ForwardConfig::default()
+        }
+    }
+
+    pub fn duration(&self) -> Option<Duration> {
+        self.duration_s.map(Duration::from_secs_f64)
+    }
+
+    pub fn stats_interval(&self) -> Option<Duration> {
+        (self.stats_interval_s > 0.0).then(|| Duration::from_secs_f64(self.stats_interval_s))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_serve_parity_over_udp() {
+        let c = RunConfig::default();
+        c.validate().unwrap();
+        assert_eq!(c.transport, TransportKind::Udp);
+        assert!(c.registry().unwrap().lookup(crate::wire::function_id("parity")).is_some());
+    }
+
+    #[test]
+    fn toml_file_overrides_defaults_and_rejects_unknown_keys() {
+        let dir = std::env::temp_dir().join(format!("qfwd-config-test-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let p = dir.join("a.toml");
+        std::fs::write(&p, "listen = \"127.0.0.1:9100\"\ncores = [1]\nidle = \"yield\"\n").unwrap();
+        let c = RunConfig::from_file(&p).unwrap();
+        assert_eq!(c.listen.port(), 9100);
+        assert_eq!(c.cores, vec![1]);
+        assert_eq!(c.idle, IdlePolicy::Yield);
+        std::fs::write(&p, "listne = \"x\"\n").unwrap();
+        let e = RunConfig::from_file(&p).unwrap_err().to_string();
+        assert!(e.contains("a.toml") && e.contains("listne"), "{e}");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn bad_values_name_their_key() {
+        let c = RunConfig {
+            batch: 0,
+            ..Default::default()
+        };
+        assert!(c.validate().unwrap_err().to_string().contains("batch"));
+        let c = RunConfig {
+            allow: vec!["nonsense".into()],
+            ..Default::default()
+        };
+        assert!(c.validate().unwrap_err().to_string().contains("allow"));
+        let c = RunConfig {
+            handlers: vec!["nope".into()],
+            ..Default::default()
+        };
+        assert!(c.validate().unwrap_err().to_string().contains("parity"));
+    }
+}

@@ -1,0 +1,526 @@
+//! The forwarding loop: receive, validate, hand to the backend, answer.
+//!
+//! One thread, busy-polling. Per message there is no allocation, no lock and no system
+//! call other than the transport's own; transport and backend are generic parameters,
+//! so nothing is dispatched dynamically. Every request whose header parses gets exactly
+//! one response (a result or an error status); everything else is dropped and counted.
+//! A watchdog answers requests the backend has not completed by their deadline.
+#![forbid(unsafe_code)]
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use crate::backend::{Backend, Completion};
+use crate::handler::{Registry, MAX_RESULT_LEN};
+use crate::stats::{DropKind, Stats};
+use crate::transport::Transport;
+use crate::wire::{self, status, RequestHeader, WireError, HEADER_LEN};
+
+/// What to do when a poll finds nothing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum IdlePolicy {
+    /// Spin (`spin_loop` hint): lowest latency, one core at 100%.
+    #[default]
+    Spin,
+    /// Yield the core between polls: for machines with fewer cores than spinning threads.
+    Yield,
+}
+
+impl std::str::FromStr for IdlePolicy {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "spin" => Ok(IdlePolicy::Spin),
+            "yield" => Ok(IdlePolicy::Yield),
+            _ => Err(format!("unknown idle policy {s:?}; expected spin or yield")),
+        }
+    }
+}
+
+/// Tunables of the loop.
+#[derive(Debug, Clone)]
+pub struct ForwardConfig {
+    /// Largest request argument accepted, in bytes; larger ones get `OVERSIZED`.
+    pub max_request_bytes: usize,
+    /// Most datagrams received per poll before completions are reaped.
+    pub batch: usize,
+    /// Most requests handed to the backend and not yet answered.
+    pub max_in_flight: usize,
+    /// A request not completed within this gets `DECODER_TIMEOUT`.
+    pub watchdog: Duration,
+    pub idle: IdlePolicy,
+    /// After a stop, how long in-flight requests may still complete before they are
+    /// answered with `SHUTTING_DOWN`.
+    pub drain: Duration,
+}
+
+impl Default for ForwardConfig {
+    fn default() -> Self {
+        ForwardConfig {
+            max_request_bytes: 4096,
+            batch: 32,
+            max_in_flight: 1024,
+            watchdog: Duration::from_millis(10),
+            idle: IdlePolicy::Spin,
+            drain: Duration::from_millis(100),
+        }
+    }
+}
+
+#[derive(Clone, Copy)]
+struct InFlight<P> {
+    peer: P,
+    header: RequestHeader,
+    received_at: Instant,
+    /// Answered already (by the watchdog); the token returns to the free list only when
+    /// the backend completes it, so a slot the device still owns is never reused.
+    answered: bool,
+}
+
+/// The loop's state: transport, backend, handlers, in-flight table, counters.
+pub struct Forwarder<T: Transport, B: Backend> {
+    transport: T,
+    backend: B,
+    registry: Registry,
+    config: ForwardConfig,
+    rx: Vec<u8>,
+    tx: Vec<u8>,
+    in_flight: Vec<Option<InFlight<T::Peer>>>,
+    free_tokens: Vec<u32>,
+    stats: Stats,
+}
+
+/// Stops the loop from outside: a flag, a deadline, or both.
+pub struct StopWhen<'a> {
+    pub flag: &'a AtomicBool,
+    pub deadline: Option<Instant>,
+}
+
+impl<T: Transport, B: Backend> Forwarder<T, B> {
+    pub fn new(transport: T, backend: B, registry: Registry, config: ForwardConfig) -> Self {
+        let slots = config.max_in_flight.max(1);
+        // Room for the largest datagram the transport may deliver plus one byte, so an
+        // over-long one shows as longer than the buffer.
+        let rx_len = (HEADER_LEN + config.max_request_bytes + 1).max(crate::transport::udp::MAX_DATAGRAM + 1);
+        Forwarder {
+            transport,
+            backend,
+            registry,
+            rx: vec![0; rx_len],
+            tx: vec![0; HEADER_LEN + MAX_RESULT_LEN],
+            in_flight: vec![None; slots],
+            free_tokens: (0..slots as u32).rev().collect(),
+            stats: Stats::default(),
+            config,
+        }
+    }
+
+    pub fn stats(&self) -> &Stats {
+        &self.stats
+    }
+
+    pub fn transport(&self) -> &T {
+        &self.transport
+    }
+
+    pub fn backend(&self) -> &B {
+        &self.backend
+    }
+
+    /// Runs until `stop` says so, calling `on_interval` with the stats every
+    /// `interval` (if any). Then drains in-flight requests and returns the counters.
+    pub fn run(
+        &mut self,
+        stop: StopWhen<'_>,
+        interval: Option<Duration>,
+        mut on_interval: impl FnMut(&mut Stats, Duration),
+    ) -> crate::Result<Stats> {
+        let mut last_report = Instant::now();
+        let mut rounds: u64 = 0;
+        loop {
+            let worked = self.poll_once()?;
+            rounds = rounds.wrapping_add(1);
+            if !worked {
+                match self.config.idle {
+                    IdlePolicy::Spin => std::hint::spin_loop(),
+                    IdlePolicy::Yield => std::thread::yield_now(),
+                }
+            }
+            // Clock reads and the stop flag only every so often when busy, always
+            // when idle: neither costs a syscall, but both cost cache traffic.
+            if !worked || rounds % 64 == 0 {
+                let now = Instant::now();
+                self.watchdog(now);
+                if stop.flag.load(Ordering::Relaxed) || stop.deadline.is_some_and(|d| now >= d) {
+                    break;
+                }
+                if let Some(iv) = interval {
+                    let elapsed = now - last_report;
+                    if elapsed >= iv {
+                        on_interval(&mut self.stats, elapsed);
+                        last_report = now;
+                    }
+                }
+            }
+        }
+        self.drain()?;
+        Ok(self.stats.clone())
+    }
+
+    /// One round: receive up to `batch` datagrams, then reap completions. Returns
+    /// whether anything happened.
+    pub fn poll_once(&mut self) -> crate::Result<bool> {
+        let mut worked = false;
+        for _ in 0..self.config.batch {
+            let Some((len, peer)) = self.transport.try_recv(&mut self.rx)? else {
+                break;
+            };
+            worked = true;
+            self.on_datagram(len, peer);
+            // Answer what is ready before receiving more: batching receives must not
+            // hold back finished responses.
+            if self.backend.in_flight() > 0 {
+                self.reap();
+            }
+        }
+        if self.backend.in_flight() > 0 {
+            worked |= self.reap() > 0;
+        }
+        Ok(worked)
+    }
+
+    fn on_datagram(&mut self, len: usize, peer: T::Peer) {
+        let received_at = Instant::now();
+        self.stats.on_received();
+        if !self.transport.is_allowed(&peer) {
+            self.stats.on_dropped(DropKind::NotAllowed);
+            return;
+        }
+        let datagram = &self.rx[..len.min(self.rx.len())];
+        let (header, arg_range) = match wire::parse_request(datagram) {
+            Ok(req) => (req.header, HEADER_LEN..HEADER_LEN + req.arg.len()),
+            Err(WireError::TruncatedHeader { .. }) => {
+                self.stats.on_dropped(DropKind::TruncatedHeader);
+                return;
+            }
+            Err(WireError::BadMagic { .. }) => {
+                self.stats.on_dropped(DropKind::BadMagic);
+                return;
+            }
+            Err(e) => {
+                // The header is readable: answer with the error.
+                let header = wire::parse_request_header(datagram)
+                    .expect("a length mismatch implies a readable header");
+                let code = if header.arg_len as usize > self.config.max_request_bytes {
+                    status::OVERSIZED
+                } else {
+                    e.status()
+                };
+                self.answer_error(peer, &header, code, received_at);
+                return;
+            }
+        };
+        if header.arg_len as usize > self.config.max_request_bytes {
+            self.answer_error(peer, &header, status::OVERSIZED, received_at);
+            return;
+        }
+        let Some(handler) = self.registry.lookup(header.function_id) else {
+            self.answer_error(peer, &header, status::UNKNOWN_FUNCTION, received_at);
+            return;
+        };
+        let Some(token) = self.free_tokens.pop() else {
+            self.answer_error(peer, &header, status::OVERLOAD, received_at);
+            return;
+        };
+        match self
+            .backend
+            .submit(token, handler, &self.rx[arg_range])
+        {
+            Ok(()) => {
+                self.in_flight[token as usize] = Some(InFlight {
+                    peer,
+                    header,
+                    received_at,
+                    answered: false,
+                });
+            }
+            Err(code) => {
+                self.free_tokens.push(token);
+                self.answer_error(peer, &header, code, received_at);
+            }
+        }
+    }
+
+    /// Reaps the backend's completions and answers each.
+    fn reap(&mut self) -> usize {
+        let Forwarder {
+            transport,
+            backend,
+            tx,
+            in_flight,
+            free_tokens,
+            stats,
+            ..
+        } = self;
+        backend.poll(|c: Completion<'_>| {
+            let Some(entry) = in_flight.get_mut(c.token as usize).and_then(Option::take) else {
+                // A token we never issued: a backend bug, but never a crash.
+                stats.late_completions += 1;
+                return;
+            };
+            free_tokens.push(c.token);
+            if entry.answered {
+                stats.late_completions += 1;
+                return;
+            }
+            let (code, result) = if c.result.len() > MAX_RESULT_LEN {
+                (status::BAD_ARGUMENT, &[][..])
+            } else {
+                (c.status, c.result)
+            };
+            send_response(transport, tx, stats, entry.peer, &entry.header, code, result, entry.received_at);
+        })
+    }
+
+    /// Answers requests older than the watchdog deadline with `DECODER_TIMEOUT`.
+    fn watchdog(&mut self, now: Instant) {
+        if self.backend.in_flight() == 0 {
+            return;
+        }
+        let limit = self.config.watchdog;
+        for i in 0..self.in_flight.len() {
+            let expired = match &self.in_flight[i] {
+                Some(e) if !e.answered && now.duration_since(e.received_at) > limit => {
+                    Some((e.peer, e.header, e.received_at))
+                }
+                _ => None,
+            };
+            if let Some((peer, header, at)) = expired {
+                if let Some(e) = self.in_flight[i].as_mut() {
+                    e.answered = true;
+                }
+                self.answer_error(peer, &header, status::DECODER_TIMEOUT, at);
+            }
+        }
+    }
+
+    /// After a stop: let in-flight requests finish for `drain`, then answer the rest
+    /// with `SHUTTING_DOWN`, so every request still gets one response.
+    fn drain(&mut self) -> crate::Result<()> {
+        let deadline = Instant::now() + self.config.drain;
+        while self.backend.in_flight() > 0 && Instant::now() < deadline {
+            if self.reap() == 0 {
+                std::thread::yield_now();
+            }
+        }
+        for i in 0..self.in_flight.len() {
+            if let Some(e) = self.in_flight[i] {
+                if !e.answered {
+                    self.in_flight[i] = Some(InFlight { answered: true, ..e });
+                    self.answer_error(e.peer, &e.header, status::SHUTTING_DOWN, e.received_at);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn answer_error(&mut self, peer: T::Peer, header: &RequestHeader, code: i32, at: Instant) {
+        send_response(&mut self.transport, &mut self.tx, &mut self.stats, peer, header, code, &[], at);
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+#[inline]
+fn send_response<T: Transport>(
+    transport: &mut T,
+    tx: &mut [u8],
+    stats: &mut Stats,
+    peer: T::Peer,
+    header: &RequestHeader,
+    code: i32,
+    result: &[u8],
+    received_at: Instant,
+) {
+    let len = match wire::write_response(tx, code, header.request_id, header.ptp_timestamp, result) {
+        Ok(n) => n,
+        Err(_) => {
+            stats.on_dropped(DropKind::SendFailed);
+            return;
+        }
+    };
+    match transport.send(peer, &tx[..len]) {
+        Ok(()) => stats.on_answered(code, received_at.elapsed()),
+        Err(_) => stats.on_dropped(DropKind::SendFailed),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::backend::CpuBackend;
+    use crate::transport::{inproc, Client};
+    use crate::wire::function_id;
+
+    fn forwarder(
+        config: ForwardConfig,
+    ) -> (inproc::InprocClient, Forwarder<inproc::InprocServer, CpuBackend>) {
+        let (client, server) = inproc::channel(64, 8192).unwrap();
+        let backend = CpuBackend::new(config.batch, config.max_request_bytes);
+        (client, Forwarder::new(server, backend, Registry::with_parity(), config))
+    }
+
+    fn response(client: &mut inproc::InprocClient) -> Option<Vec<u8>> {
+        let mut buf = [0u8; 8192];
+        client.try_recv(&mut buf).unwrap().map(|n| buf[..n].to_vec())
+    }
+
+    #[test]
+    fn answers_each_kind_of_request_and_counts_add_up() {
+        let (mut client, mut fwd) = forwarder(ForwardConfig {
+            max_request_bytes: 100,
+            ..Default::default()
+        });
+        let mut buf = [0u8; 512];
+        let parity = function_id("parity");
+        // ok
+        let n = wire::write_request(&mut buf, parity, 1, 11, &[0b111]).unwrap();
+        client.send(&buf[..n]).unwrap();
+        // unknown function
+        let n = wire::write_request(&mut buf, function_id("nope"), 2, 22, &[1]).unwrap();
+        client.send(&buf[..n]).unwrap();
+        // length mismatch (one byte cut off)
+        let n = wire::write_request(&mut buf, parity, 3, 33, &[1, 2, 3]).unwrap();
+        client.send(&buf[..n - 1]).unwrap();
+        // oversized
+        let n = wire::write_request(&mut buf, parity, 4, 44, &[0; 101]).unwrap();
+        client.send(&buf[..n]).unwrap();
+        // unparseable: short, bad magic
+        client.send(&buf[..10]).unwrap();
+        let mut bad = buf;
+        bad[0] = 0;
+        client.send(&bad[..n]).unwrap();
+
+        for _ in 0..4 {
+            fwd.poll_once().unwrap();
+        }
+        let mut got = vec![];
+        while let Some(r) = response(&mut client) {
+            let v = wire::parse_response(&r).unwrap();
+            got.push((v.header.request_id, v.header.ptp_timestamp, v.header.status, v.result.to_vec()));
+        }
+        assert_eq!(
+            got,
+            vec![
+                (1, 11, status::OK, vec![1]),
+                (2, 22, status::UNKNOWN_FUNCTION, vec![]),
+                (3, 33, status::LENGTH_MISMATCH, vec![]),
+                (4, 44, status::OVERSIZED, vec![]),
+            ]
+        );
+        let s = fwd.stats();
+        assert_eq!(s.received, 6);
+        assert_eq!(s.answered_ok, 1);
+        assert_eq!(s.answered_error_total(), 3);
+        assert_eq!(s.dropped(DropKind::TruncatedHeader), 1);
+        assert_eq!(s.dropped(DropKind::BadMagic), 1);
+        assert!(s.adds_up());
+    }
+
+    /// A backend that never completes: exercises the watchdog and the drain.
+    struct Stalled {
+        held: Vec<u32>,
+        release: bool,
+    }
+    impl Backend for Stalled {
+        fn topology(&self) -> crate::backend::Topology {
+            crate::backend::Topology::Cpu
+        }
+        fn submit(&mut self, token: u32, _: &crate::handler::Handler, _: &[u8]) -> Result<(), i32> {
+            self.held.push(token);
+            Ok(())
+        }
+        fn poll<F: FnMut(Completion<'_>)>(&mut self, mut done: F) -> usize {
+            if !self.release {
+                return 0;
+            }
+            let n = self.held.len();
+            for t in self.held.drain(..) {
+                done(Completion { token: t, status: 0, result: &[1] });
+            }
+            n
+        }
+        fn in_flight(&self) -> usize {
+            self.held.len()
+        }
+        fn max_arg_len(&self) -> usize {
+            64
+        }
+    }
+
+    #[test]
+    fn watchdog_answers_stalled_requests_once_and_late_completions_are_counted() {
+        let (mut client, server) = inproc::channel(8, 256).unwrap();
+        let mut fwd = Forwarder::new(
+            server,
+            Stalled { held: vec![], release: false },
+            Registry::with_parity(),
+            ForwardConfig {
+                watchdog: Duration::from_millis(5),
+                max_in_flight: 2,
+                ..Default::default()
+            },
+        );
+        let mut buf = [0u8; 64];
+        for id in 0..3 {
+            let n = wire::write_request(&mut buf, function_id("parity"), id, 0, &[1]).unwrap();
+            client.send(&buf[..n]).unwrap();
+        }
+        fwd.poll_once().unwrap();
+        // Third request: no free token -> overload.
+        let r = response(&mut client).unwrap();
+        assert_eq!(wire::parse_response(&r).unwrap().header.status, status::OVERLOAD);
+        std::thread::sleep(Duration::from_millis(10));
+        fwd.watchdog(Instant::now());
+        fwd.watchdog(Instant::now());
+        for id in 0..2 {
+            let r = response(&mut client).unwrap();
+            let v = wire::parse_response(&r).unwrap();
+            assert_eq!((v.header.request_id, v.header.status), (id, status::DECODER_TIMEOUT));
+        }
+        assert!(response(&mut client).is_none(), "watchdog must answer only once");
+        fwd.backend.release = true;
+        fwd.poll_once().unwrap();
+        assert!(response(&mut client).is_none());
+        assert_eq!(fwd.stats().late_completions, 2);
+        assert_eq!(fwd.free_tokens.len(), 2);
+        assert!(fwd.stats().adds_up());
+    }
+
+    #[test]
+    fn stop_answers_in_flight_with_shutting_down() {
+        let (mut client, server) = inproc::channel(8, 256).unwrap();
+        let mut fwd = Forwarder::new(
+            server,
+            Stalled { held: vec![], release: false },
+            Registry::with_parity(),
+            ForwardConfig {
+                watchdog: Duration::from_secs(60),
+                drain: Duration::from_millis(1),
+                ..Default::default()
+            },
+        );
+        let mut buf = [0u8; 64];
+        let n = wire::write_request(&mut buf, function_id("parity"), 9, 0, &[1]).unwrap();
+        client.send(&buf[..n]).unwrap();
+        fwd.poll_once().unwrap();
+        let flag = AtomicBool::new(true);
+        let stats = fwd
+            .run(StopWhen { flag: &flag, deadline: None }, None, |_, _| {})
+            .unwrap();
+        let r = response(&mut client).unwrap();
+        assert_eq!(wire::parse_response(&r).unwrap().header.status, status::SHUTTING_DOWN);
+        assert_eq!(stats.answered_with(status::SHUTTING_DOWN), 1);
+        assert!(stats.adds_up());
+    }
+}

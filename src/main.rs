@@ -1,0 +1,179 @@
+//! The `qfwd` command line.
+#![forbid(unsafe_code)]
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use clap::{Args, Parser, Subcommand};
+use qfwd::backend::Topology;
+use qfwd::config::RunConfig;
+use qfwd::forward::IdlePolicy;
+use qfwd::transport::TransportKind;
+
+#[derive(Parser)]
+#[command(
+    name = "qfwd",
+    version,
+    about = "Forward QEC syndrome requests (CUDA-Q Realtime RPC) to decoders and answer in microseconds",
+    long_about = "qfwd receives CUQR requests from a QPU controller, runs the handler their \
+function_id names (FNV-1a of the handler name), and answers each with a CUQS response.\n\n\
+Every request whose header parses gets exactly one response: a result, or an error status. \
+Datagrams that are not requests are dropped and counted. On exit qfwd prints counters that \
+add up: received = answered ok + answered with error + dropped."
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Serve requests until the duration ends or Ctrl-C / SIGTERM.
+    #[command(after_help = "Examples:\n  \
+qfwd run --transport udp --listen 127.0.0.1:9000 --duration 60\n  \
+qfwd run --listen 0.0.0.0:9000 --allow 10.0.0.7 --cores 2 --stats-interval 5\n  \
+qfwd run --config lab.toml --duration 600\n\n\
+Then point a QPU controller (or `qfwd-latency emulate --target 127.0.0.1:9000`) at it.")]
+    Run(RunArgs),
+}
+
+#[derive(Args)]
+struct RunArgs {
+    /// TOML file with the same keys as the flags (flags override it).
+    #[arg(long, value_name = "FILE")]
+    config: Option<PathBuf>,
+    /// QPU-facing transport: udp (the in-process ring is for the latency harness).
+    #[arg(long)]
+    transport: Option<TransportKind>,
+    /// Address to listen on [default: 127.0.0.1:9000].
+    #[arg(long, value_name = "ADDR")]
+    listen: Option<SocketAddr>,
+    /// Accept requests only from this peer (IP or IP:port); repeat for more. Without
+    /// any, every peer is accepted.
+    #[arg(long, value_name = "PEER")]
+    allow: Vec<String>,
+    /// Handler to serve, by name (function_id = FNV-1a of the name); repeat for more
+    /// [default: parity].
+    #[arg(long = "handler", value_name = "NAME")]
+    handlers: Vec<String>,
+    /// Where requests are computed: cpu, gpu-launch, gpu-graph, gpu-persistent.
+    #[arg(long)]
+    topology: Option<Topology>,
+    /// CPU cores to pin to (comma-separated); the first runs the forwarding loop.
+    #[arg(long, value_delimiter = ',', value_name = "N,...")]
+    cores: Vec<usize>,
+    /// Seconds to serve, then exit [default: until Ctrl-C / SIGTERM].
+    #[arg(long, value_name = "SECONDS")]
+    duration: Option<f64>,
+    /// Seconds between live status lines on stderr; 0 turns them off [default: 1].
+    #[arg(long, value_name = "SECONDS")]
+    stats_interval: Option<f64>,
+    /// Largest request argument accepted, in bytes; larger gets status -5 (oversized).
+    #[arg(long, value_name = "BYTES")]
+    max_request_bytes: Option<usize>,
+    /// Most datagrams received per poll.
+    #[arg(long)]
+    batch: Option<usize>,
+    /// Most requests in flight toward the decoder; more get status -6 (overload).
+    #[arg(long)]
+    max_in_flight: Option<usize>,
+    /// Per-request deadline in microseconds; past it the answer is status -7.
+    #[arg(long, value_name = "MICROSECONDS")]
+    watchdog_us: Option<u64>,
+    /// When idle: spin (lowest latency, one core at 100%) or yield.
+    #[arg(long)]
+    idle: Option<IdlePolicy>,
+}
+
+impl RunArgs {
+    fn into_config(self) -> qfwd::Result<RunConfig> {
+        let mut c = match &self.config {
+            Some(p) => RunConfig::from_file(p)?,
+            None => RunConfig::default(),
+        };
+        if let Some(v) = self.transport {
+            c.transport = v;
+        }
+        if let Some(v) = self.listen {
+            c.listen = v;
+        }
+        if !self.allow.is_empty() {
+            c.allow = self.allow;
+        }
+        if !self.handlers.is_empty() {
+            c.handlers = self.handlers;
+        }
+        if let Some(v) = self.topology {
+            c.topology = v;
+        }
+        if !self.cores.is_empty() {
+            c.cores = self.cores;
+        }
+        if self.duration.is_some() {
+            c.duration_s = self.duration;
+        }
+        if let Some(v) = self.stats_interval {
+            c.stats_interval_s = v;
+        }
+        if let Some(v) = self.max_request_bytes {
+            c.max_request_bytes = v;
+        }
+        if let Some(v) = self.batch {
+            c.batch = v;
+        }
+        if let Some(v) = self.max_in_flight {
+            c.max_in_flight = v;
+        }
+        if let Some(v) = self.watchdog_us {
+            c.watchdog_us = v;
+        }
+        if let Some(v) = self.idle {
+            c.idle = v;
+        }
+        c.validate()?;
+        Ok(c)
+    }
+}
+
+fn run(args: RunArgs) -> qfwd::Result<()> {
+    let config = args.into_config()?;
+    if config.transport == TransportKind::Inproc {
+        return Err(qfwd::Error::InvalidSetting {
+            key: "transport",
+            detail: "inproc connects threads of one process; to measure it, run \
+                     `qfwd-latency emulate --inproc` (it starts the forwarder itself)"
+                .to_string(),
+        });
+    }
+    let running = qfwd::serve::spawn_udp(&config)?;
+    eprintln!("qfwd: {}", running.description());
+    let flag = running.stop_flag();
+    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        signal_hook::flag::register(sig, flag.clone()).map_err(qfwd::Error::Signal)?;
+    }
+    // The loop stops itself at the duration; this thread only waits.
+    while !running.is_finished() && !flag.load(Ordering::Relaxed) {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    running.stop();
+    let stats = running.join()?;
+    eprintln!("qfwd: stopped.\n{stats}");
+    Ok(())
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Run(a) => run(a),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("qfwd: error: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}

@@ -1,0 +1,271 @@
+//! Counters that account for every datagram, and service-time histograms.
+//!
+//! The invariant the forwarder keeps, and tests check:
+//! `received == answered_ok + answered_error (all kinds) + dropped (all kinds)`.
+#![forbid(unsafe_code)]
+
+use std::fmt;
+use std::time::Duration;
+
+use hdrhistogram::Histogram;
+
+use crate::wire::status;
+
+/// Why a datagram got no response.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DropKind {
+    /// Shorter than a header.
+    TruncatedHeader = 0,
+    /// Not a CUQR request.
+    BadMagic = 1,
+    /// From a peer outside the allowlist.
+    NotAllowed = 2,
+    /// The response could not be handed to the transport.
+    SendFailed = 3,
+}
+
+impl DropKind {
+    pub const ALL: [DropKind; 4] = [
+        DropKind::TruncatedHeader,
+        DropKind::BadMagic,
+        DropKind::NotAllowed,
+        DropKind::SendFailed,
+    ];
+
+    pub fn name(&self) -> &'static str {
+        match self {
+            DropKind::TruncatedHeader => "truncated_header",
+            DropKind::BadMagic => "bad_magic",
+            DropKind::NotAllowed => "not_allowed",
+            DropKind::SendFailed => "send_failed",
+        }
+    }
+}
+
+/// Error statuses the forwarder answers with, in counter order.
+const ERROR_KINDS: [i32; 7] = [
+    status::BAD_ARGUMENT,
+    status::LENGTH_MISMATCH,
+    status::UNKNOWN_FUNCTION,
+    status::OVERSIZED,
+    status::OVERLOAD,
+    status::DECODER_TIMEOUT,
+    status::SHUTTING_DOWN,
+];
+/// Slot for handler errors (> 0) other than BAD_ARGUMENT.
+const OTHER_HANDLER_ERROR: usize = ERROR_KINDS.len();
+
+/// Highest service time recorded exactly; larger ones saturate (and are still counted).
+const MAX_TRACKED_NS: u64 = 60_000_000_000;
+
+/// Every counter of one forwarder.
+#[derive(Clone)]
+pub struct Stats {
+    pub received: u64,
+    pub answered_ok: u64,
+    answered_error: [u64; ERROR_KINDS.len() + 1],
+    dropped: [u64; DropKind::ALL.len()],
+    /// Completions that arrived after the watchdog had already answered the request.
+    pub late_completions: u64,
+    /// Service time (receive to response handed to the transport), whole run.
+    pub service_ns: Histogram<u64>,
+    /// Same, since the last status line.
+    pub interval_ns: Histogram<u64>,
+    /// Requests received since the last status line.
+    pub interval_received: u64,
+}
+
+fn histogram() -> Histogram<u64> {
+    Histogram::new_with_bounds(1, MAX_TRACKED_NS, 3).expect("static histogram bounds are valid")
+}
+
+impl Default for Stats {
+    fn default() -> Self {
+        Stats {
+            received: 0,
+            answered_ok: 0,
+            answered_error: [0; ERROR_KINDS.len() + 1],
+            dropped: [0; DropKind::ALL.len()],
+            late_completions: 0,
+            service_ns: histogram(),
+            interval_ns: histogram(),
+            interval_received: 0,
+        }
+    }
+}
+
+impl Stats {
+    #[inline]
+    pub fn on_received(&mut self) {
+        self.received += 1;
+        self.interval_received += 1;
+    }
+
+    #[inline]
+    pub fn on_dropped(&mut self, kind: DropKind) {
+        self.dropped[kind as usize] += 1;
+    }
+
+    /// Records one response handed to the transport, with its service time.
+    #[inline]
+    pub fn on_answered(&mut self, status_code: i32, service: Duration) {
+        if status_code == status::OK {
+            self.answered_ok += 1;
+        } else {
+            let slot = ERROR_KINDS
+                .iter()
+                .position(|&k| k == status_code)
+                .unwrap_or(OTHER_HANDLER_ERROR);
+            self.answered_error[slot] += 1;
+        }
+        let ns = (service.as_nanos() as u64).max(1);
+        self.service_ns.saturating_record(ns);
+        self.interval_ns.saturating_record(ns);
+    }
+
+    pub fn dropped(&self, kind: DropKind) -> u64 {
+        self.dropped[kind as usize]
+    }
+
+    pub fn dropped_total(&self) -> u64 {
+        self.dropped.iter().sum()
+    }
+
+    /// Responses sent with status `code` (any non-zero code).
+    pub fn answered_with(&self, code: i32) -> u64 {
+        match ERROR_KINDS.iter().position(|&k| k == code) {
+            Some(i) => self.answered_error[i],
+            None if code > 0 => self.answered_error[OTHER_HANDLER_ERROR],
+            None => 0,
+        }
+    }
+
+    pub fn answered_error_total(&self) -> u64 {
+        self.answered_error.iter().sum()
+    }
+
+    /// Whether every received datagram is accounted for exactly once.
+    pub fn adds_up(&self) -> bool {
+        self.received == self.answered_ok + self.answered_error_total() + self.dropped_total()
+    }
+
+    /// Named non-zero error and drop counters, for summaries.
+    pub fn breakdown(&self) -> Vec<(&'static str, u64)> {
+        let mut v = Vec::new();
+        for (i, &code) in ERROR_KINDS.iter().enumerate() {
+            if self.answered_error[i] > 0 {
+                v.push((status::name(code), self.answered_error[i]));
+            }
+        }
+        if self.answered_error[OTHER_HANDLER_ERROR] > 0 {
+            v.push(("handler_error", self.answered_error[OTHER_HANDLER_ERROR]));
+        }
+        for k in DropKind::ALL {
+            if self.dropped(k) > 0 {
+                v.push((k.name(), self.dropped(k)));
+            }
+        }
+        v
+    }
+
+    /// The live one-line status; resets the interval histogram.
+    pub fn status_line(&mut self, interval: Duration) -> String {
+        let rate = self.interval_received as f64 / interval.as_secs_f64().max(1e-9);
+        let (p50, p99) = quantiles_us(&self.interval_ns);
+        let line = format!(
+            "qfwd: rx {} | ok {} | err {} | drop {} | {:.0} req/s | svc p50 {} p99 {}",
+            self.received,
+            self.answered_ok,
+            self.answered_error_total(),
+            self.dropped_total(),
+            rate,
+            p50,
+            p99
+        );
+        self.interval_ns.reset();
+        self.interval_received = 0;
+        line
+    }
+}
+
+fn quantiles_us(h: &Histogram<u64>) -> (String, String) {
+    if h.is_empty() {
+        return ("-".into(), "-".into());
+    }
+    let f = |q| format!("{:.2}us", h.value_at_quantile(q) as f64 / 1000.0);
+    (f(0.5), f(0.99))
+}
+
+/// The final summary: counters that add up, each kind named.
+impl fmt::Display for Stats {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(
+            f,
+            "received {} = answered ok {} + answered with error {} + dropped {}{}",
+            self.received,
+            self.answered_ok,
+            self.answered_error_total(),
+            self.dropped_total(),
+            if self.adds_up() {
+                ""
+            } else {
+                "  (DOES NOT ADD UP: bug)"
+            }
+        )?;
+        for (name, n) in self.breakdown() {
+            writeln!(f, "  {name:<18} {n}")?;
+        }
+        if self.late_completions > 0 {
+            writeln!(
+                f,
+                "  late completions (after watchdog answered) {}",
+                self.late_completions
+            )?;
+        }
+        let h = &self.service_ns;
+        if !h.is_empty() {
+            let us = |v: u64| v as f64 / 1000.0;
+            write!(
+                f,
+                "service time: min {:.2}us p50 {:.2}us p99 {:.2}us p99.9 {:.2}us max {:.2}us",
+                us(h.min()),
+                us(h.value_at_quantile(0.5)),
+                us(h.value_at_quantile(0.99)),
+                us(h.value_at_quantile(0.999)),
+                us(h.max())
+            )?;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn counters_add_up_and_name_each_kind() {
+        let mut s = Stats::default();
+        for _ in 0..6 {
+            s.on_received();
+        }
+        s.on_answered(status::OK, Duration::from_micros(3));
+        s.on_answered(status::OK, Duration::from_micros(5));
+        s.on_answered(status::UNKNOWN_FUNCTION, Duration::from_micros(1));
+        s.on_answered(42, Duration::from_micros(1));
+        s.on_dropped(DropKind::BadMagic);
+        assert!(!s.adds_up());
+        s.on_dropped(DropKind::NotAllowed);
+        assert!(s.adds_up());
+        assert_eq!(s.answered_with(status::UNKNOWN_FUNCTION), 1);
+        assert_eq!(s.answered_with(42), 1);
+        let text = s.to_string();
+        assert!(text.contains("received 6 = answered ok 2 + answered with error 2 + dropped 2"));
+        assert!(text.contains("unknown_function"));
+        assert!(text.contains("handler_error"));
+        assert!(text.contains("not_allowed"));
+        let line = s.status_line(Duration::from_secs(1));
+        assert!(line.contains("rx 6"), "{line}");
+        assert!(s.interval_ns.is_empty());
+    }
+}

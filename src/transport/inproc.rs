@@ -1,0 +1,318 @@
+//! The `inproc` transport: two single-producer/single-consumer rings of fixed-size slots
+//! (requests one way, responses the other), shared between threads of one process.
+//!
+//! It plays the part of NIC DMA: the emulator's writes land directly in the forwarder's
+//! receive ring, so measurements isolate the forwarding and GPU path from the network
+//! stack. Slots hold their bytes in `AtomicU64` words so the ring needs no `unsafe`:
+//! the producer fills a slot with relaxed stores and publishes it with a Release store
+//! of `tail`; the consumer observes `tail` with Acquire before reading the slot, and
+//! returns it with a Release store of `head`. Head and tail sit on separate cache
+//! lines, and each side caches the other's index, re-reading the shared atomic only
+//! when its cache says full or empty (as rtrb does).
+#![forbid(unsafe_code)]
+
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::Arc;
+
+use crossbeam_utils::CachePadded;
+
+use super::{Client, Transport};
+use crate::{Error, Result};
+
+struct Slot {
+    len: AtomicUsize,
+    words: Box<[AtomicU64]>,
+}
+
+struct Shared {
+    head: CachePadded<AtomicUsize>,
+    tail: CachePadded<AtomicUsize>,
+    slots: Box<[Slot]>,
+    slot_bytes: usize,
+}
+
+/// The producing end of a slot ring.
+pub struct Producer {
+    ring: Arc<Shared>,
+    tail: usize,
+    cached_head: usize,
+}
+
+/// The consuming end of a slot ring.
+pub struct Consumer {
+    ring: Arc<Shared>,
+    head: usize,
+    cached_tail: usize,
+}
+
+/// A ring of `slots` slots of `slot_bytes` bytes each. `slots` must be >= 1.
+pub fn ring(slots: usize, slot_bytes: usize) -> Result<(Producer, Consumer)> {
+    if slots == 0 {
+        return Err(Error::Inproc("a ring needs at least one slot"));
+    }
+    if slot_bytes == 0 {
+        return Err(Error::Inproc("slots must hold at least one byte"));
+    }
+    let words_per_slot = slot_bytes.div_ceil(8);
+    let slots: Box<[Slot]> = (0..slots)
+        .map(|_| Slot {
+            len: AtomicUsize::new(0),
+            words: (0..words_per_slot).map(|_| AtomicU64::new(0)).collect(),
+        })
+        .collect();
+    let shared = Arc::new(Shared {
+        head: CachePadded::new(AtomicUsize::new(0)),
+        tail: CachePadded::new(AtomicUsize::new(0)),
+        slots,
+        slot_bytes,
+    });
+    Ok((
+        Producer {
+            ring: shared.clone(),
+            tail: 0,
+            cached_head: 0,
+        },
+        Consumer {
+            ring: shared,
+            head: 0,
+            cached_tail: 0,
+        },
+    ))
+}
+
+impl Producer {
+    /// Copies `bytes` into the next slot and publishes it. `Ok(false)` when the ring is
+    /// full; an error when `bytes` is larger than a slot.
+    pub fn push(&mut self, bytes: &[u8]) -> Result<bool> {
+        let ring = &*self.ring;
+        if bytes.len() > ring.slot_bytes {
+            return Err(Error::Inproc("message larger than a ring slot"));
+        }
+        let capacity = ring.slots.len();
+        if self.tail.wrapping_sub(self.cached_head) == capacity {
+            self.cached_head = ring.head.load(Ordering::Acquire);
+            if self.tail.wrapping_sub(self.cached_head) == capacity {
+                return Ok(false);
+            }
+        }
+        let slot = &ring.slots[self.tail % capacity];
+        let mut chunks = bytes.chunks_exact(8);
+        for (word, c) in slot.words.iter().zip(&mut chunks) {
+            let mut w = [0u8; 8];
+            w.copy_from_slice(c);
+            word.store(u64::from_le_bytes(w), Ordering::Relaxed);
+        }
+        let rest = chunks.remainder();
+        if !rest.is_empty() {
+            let mut w = [0u8; 8];
+            w[..rest.len()].copy_from_slice(rest);
+            slot.words[bytes.len() / 8].store(u64::from_le_bytes(w), Ordering::Relaxed);
+        }
+        slot.len.store(bytes.len(), Ordering::Relaxed);
+        self.tail = self.tail.wrapping_add(1);
+        ring.tail.store(self.tail, Ordering::Release);
+        Ok(true)
+    }
+
+    /// Largest message a slot holds.
+    pub fn slot_bytes(&self) -> usize {
+        self.ring.slot_bytes
+    }
+}
+
+impl Consumer {
+    /// Copies the oldest message into `buf` and frees its slot; returns the message's
+    /// length (which may exceed `buf.len()`: then only the first `buf.len()` bytes are
+    /// copied). `None` when the ring is empty.
+    pub fn pop(&mut self, buf: &mut [u8]) -> Option<usize> {
+        let ring = &*self.ring;
+        if self.head == self.cached_tail {
+            self.cached_tail = ring.tail.load(Ordering::Acquire);
+            if self.head == self.cached_tail {
+                return None;
+            }
+        }
+        let slot = &ring.slots[self.head % ring.slots.len()];
+        let len = slot.len.load(Ordering::Relaxed);
+        let copy = len.min(buf.len());
+        let mut chunks = buf[..copy].chunks_exact_mut(8);
+        for (word, c) in slot.words.iter().zip(&mut chunks) {
+            c.copy_from_slice(&word.load(Ordering::Relaxed).to_le_bytes());
+        }
+        let rest = chunks.into_remainder();
+        if !rest.is_empty() {
+            let w = slot.words[copy / 8].load(Ordering::Relaxed).to_le_bytes();
+            let n = rest.len();
+            rest.copy_from_slice(&w[..n]);
+        }
+        self.head = self.head.wrapping_add(1);
+        ring.head.store(self.head, Ordering::Release);
+        Some(len)
+    }
+}
+
+/// The forwarder's end of an in-process channel.
+pub struct InprocServer {
+    requests: Consumer,
+    responses: Producer,
+    /// Responses that found the response ring full: counted, never silently lost.
+    pub response_ring_full: u64,
+}
+
+/// The emulator's end of an in-process channel.
+pub struct InprocClient {
+    requests: Producer,
+    responses: Consumer,
+}
+
+/// A request ring and a response ring of `slots` slots of `slot_bytes` each.
+pub fn channel(slots: usize, slot_bytes: usize) -> Result<(InprocClient, InprocServer)> {
+    let (req_tx, req_rx) = ring(slots, slot_bytes)?;
+    let (resp_tx, resp_rx) = ring(slots, slot_bytes)?;
+    Ok((
+        InprocClient {
+            requests: req_tx,
+            responses: resp_rx,
+        },
+        InprocServer {
+            requests: req_rx,
+            responses: resp_tx,
+            response_ring_full: 0,
+        },
+    ))
+}
+
+impl Transport for InprocServer {
+    type Peer = ();
+
+    fn name(&self) -> &'static str {
+        "inproc"
+    }
+
+    #[inline]
+    fn try_recv(&mut self, buf: &mut [u8]) -> Result<Option<(usize, ())>> {
+        Ok(self.requests.pop(buf).map(|n| (n, ())))
+    }
+
+    fn is_allowed(&self, _peer: &()) -> bool {
+        true
+    }
+
+    /// The emulator drains responses as fast as it sends requests, so a full response
+    /// ring means it stopped reading; the response is refused and the caller counts it.
+    #[inline]
+    fn send(&mut self, _peer: (), bytes: &[u8]) -> Result<()> {
+        if self.responses.push(bytes)? {
+            Ok(())
+        } else {
+            self.response_ring_full += 1;
+            Err(Error::Inproc("response ring full: the client is not reading"))
+        }
+    }
+}
+
+impl Client for InprocClient {
+    #[inline]
+    fn send(&mut self, bytes: &[u8]) -> Result<bool> {
+        self.requests.push(bytes)
+    }
+
+    #[inline]
+    fn try_recv(&mut self, buf: &mut [u8]) -> Result<Option<usize>> {
+        Ok(self.responses.pop(buf))
+    }
+
+    fn describe(&self) -> String {
+        "inproc".to_string()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn full_and_empty() {
+        let (mut p, mut c) = ring(2, 16).unwrap();
+        let mut buf = [0u8; 16];
+        assert_eq!(c.pop(&mut buf), None);
+        assert!(p.push(b"a").unwrap());
+        assert!(p.push(b"bc").unwrap());
+        assert!(!p.push(b"d").unwrap(), "third push into two slots must fail");
+        assert_eq!(c.pop(&mut buf), Some(1));
+        assert_eq!(&buf[..1], b"a");
+        assert!(p.push(b"d").unwrap());
+        assert_eq!(c.pop(&mut buf), Some(2));
+        assert_eq!(&buf[..2], b"bc");
+        assert_eq!(c.pop(&mut buf), Some(1));
+        assert_eq!(&buf[..1], b"d");
+        assert_eq!(c.pop(&mut buf), None);
+    }
+
+    #[test]
+    fn oversized_push_is_an_error_and_short_buffer_reports_length() {
+        let (mut p, mut c) = ring(1, 10).unwrap();
+        assert!(p.push(&[0; 11]).is_err());
+        assert!(p.push(&[7; 10]).unwrap());
+        let mut small = [0u8; 3];
+        assert_eq!(c.pop(&mut small), Some(10));
+        assert_eq!(small, [7; 3]);
+        assert!(ring(0, 8).is_err());
+    }
+
+    #[test]
+    fn wraps_around_many_times_across_threads() {
+        let (mut p, mut c) = ring(4, 64).unwrap();
+        const N: u32 = 20_000;
+        let producer = std::thread::spawn(move || {
+            for i in 0..N {
+                let len = (i % 61) as usize + 1;
+                let msg: Vec<u8> = (0..len).map(|k| (i as usize + k) as u8).collect();
+                let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+                while !p.push(&msg).unwrap() {
+                    assert!(std::time::Instant::now() < deadline, "consumer stalled");
+                    std::thread::yield_now();
+                }
+            }
+        });
+        let mut buf = [0u8; 64];
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        for i in 0..N {
+            let n = loop {
+                if let Some(n) = c.pop(&mut buf) {
+                    break n;
+                }
+                assert!(std::time::Instant::now() < deadline, "producer stalled");
+                std::thread::yield_now();
+            };
+            let len = (i % 61) as usize + 1;
+            assert_eq!(n, len, "message {i}");
+            for (k, &b) in buf[..n].iter().enumerate() {
+                assert_eq!(b, (i as usize + k) as u8, "message {i} byte {k}");
+            }
+        }
+        producer.join().unwrap();
+        assert_eq!(c.pop(&mut buf), None);
+    }
+
+    proptest! {
+        /// Any interleaving of pushes and pops behaves like a bounded FIFO queue.
+        #[test]
+        fn behaves_like_a_bounded_queue(slots in 1usize..6, ops in proptest::collection::vec((any::<bool>(), proptest::collection::vec(any::<u8>(), 0..24)), 0..200)) {
+            let (mut p, mut c) = ring(slots, 24).unwrap();
+            let mut model = std::collections::VecDeque::new();
+            let mut buf = [0u8; 24];
+            for (is_push, msg) in ops {
+                if is_push {
+                    let ok = p.push(&msg).unwrap();
+                    prop_assert_eq!(ok, model.len() < slots);
+                    if ok { model.push_back(msg); }
+                } else {
+                    let got = c.pop(&mut buf).map(|n| buf[..n].to_vec());
+                    prop_assert_eq!(got, model.pop_front());
+                }
+            }
+        }
+    }
+}

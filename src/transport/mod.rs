@@ -1,0 +1,86 @@
+//! QPU-facing transports: how requests arrive and responses leave.
+//!
+//! - [`udp`]: kernel UDP sockets, non-blocking, busy-polled, with a peer allowlist;
+//! - [`inproc`]: a lock-free single-producer/single-consumer ring pair between an
+//!   in-process emulator and the forwarder, standing in for NIC DMA so the GPU path
+//!   can be measured without the network stack.
+//!
+//! The forwarder side implements [`Transport`]; the QPU side (the emulator) uses
+//! [`Client`].
+#![forbid(unsafe_code)]
+
+use std::fmt;
+use std::str::FromStr;
+
+use crate::Result;
+
+pub mod inproc;
+pub mod udp;
+
+/// Which transport faces the QPU controller.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum TransportKind {
+    Udp,
+    Inproc,
+}
+
+impl TransportKind {
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            TransportKind::Udp => "udp",
+            TransportKind::Inproc => "inproc",
+        }
+    }
+}
+
+impl fmt::Display for TransportKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for TransportKind {
+    type Err = String;
+    fn from_str(s: &str) -> std::result::Result<Self, String> {
+        match s {
+            "udp" => Ok(TransportKind::Udp),
+            "inproc" => Ok(TransportKind::Inproc),
+            "rdma" | "softnic" => Err(format!(
+                "transport {s:?} is not built yet; available: udp, inproc"
+            )),
+            _ => Err(format!("unknown transport {s:?}; expected udp or inproc")),
+        }
+    }
+}
+
+/// The forwarder's side of a transport.
+pub trait Transport {
+    /// Who sent a request, so the response goes back there.
+    type Peer: Copy + fmt::Debug;
+
+    /// Short name for logs and errors.
+    fn name(&self) -> &'static str;
+
+    /// Receives one datagram into `buf` without blocking: `Ok(None)` when none waits.
+    /// A datagram longer than `buf` is reported with its full length (> `buf.len()`),
+    /// its first `buf.len()` bytes in `buf`, so it can be answered as oversized.
+    fn try_recv(&mut self, buf: &mut [u8]) -> Result<Option<(usize, Self::Peer)>>;
+
+    /// Whether requests from `peer` may be answered (allowlist).
+    fn is_allowed(&self, peer: &Self::Peer) -> bool;
+
+    /// Sends one response to `peer`.
+    fn send(&mut self, peer: Self::Peer, bytes: &[u8]) -> Result<()>;
+}
+
+/// The QPU controller's side of a transport (the emulator uses it).
+pub trait Client {
+    /// Sends one request. `Ok(false)` when the transport cannot take it now
+    /// (full ring, full socket buffer): the caller decides whether to retry.
+    fn send(&mut self, bytes: &[u8]) -> Result<bool>;
+    /// Receives one response without blocking.
+    fn try_recv(&mut self, buf: &mut [u8]) -> Result<Option<usize>>;
+    /// Where the requests go, for messages and CSV rows.
+    fn describe(&self) -> String;
+}

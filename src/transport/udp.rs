@@ -1,0 +1,288 @@
+//! The `udp` transport: kernel UDP sockets, non-blocking and busy-polled.
+//!
+//! The receive buffer is as large as the largest UDP payload, so the kernel never
+//! truncates a datagram behind our back: an oversized request is seen whole and
+//! answered with `OVERSIZED`.
+#![forbid(unsafe_code)]
+
+use std::io::ErrorKind;
+use std::net::{IpAddr, SocketAddr, UdpSocket};
+use std::str::FromStr;
+
+use socket2::{Domain, Protocol, Socket, Type};
+
+use super::{Client, Transport};
+use crate::{Error, Result};
+
+/// Largest UDP payload over IPv4.
+pub const MAX_DATAGRAM: usize = 65_507;
+
+/// Kernel socket buffer size asked for: room for bursts in open-loop runs.
+const SOCKET_BUFFER_BYTES: usize = 4 << 20;
+
+/// One allowlist entry: a whole host, or one host and port.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AllowedPeer {
+    Host(IpAddr),
+    Exact(SocketAddr),
+}
+
+impl AllowedPeer {
+    fn matches(&self, peer: &SocketAddr) -> bool {
+        match self {
+            AllowedPeer::Host(ip) => peer.ip() == *ip,
+            AllowedPeer::Exact(addr) => peer == addr,
+        }
+    }
+}
+
+impl FromStr for AllowedPeer {
+    type Err = String;
+    fn from_str(s: &str) -> std::result::Result<Self, String> {
+        if let Ok(addr) = s.parse::<SocketAddr>() {
+            return Ok(AllowedPeer::Exact(addr));
+        }
+        s.parse::<IpAddr>().map(AllowedPeer::Host).map_err(|_| {
+            format!("allowlist entry {s:?} is neither an IP address nor IP:port")
+        })
+    }
+}
+
+impl std::fmt::Display for AllowedPeer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            AllowedPeer::Host(ip) => write!(f, "{ip}"),
+            AllowedPeer::Exact(a) => write!(f, "{a}"),
+        }
+    }
+}
+
+fn new_socket(addr: SocketAddr) -> Result<Socket> {
+    let domain = Domain::for_address(addr);
+    let socket = Socket::new(domain, Type::DGRAM, Some(Protocol::UDP))
+        .map_err(|source| Error::Bind { addr, source })?;
+    // Best effort: the kernel caps these at net.core.{r,w}mem_max.
+    let _ = socket.set_recv_buffer_size(SOCKET_BUFFER_BYTES);
+    let _ = socket.set_send_buffer_size(SOCKET_BUFFER_BYTES);
+    socket
+        .set_nonblocking(true)
+        .map_err(|source| Error::SocketOption {
+            addr,
+            option: "O_NONBLOCK",
+            source,
+        })?;
+    Ok(socket)
+}
+
+/// The forwarder's UDP socket.
+pub struct UdpTransport {
+    socket: UdpSocket,
+    local: SocketAddr,
+    allowlist: Vec<AllowedPeer>,
+}
+
+impl UdpTransport {
+    /// Binds `addr` (port 0 picks a free port). An empty allowlist accepts every peer.
+    pub fn bind(addr: SocketAddr, allowlist: Vec<AllowedPeer>) -> Result<UdpTransport> {
+        let socket = new_socket(addr)?;
+        socket
+            .bind(&addr.into())
+            .map_err(|source| Error::Bind { addr, source })?;
+        let socket: UdpSocket = socket.into();
+        let local = socket
+            .local_addr()
+            .map_err(|source| Error::Bind { addr, source })?;
+        Ok(UdpTransport {
+            socket,
+            local,
+            allowlist,
+        })
+    }
+
+    /// The address actually bound.
+    pub fn local_addr(&self) -> SocketAddr {
+        self.local
+    }
+
+    pub fn allowlist(&self) -> &[AllowedPeer] {
+        &self.allowlist
+    }
+}
+
+impl Transport for UdpTransport {
+    type Peer = SocketAddr;
+
+    fn name(&self) -> &'static str {
+        "udp"
+    }
+
+    #[inline]
+    fn try_recv(&mut self, buf: &mut [u8]) -> Result<Option<(usize, SocketAddr)>> {
+        match self.socket.recv_from(buf) {
+            Ok((n, peer)) => Ok(Some((n, peer))),
+            Err(e) if e.kind() == ErrorKind::WouldBlock || e.kind() == ErrorKind::Interrupted => {
+                Ok(None)
+            }
+            // ICMP port-unreachable from an earlier send to a peer that went away is
+            // reported on the next receive; it says nothing about this socket.
+            Err(e) if e.kind() == ErrorKind::ConnectionRefused => Ok(None),
+            Err(source) => Err(Error::Recv {
+                transport: "udp",
+                source,
+            }),
+        }
+    }
+
+    #[inline]
+    fn is_allowed(&self, peer: &SocketAddr) -> bool {
+        self.allowlist.is_empty() || self.allowlist.iter().any(|a| a.matches(peer))
+    }
+
+    #[inline]
+    fn send(&mut self, peer: SocketAddr, bytes: &[u8]) -> Result<()> {
+        loop {
+            match self.socket.send_to(bytes, peer) {
+                Ok(_) => return Ok(()),
+                Err(e) if e.kind() == ErrorKind::Interrupted => continue,
+                Err(source) => {
+                    return Err(Error::Send {
+                        transport: "udp",
+                        peer: peer.to_string(),
+                        source,
+                    })
+                }
+            }
+        }
+    }
+}
+
+/// The emulator's UDP socket, connected to the forwarder.
+pub struct UdpClient {
+    socket: UdpSocket,
+    target: SocketAddr,
+}
+
+impl UdpClient {
+    /// Binds an ephemeral port on the target's address family and connects to `target`.
+    pub fn connect(target: SocketAddr) -> Result<UdpClient> {
+        let local: SocketAddr = if target.is_ipv4() {
+            "0.0.0.0:0".parse().expect("literal address")
+        } else {
+            "[::]:0".parse().expect("literal address")
+        };
+        let socket = new_socket(local)?;
+        socket
+            .bind(&local.into())
+            .map_err(|source| Error::Bind {
+                addr: local,
+                source,
+            })?;
+        socket
+            .connect(&target.into())
+            .map_err(|source| Error::Bind {
+                addr: target,
+                source,
+            })?;
+        Ok(UdpClient {
+            socket: socket.into(),
+            target,
+        })
+    }
+
+    pub fn local_addr(&self) -> Option<SocketAddr> {
+        self.socket.local_addr().ok()
+    }
+}
+
+impl Client for UdpClient {
+    #[inline]
+    fn send(&mut self, bytes: &[u8]) -> Result<bool> {
+        match self.socket.send(bytes) {
+            Ok(_) => Ok(true),
+            Err(e) if e.kind() == ErrorKind::WouldBlock || e.kind() == ErrorKind::Interrupted => {
+                Ok(false)
+            }
+            // Nobody listens yet (forwarder starting): the request is lost like any
+            // datagram, and the emulator's accounting will show it.
+            Err(e) if e.kind() == ErrorKind::ConnectionRefused => Ok(true),
+            Err(source) => Err(Error::Send {
+                transport: "udp",
+                peer: self.target.to_string(),
+                source,
+            }),
+        }
+    }
+
+    #[inline]
+    fn try_recv(&mut self, buf: &mut [u8]) -> Result<Option<usize>> {
+        match self.socket.recv(buf) {
+            Ok(n) => Ok(Some(n)),
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    ErrorKind::WouldBlock | ErrorKind::Interrupted | ErrorKind::ConnectionRefused
+                ) =>
+            {
+                Ok(None)
+            }
+            Err(source) => Err(Error::Recv {
+                transport: "udp",
+                source,
+            }),
+        }
+    }
+
+    fn describe(&self) -> String {
+        format!("udp://{}", self.target)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn allowlist_entries_parse_and_match() {
+        let host: AllowedPeer = "127.0.0.1".parse().unwrap();
+        let exact: AllowedPeer = "127.0.0.1:4000".parse().unwrap();
+        let a: SocketAddr = "127.0.0.1:4000".parse().unwrap();
+        let b: SocketAddr = "127.0.0.1:4001".parse().unwrap();
+        assert!(host.matches(&a) && host.matches(&b));
+        assert!(exact.matches(&a) && !exact.matches(&b));
+        assert!("not-an-ip".parse::<AllowedPeer>().is_err());
+    }
+
+    #[test]
+    fn loopback_round_trip_and_allowlist() {
+        let mut server = UdpTransport::bind("127.0.0.1:0".parse().unwrap(), vec![]).unwrap();
+        let mut client = UdpClient::connect(server.local_addr()).unwrap();
+        assert!(client.send(b"hello").unwrap());
+        let mut buf = [0u8; 64];
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        let (n, peer) = loop {
+            if let Some(r) = server.try_recv(&mut buf).unwrap() {
+                break r;
+            }
+            assert!(std::time::Instant::now() < deadline);
+            std::thread::yield_now();
+        };
+        assert_eq!(&buf[..n], b"hello");
+        assert!(server.is_allowed(&peer));
+        server.send(peer, b"world").unwrap();
+        let n = loop {
+            if let Some(n) = client.try_recv(&mut buf).unwrap() {
+                break n;
+            }
+            assert!(std::time::Instant::now() < deadline);
+            std::thread::yield_now();
+        };
+        assert_eq!(&buf[..n], b"world");
+
+        let strict = UdpTransport::bind(
+            "127.0.0.1:0".parse().unwrap(),
+            vec!["10.1.2.3".parse().unwrap()],
+        )
+        .unwrap();
+        assert!(!strict.is_allowed(&peer));
+    }
+}
