@@ -1,0 +1,666 @@
+//! The QPU-controller emulator: sends requests, checks every answer, times each one.
+//!
+//! Two modes (DESIGN §8):
+//! - `ping-pong`: one request in flight; each sample is a full round trip.
+//! - `open-loop`: requests leave on a fixed schedule whatever the answers do; each
+//!   sample is timed from its *intended* send time (as wrk2 does), so a stall in the
+//!   forwarder shows up in every request it delayed instead of hiding as one slow one.
+//!
+//! Every response is checked: request_id and timestamp echoed, status, and the result
+//! against the answer the emulator computed itself. Each request ends in exactly one
+//! class: ok, error status, wrong answer, or lost; late and duplicate answers are
+//! counted beside them.
+#![forbid(unsafe_code)]
+
+use std::fmt;
+use std::str::FromStr;
+use std::time::{Duration, Instant};
+
+use hdrhistogram::Histogram;
+use qfwd::handler::parity;
+use qfwd::transport::Client;
+use qfwd::wire::{self, HEADER_LEN};
+use serde::{Deserialize, Serialize};
+
+use crate::{Error, Result};
+
+/// How requests are paced.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Mode {
+    PingPong,
+    OpenLoop,
+}
+
+impl Mode {
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            Mode::PingPong => "ping-pong",
+            Mode::OpenLoop => "open-loop",
+        }
+    }
+}
+
+impl fmt::Display for Mode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for Mode {
+    type Err = String;
+    fn from_str(s: &str) -> std::result::Result<Self, String> {
+        match s {
+            "ping-pong" => Ok(Mode::PingPong),
+            "open-loop" => Ok(Mode::OpenLoop),
+            _ => Err(format!("unknown mode {s:?}; expected ping-pong or open-loop")),
+        }
+    }
+}
+
+/// A pool of requests with their known answers, cycled through by the emulator.
+pub struct Workload {
+    function_id: u32,
+    /// Encoded datagrams; request_id and timestamp are patched in before each send.
+    datagrams: Vec<Vec<u8>>,
+    expected: Vec<Vec<u8>>,
+}
+
+impl Workload {
+    /// `count` random arguments of `payload_bytes` bytes for the parity handler.
+    pub fn parity(function_name: &str, payload_bytes: usize, count: usize, seed: u64) -> Workload {
+        let mut rng = SplitMix64(seed);
+        let mut datagrams = Vec::with_capacity(count);
+        let mut expected = Vec::with_capacity(count);
+        for _ in 0..count.max(1) {
+            let arg: Vec<u8> = (0..payload_bytes).map(|_| rng.next() as u8).collect();
+            expected.push(vec![parity(&arg)]);
+            datagrams.push(encode(wire::function_id(function_name), &arg));
+        }
+        Workload {
+            function_id: wire::function_id(function_name),
+            datagrams,
+            expected,
+        }
+    }
+
+    /// Arbitrary arguments with the answers a reference implementation gave.
+    pub fn from_pairs(function_name: &str, pairs: Vec<(Vec<u8>, Vec<u8>)>) -> Workload {
+        let fid = wire::function_id(function_name);
+        let (datagrams, expected) = pairs.into_iter().map(|(a, e)| (encode(fid, &a), e)).unzip();
+        Workload {
+            function_id: fid,
+            datagrams,
+            expected,
+        }
+    }
+
+    pub fn function_id(&self) -> u32 {
+        self.function_id
+    }
+
+    pub fn len(&self) -> usize {
+        self.datagrams.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.datagrams.is_empty()
+    }
+}
+
+fn encode(function_id: u32, arg: &[u8]) -> Vec<u8> {
+    let mut d = vec![0u8; HEADER_LEN + arg.len()];
+    wire::write_request(&mut d, function_id, 0, 0, arg).expect("buffer sized for the request");
+    d
+}
+
+/// Small deterministic generator for payloads (reproducible runs, no dependency).
+struct SplitMix64(u64);
+impl SplitMix64 {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+}
+
+/// What to send and how.
+#[derive(Debug, Clone)]
+pub struct LoadSpec {
+    pub mode: Mode,
+    /// Requests per second (open loop only).
+    pub rate_hz: u64,
+    /// Requests sent first and checked, but not timed.
+    pub warmup: u64,
+    /// Requests timed.
+    pub samples: u64,
+    /// A request not answered within this is lost (a later answer counts as late).
+    pub timeout: Duration,
+    /// Yield instead of spinning while waiting (for machines short of cores).
+    pub yield_when_idle: bool,
+}
+
+impl Default for LoadSpec {
+    fn default() -> Self {
+        LoadSpec {
+            mode: Mode::PingPong,
+            rate_hz: 0,
+            warmup: 1_000,
+            samples: 10_000,
+            timeout: Duration::from_secs(1),
+            yield_when_idle: false,
+        }
+    }
+}
+
+/// The most requests one run may track (memory: 16 B each).
+pub const MAX_REQUESTS: u64 = 100_000_000;
+
+/// Everything one run saw.
+#[derive(Debug, Clone)]
+pub struct Outcome {
+    /// Round-trip times of the timed requests, ns (from intended send time in open loop).
+    pub histogram: Histogram<u64>,
+    pub sent: u64,
+    /// Correct answers.
+    pub ok: u64,
+    /// Answers with a non-zero status, by status code.
+    pub error_status: Vec<(i32, u64)>,
+    /// Answers whose result or echoed timestamp is wrong.
+    pub wrong: u64,
+    /// Requests never answered within the timeout (nor later).
+    pub lost: u64,
+    /// Answers that arrived after the timeout (each also classified above by content).
+    pub late: u64,
+    /// Second answers to the same request.
+    pub duplicate: u64,
+    /// Datagrams that were not valid responses, or answered an id never sent.
+    pub malformed: u64,
+    /// Time from the first send to the last answer.
+    pub elapsed: Duration,
+    /// Requests the transport refused at first try (full ring or socket buffer); they
+    /// were retried, and their wait is inside their latency.
+    pub send_retries: u64,
+}
+
+impl Outcome {
+    /// Answers with an error status, all codes.
+    pub fn error_status_total(&self) -> u64 {
+        self.error_status.iter().map(|e| e.1).sum()
+    }
+
+    /// Requests that did not get a correct answer, plus malformed and duplicate answers.
+    pub fn errors(&self) -> u64 {
+        self.error_status_total() + self.wrong + self.duplicate + self.malformed
+    }
+
+    /// Each request sent is ok, error status, wrong, or lost: exactly one.
+    pub fn adds_up(&self) -> bool {
+        self.sent == self.ok + self.error_status_total() + self.wrong + self.lost
+    }
+
+    /// Answers per second over the run.
+    pub fn achieved_rate_hz(&self) -> u64 {
+        let answered = self.sent - self.lost;
+        (answered as f64 / self.elapsed.as_secs_f64().max(1e-9)).round() as u64
+    }
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum State {
+    Unsent,
+    Sent,
+    Answered,
+}
+
+#[derive(Clone, Copy)]
+struct Entry {
+    /// Intended (open loop) or actual (ping-pong) send time, ns since the run began.
+    t_ns: u64,
+    state: State,
+}
+
+/// Drives `client` with `load`, cycling through `workload`. `progress` is called now
+/// and then with the number of requests sent so far.
+pub fn run<C: Client>(
+    client: &mut C,
+    workload: &Workload,
+    load: &LoadSpec,
+    mut progress: impl FnMut(u64),
+) -> Result<Outcome> {
+    let target = client.describe();
+    let fail = |detail: String| Error::Emulator {
+        target: target.clone(),
+        detail,
+    };
+    let total = load.warmup + load.samples;
+    if total == 0 {
+        return Err(fail("nothing to send: warmup + samples is 0".into()));
+    }
+    if total > MAX_REQUESTS {
+        return Err(fail(format!("{total} requests is more than {MAX_REQUESTS} per run")));
+    }
+    if workload.is_empty() {
+        return Err(fail("empty workload".into()));
+    }
+    if load.mode == Mode::OpenLoop && load.rate_hz == 0 {
+        return Err(fail("open-loop needs a rate above 0".into()));
+    }
+    let mut run = Run {
+        entries: vec![
+            Entry {
+                t_ns: 0,
+                state: State::Unsent
+            };
+            total as usize
+        ],
+        histogram: Histogram::new_with_bounds(1, 60_000_000_000, 3).expect("static bounds"),
+        outcome_errors: Vec::new(),
+        ok: 0,
+        wrong: 0,
+        late: 0,
+        duplicate: 0,
+        malformed: 0,
+        send_retries: 0,
+        sent_n: 0,
+        answered_n: 0,
+        warmup: load.warmup,
+        timeout_ns: load.timeout.as_nanos() as u64,
+        rx: vec![0u8; 65_536],
+        tx: vec![0u8; workload.datagrams.iter().map(Vec::len).max().unwrap_or(0)],
+        start: Instant::now(),
+        last_answer_ns: 0,
+    };
+    let step = (total / 100).max(1);
+    match load.mode {
+        Mode::PingPong => run.ping_pong(client, workload, load, total, step, &mut progress)?,
+        Mode::OpenLoop => run.open_loop(client, workload, load, total, step, &mut progress)?,
+    }
+    progress(total);
+    let lost = run
+        .entries
+        .iter()
+        .filter(|e| e.state == State::Sent)
+        .count() as u64;
+    let sent = run.entries.iter().filter(|e| e.state != State::Unsent).count() as u64;
+    let mut errs = run.outcome_errors;
+    errs.sort();
+    Ok(Outcome {
+        histogram: run.histogram,
+        sent,
+        ok: run.ok,
+        error_status: errs,
+        wrong: run.wrong,
+        lost,
+        late: run.late,
+        duplicate: run.duplicate,
+        malformed: run.malformed,
+        elapsed: Duration::from_nanos(run.last_answer_ns.max(1)),
+        send_retries: run.send_retries,
+    })
+}
+
+struct Run {
+    entries: Vec<Entry>,
+    histogram: Histogram<u64>,
+    outcome_errors: Vec<(i32, u64)>,
+    ok: u64,
+    wrong: u64,
+    late: u64,
+    duplicate: u64,
+    malformed: u64,
+    send_retries: u64,
+    sent_n: u64,
+    answered_n: u64,
+    warmup: u64,
+    timeout_ns: u64,
+    rx: Vec<u8>,
+    tx: Vec<u8>,
+    start: Instant,
+    last_answer_ns: u64,
+}
+
+impl Run {
+    #[inline]
+    fn now_ns(&self) -> u64 {
+        self.start.elapsed().as_nanos() as u64
+    }
+
+    /// Patches id and timestamp into request `id`'s datagram and sends it, retrying
+    /// while the transport is full (bounded by the timeout).
+    fn send<C: Client>(&mut self, client: &mut C, workload: &Workload, id: u64, t_ns: u64) -> Result<()> {
+        let d = &workload.datagrams[(id % workload.len() as u64) as usize];
+        let len = d.len();
+        self.tx[..len].copy_from_slice(d);
+        self.tx[12..16].copy_from_slice(&(id as u32).to_le_bytes());
+        self.tx[16..24].copy_from_slice(&t_ns.to_le_bytes());
+        self.entries[id as usize] = Entry {
+            t_ns,
+            state: State::Sent,
+        };
+        self.sent_n += 1;
+        let mut retried = false;
+        loop {
+            if client.send(&self.tx[..len])? {
+                return Ok(());
+            }
+            if !retried {
+                self.send_retries += 1;
+                retried = true;
+            }
+            // Keep reading answers while the transport is full, or both sides wait.
+            self.drain(client, workload)?;
+            if self.now_ns().saturating_sub(t_ns) > self.timeout_ns {
+                // The request never left: it will be counted as lost.
+                return Ok(());
+            }
+        }
+    }
+
+    /// Reads every waiting response; returns how many.
+    fn drain<C: Client>(&mut self, client: &mut C, workload: &Workload) -> Result<u64> {
+        let mut n = 0;
+        while let Some(len) = client.try_recv(&mut self.rx)? {
+            let now = self.now_ns();
+            self.on_response(len, now, workload);
+            n += 1;
+        }
+        Ok(n)
+    }
+
+    fn on_response(&mut self, len: usize, now: u64, workload: &Workload) {
+        let Ok(resp) = wire::parse_response(&self.rx[..len.min(self.rx.len())]) else {
+            self.malformed += 1;
+            return;
+        };
+        let id = resp.header.request_id as u64;
+        let Some(entry) = self.entries.get_mut(id as usize) else {
+            self.malformed += 1;
+            return;
+        };
+        match entry.state {
+            State::Unsent => {
+                self.malformed += 1;
+                return;
+            }
+            State::Answered => {
+                self.duplicate += 1;
+                return;
+            }
+            State::Sent => {}
+        }
+        entry.state = State::Answered;
+        self.answered_n += 1;
+        self.last_answer_ns = now;
+        let latency = now.saturating_sub(entry.t_ns).max(1);
+        if latency > self.timeout_ns {
+            self.late += 1;
+        }
+        if id >= self.warmup {
+            self.histogram.saturating_record(latency);
+        }
+        let expected = &workload.expected[(id % workload.len() as u64) as usize];
+        if resp.header.ptp_timestamp != entry.t_ns {
+            self.wrong += 1;
+        } else if resp.header.status != wire::status::OK {
+            match self
+                .outcome_errors
+                .iter_mut()
+                .find(|e| e.0 == resp.header.status)
+            {
+                Some(e) => e.1 += 1,
+                None => self.outcome_errors.push((resp.header.status, 1)),
+            }
+        } else if resp.result != &expected[..] {
+            self.wrong += 1;
+        } else {
+            self.ok += 1;
+        }
+    }
+
+    #[inline]
+    fn idle(&self, load: &LoadSpec) {
+        if load.yield_when_idle {
+            std::thread::yield_now();
+        } else {
+            std::hint::spin_loop();
+        }
+    }
+
+    fn ping_pong<C: Client>(
+        &mut self,
+        client: &mut C,
+        workload: &Workload,
+        load: &LoadSpec,
+        total: u64,
+        step: u64,
+        progress: &mut impl FnMut(u64),
+    ) -> Result<()> {
+        for id in 0..total {
+            if id % step == 0 {
+                progress(id);
+            }
+            let t = self.now_ns();
+            self.send(client, workload, id, t)?;
+            // Wait for this request's answer (earlier late ones are classified as they come).
+            while self.entries[id as usize].state == State::Sent {
+                if self.drain(client, workload)? == 0 {
+                    if self.now_ns().saturating_sub(t) > self.timeout_ns {
+                        break;
+                    }
+                    self.idle(load);
+                }
+            }
+        }
+        self.wait_for_stragglers(client, workload, load)
+    }
+
+    fn open_loop<C: Client>(
+        &mut self,
+        client: &mut C,
+        workload: &Workload,
+        load: &LoadSpec,
+        total: u64,
+        step: u64,
+        progress: &mut impl FnMut(u64),
+    ) -> Result<()> {
+        let period_ns = 1e9 / load.rate_hz as f64;
+        let mut next: u64 = 0;
+        while next < total {
+            let now = self.now_ns();
+            // Send everything whose time has come, each stamped with its intended time.
+            while next < total {
+                let intended = (next as f64 * period_ns) as u64;
+                if intended > now {
+                    break;
+                }
+                if next % step == 0 {
+                    progress(next);
+                }
+                self.send(client, workload, next, intended)?;
+                next += 1;
+            }
+            if self.drain(client, workload)? == 0 {
+                self.idle(load);
+            }
+        }
+        self.wait_for_stragglers(client, workload, load)
+    }
+
+    /// After the last send: collect answers until all are in or the timeout passes.
+    fn wait_for_stragglers<C: Client>(&mut self, client: &mut C, workload: &Workload, load: &LoadSpec) -> Result<()> {
+        let last_sent = self.entries.iter().map(|e| e.t_ns).max().unwrap_or(0);
+        let deadline = last_sent + self.timeout_ns;
+        while self.answered_n < self.sent_n && self.now_ns() < deadline {
+            if self.drain(client, workload)? == 0 {
+                self.idle(load);
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A percentile table for the terminal, latencies in µs.
+pub fn percentile_table(h: &Histogram<u64>) -> String {
+    let mut s = String::new();
+    if h.is_empty() {
+        return "no samples\n".to_string();
+    }
+    let us = |v: u64| v as f64 / 1000.0;
+    s.push_str(&format!("{:>10} {:>12}\n", "percentile", "latency_us"));
+    s.push_str(&format!("{:>10} {:>12.3}\n", "min", us(h.min())));
+    for (label, q) in [
+        ("50%", 0.5),
+        ("90%", 0.9),
+        ("99%", 0.99),
+        ("99.9%", 0.999),
+        ("99.99%", 0.9999),
+    ] {
+        s.push_str(&format!("{:>10} {:>12.3}\n", label, us(h.value_at_quantile(q))));
+    }
+    s.push_str(&format!("{:>10} {:>12.3}\n", "max", us(h.max())));
+    s.push_str(&format!(
+        "{:>10} {:>12.3}  (stdev {:.3}, {} samples)\n",
+        "mean",
+        h.mean() / 1000.0,
+        h.stdev() / 1000.0,
+        h.len()
+    ));
+    s
+}
+
+impl fmt::Display for Outcome {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "sent {} = ok {} + error status {} + wrong {} + lost {}{}; late {}, duplicate {}, malformed {}, send retries {}; {} answers/s",
+            self.sent,
+            self.ok,
+            self.error_status_total(),
+            self.wrong,
+            self.lost,
+            if self.adds_up() { "" } else { " (DOES NOT ADD UP: bug)" },
+            self.late,
+            self.duplicate,
+            self.malformed,
+            self.send_retries,
+            self.achieved_rate_hz()
+        )?;
+        for (code, n) in &self.error_status {
+            write!(f, "\n  status {code} ({}): {n}", wire::status::name(*code))?;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use qfwd::config::RunConfig;
+    use qfwd::forward::IdlePolicy;
+    use qfwd::transport::inproc;
+
+    fn inproc_forwarder() -> (inproc::InprocClient, qfwd::serve::Running) {
+        let (client, server) = inproc::channel(256, 2048).unwrap();
+        let cfg = RunConfig {
+            idle: IdlePolicy::Yield,
+            stats_interval_s: 0.0,
+            ..Default::default()
+        };
+        (client, qfwd::serve::spawn_inproc(&cfg, server).unwrap())
+    }
+
+    fn load(mode: Mode) -> LoadSpec {
+        LoadSpec {
+            mode,
+            rate_hz: 20_000,
+            warmup: 100,
+            samples: 2_000,
+            timeout: Duration::from_secs(2),
+            yield_when_idle: true,
+        }
+    }
+
+    #[test]
+    fn ping_pong_through_a_forwarder_is_all_correct() {
+        let (mut client, fwd) = inproc_forwarder();
+        let w = Workload::parity("parity", 32, 64, 1);
+        let o = run(&mut client, &w, &load(Mode::PingPong), |_| {}).unwrap();
+        assert_eq!((o.sent, o.ok, o.lost, o.errors()), (2_100, 2_100, 0, 0), "{o}");
+        assert_eq!(o.histogram.len(), 2_000);
+        assert!(o.adds_up());
+        fwd.stop();
+        let s = fwd.join().unwrap();
+        assert_eq!(s.answered_ok, 2_100);
+        assert!(s.adds_up());
+    }
+
+    #[test]
+    fn open_loop_times_from_intended_send() {
+        let (mut client, fwd) = inproc_forwarder();
+        let w = Workload::parity("parity", 64, 64, 2);
+        let o = run(&mut client, &w, &load(Mode::OpenLoop), |_| {}).unwrap();
+        assert_eq!((o.sent, o.ok, o.lost), (2_100, 2_100, 0), "{o}");
+        // 2100 requests at 20k/s take ~105 ms: the run cannot be much shorter.
+        assert!(o.elapsed >= Duration::from_millis(100), "{:?}", o.elapsed);
+        drop(fwd);
+    }
+
+    #[test]
+    fn wrong_answers_unknown_functions_and_loss_are_classified() {
+        // Expected answers deliberately wrong for every other request.
+        let (mut client, fwd) = inproc_forwarder();
+        let pairs = (0..4u8)
+            .map(|i| {
+                let arg = vec![i];
+                let right = parity(&arg);
+                (arg, vec![if i % 2 == 0 { right } else { right ^ 1 }])
+            })
+            .collect();
+        let w = Workload::from_pairs("parity", pairs);
+        let l = LoadSpec {
+            warmup: 0,
+            samples: 40,
+            ..load(Mode::PingPong)
+        };
+        let o = run(&mut client, &w, &l, |_| {}).unwrap();
+        assert_eq!((o.ok, o.wrong), (20, 20), "{o}");
+
+        let w = Workload::parity("no-such-handler", 8, 4, 3);
+        let o = run(&mut client, &w, &l, |_| {}).unwrap();
+        assert_eq!(o.error_status, vec![(wire::status::UNKNOWN_FUNCTION, 40)], "{o}");
+        assert!(o.adds_up());
+        drop(fwd);
+
+        // Nobody answers: everything is lost after the timeout, and it adds up.
+        let (mut client, _server) = inproc::channel(64, 256).unwrap();
+        let l = LoadSpec {
+            samples: 5,
+            timeout: Duration::from_millis(5),
+            ..l
+        };
+        let o = run(&mut client, &Workload::parity("parity", 8, 1, 4), &l, |_| {}).unwrap();
+        assert_eq!((o.sent, o.lost), (5, 5), "{o}");
+        assert!(o.adds_up());
+    }
+
+    #[test]
+    fn bad_specs_are_refused() {
+        let (mut client, _server) = inproc::channel(4, 256).unwrap();
+        let w = Workload::parity("parity", 8, 1, 5);
+        let l = LoadSpec {
+            mode: Mode::OpenLoop,
+            rate_hz: 0,
+            ..LoadSpec::default()
+        };
+        assert!(run(&mut client, &w, &l, |_| {}).unwrap_err().to_string().contains("rate"));
+        let l = LoadSpec {
+            warmup: 0,
+            samples: 0,
+            ..LoadSpec::default()
+        };
+        assert!(run(&mut client, &w, &l, |_| {}).is_err());
+    }
+}

@@ -1,0 +1,187 @@
+//! The `qfwd-latency` command line.
+#![forbid(unsafe_code)]
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Args, Parser, Subcommand};
+use qfwd::backend::Topology;
+use qfwd::forward::IdlePolicy;
+use qfwd::transport::TransportKind;
+use qfwd_latency::emulator::{self, Mode};
+use qfwd_latency::provenance::{self, Provenance};
+use qfwd_latency::record::CsvSink;
+use qfwd_latency::scenario::{Launch, Point, Scenario};
+use qfwd_latency::{report, sweep, Result};
+
+/// The scenario `qfwd-latency` runs with no arguments.
+const QUICKSTART: &str = include_str!("../../scenarios/quickstart.toml");
+
+#[derive(Parser)]
+#[command(
+    name = "qfwd-latency",
+    version,
+    about = "Measure qfwd: emulate a QPU controller, sweep scenarios, compare results",
+    long_about = "Measure qfwd: emulate a QPU controller, sweep scenarios, compare results.\n\n\
+With no command, runs the built-in quickstart: an in-process forwarder driven by the emulator \
+over the in-process ring and over UDP loopback; prints a latency table and writes \
+results/quickstart.csv. No GPU or NIC needed.\n\n\
+Latencies are round trips (request sent -> response received), never halved; in open loop \
+each is timed from the request's intended send time."
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Option<Cmd>,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Run the built-in quickstart scenario (the default).
+    Quickstart {
+        /// Summary CSV to write.
+        #[arg(long, default_value = "results/quickstart.csv")]
+        out: PathBuf,
+    },
+    /// Play a QPU controller against one forwarder; print percentiles.
+    #[command(after_help = "Examples:\n  \
+qfwd-latency emulate                                  # in-process forwarder, inproc ring\n  \
+qfwd-latency emulate --target 127.0.0.1:9000          # a running `qfwd run`\n  \
+qfwd-latency emulate --target 127.0.0.1:9000 --mode open-loop --rate 100000 --samples 1000000\n  \
+qfwd-latency emulate --transport udp --payload-bytes 1024 --csv results/one.csv")]
+    Emulate(EmulateArgs),
+    /// Run every point of a scenario file; one CSV row + .hgrm per point.
+    Sweep(sweep::SweepArgs),
+    /// Compare summary CSVs side by side; optionally draw SVG plots.
+    Report(report::ReportArgs),
+}
+
+#[derive(Args)]
+struct EmulateArgs {
+    /// Forwarder already running at this UDP address (otherwise one is started in-process).
+    #[arg(long, value_name = "ADDR")]
+    target: Option<SocketAddr>,
+    /// Transport to the in-process forwarder (ignored with --target).
+    #[arg(long, default_value = "inproc")]
+    transport: TransportKind,
+    /// Topology of the in-process forwarder.
+    #[arg(long, default_value = "cpu")]
+    topology: Topology,
+    /// ping-pong (one request in flight) or open-loop (fixed rate).
+    #[arg(long, default_value = "ping-pong")]
+    mode: Mode,
+    /// Offered rate for open loop, requests/s.
+    #[arg(long, default_value_t = 0)]
+    rate: u64,
+    /// Argument bytes per request (after the 24-byte header).
+    #[arg(long, default_value_t = 32)]
+    payload_bytes: u32,
+    /// Timed requests.
+    #[arg(long, default_value_t = 100_000)]
+    samples: u64,
+    /// Untimed requests sent first.
+    #[arg(long, default_value_t = 1_000)]
+    warmup: u64,
+    /// A request unanswered after this many ms is lost.
+    #[arg(long, default_value_t = 1_000)]
+    timeout_ms: u64,
+    /// Handler name the requests call.
+    #[arg(long, default_value = "parity")]
+    handler: String,
+    /// Core for the emulator thread.
+    #[arg(long)]
+    emulator_core: Option<usize>,
+    /// Cores for the in-process forwarder (first = polling thread).
+    #[arg(long, value_delimiter = ',')]
+    forwarder_cores: Vec<usize>,
+    /// Yield instead of spinning while idle (both sides): for machines short of cores.
+    #[arg(long)]
+    yield_when_idle: bool,
+    /// Append the result as a summary CSV row (new file) here.
+    #[arg(long, value_name = "FILE")]
+    csv: Option<PathBuf>,
+}
+
+fn emulate(a: EmulateArgs) -> Result<()> {
+    let idle = if a.yield_when_idle { IdlePolicy::Yield } else { IdlePolicy::Spin };
+    let point = Point {
+        launch: if a.target.is_some() { Launch::External } else { Launch::InProcess },
+        target: a.target,
+        transport: if a.target.is_some() { TransportKind::Udp } else { a.transport },
+        topology: a.topology,
+        mode: a.mode,
+        rate_hz: a.rate,
+        payload_bytes: a.payload_bytes,
+        samples: a.samples,
+        warmup: a.warmup,
+        timeout_ms: a.timeout_ms,
+        handler: a.handler,
+        emulator_core: a.emulator_core,
+        cores: a.forwarder_cores,
+        idle,
+        emulator_idle: idle,
+        ..Point::defaults()
+    };
+    point.validate().map_err(|e| qfwd_latency::Error::Emulator {
+        target: a.target.map(|t| t.to_string()).unwrap_or_else(|| "in-process".into()),
+        detail: e,
+    })?;
+    let prov = Provenance::detect();
+    let total = point.warmup + point.timed_samples();
+    let bar = indicatif::ProgressBar::new(total);
+    let mut m = sweep::measure(&point, "emulate", &provenance::run_id(), &prov, |n| bar.set_position(n))?;
+    bar.finish_and_clear();
+    println!(
+        "{} {} {} payload {} B{}",
+        m.row.transport,
+        m.row.topology,
+        m.row.mode,
+        m.row.payload_bytes,
+        if m.row.offered_rate_hz > 0 { format!(" at {} req/s", m.row.offered_rate_hz) } else { String::new() }
+    );
+    print!("{}", emulator::percentile_table(&m.outcome.histogram));
+    println!("{}", sweep::accounting_line(&m));
+    if let Some(csv) = a.csv {
+        let mut sink = CsvSink::create(&csv)?;
+        sweep::record(&mut m, 0, &csv, &mut sink)?;
+        println!("wrote {}", csv.display());
+    }
+    Ok(())
+}
+
+fn quickstart(out: PathBuf) -> Result<()> {
+    let scenario = Scenario::parse(QUICKSTART, std::path::Path::new("scenarios/quickstart.toml"))?;
+    eprintln!("qfwd-latency quickstart: {}", scenario.description.trim());
+    let rows = sweep::run_scenario(&scenario, &out)?;
+    let args = report::ReportArgs {
+        csvs: vec![out],
+        baseline: None,
+        metric: report::Metric::P50,
+        markdown: None,
+        svg: None,
+        columns: None,
+    };
+    report::run(&args)?;
+    if rows.iter().any(|r| r.errors > 0 || r.dropped > 0) {
+        eprintln!("some requests failed: see the errors/dropped columns");
+    }
+    Ok(())
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        None => quickstart(PathBuf::from("results/quickstart.csv")),
+        Some(Cmd::Quickstart { out }) => quickstart(out),
+        Some(Cmd::Emulate(a)) => emulate(a),
+        Some(Cmd::Sweep(a)) => sweep::run(&a).map(|_| ()),
+        Some(Cmd::Report(a)) => report::run(&a),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("qfwd-latency: error: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}

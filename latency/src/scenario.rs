@@ -1,0 +1,524 @@
+//! Scenario files: what forwarder to start, what load to send, and which parameters
+//! to sweep.
+//!
+//! ```toml
+//! name = "udp-loopback"
+//! description = "qfwd over UDP on loopback"
+//!
+//! [forwarder]            # how qfwd runs (keys: FORWARDER_KEYS)
+//! transport = "udp"
+//! cores = [0]
+//!
+//! [load]                 # what the emulator sends (keys: LOAD_KEYS)
+//! mode = "ping-pong"
+//! samples = 20000
+//!
+//! [[sweep]]              # each block: the cartesian product of its lists
+//! payload_bytes = [32, 256, 1024]
+//! mode = ["ping-pong"]
+//!
+//! [[sweep]]              # blocks run one after the other
+//! mode = ["open-loop"]
+//! rate_hz = [10000, 50000]
+//! ```
+//!
+//! Every problem is reported up front, with the file, the key and the reason, before
+//! anything runs.
+#![forbid(unsafe_code)]
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+
+use qfwd::backend::Topology;
+use qfwd::forward::IdlePolicy;
+use qfwd::transport::TransportKind;
+use serde::{Deserialize, Serialize};
+use toml::{Table, Value};
+
+use crate::emulator::Mode;
+use crate::{Error, Result};
+
+/// How the forwarder under test is started.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Launch {
+    /// A thread of the harness process (any transport).
+    InProcess,
+    /// The `qfwd run` binary as a child process on loopback (udp only).
+    Child,
+    /// Already running elsewhere (a lab host): requests go to `target` over udp.
+    External,
+}
+
+/// One fully specified measurement: every key a scenario can set.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Point {
+    // [forwarder]
+    #[serde(default = "d_launch")]
+    pub launch: Launch,
+    #[serde(default = "d_topology")]
+    pub topology: Topology,
+    #[serde(default = "d_transport")]
+    pub transport: TransportKind,
+    /// UDP address for the forwarder; port 0 picks a free one.
+    #[serde(default = "d_listen")]
+    pub listen: SocketAddr,
+    /// Cores for the forwarder (first = polling thread).
+    #[serde(default)]
+    pub cores: Vec<usize>,
+    #[serde(default)]
+    pub idle: IdlePolicy,
+    /// Handler name the requests call (function_id = FNV-1a of it).
+    #[serde(default = "d_handler")]
+    pub handler: String,
+    /// Address of an already running forwarder, for `launch = "external"`.
+    #[serde(default)]
+    pub target: Option<SocketAddr>,
+    /// The `qfwd` binary for `launch = "child"` (default: next to this program, then PATH).
+    #[serde(default)]
+    pub command: Option<PathBuf>,
+    /// `buffer` or `inline` (GPU topologies); "-" where it does not apply.
+    #[serde(default = "d_dash")]
+    pub rx_completion: String,
+    /// Poller warps of the persistent kernel; 0 where it does not apply.
+    #[serde(default)]
+    pub pollers: u32,
+    /// `cpu-assisted`, `regular`, `blueflame`; "-" where it does not apply.
+    #[serde(default = "d_dash")]
+    pub doorbell: String,
+    /// Decoder name; "-" for the parity handler.
+    #[serde(default = "d_dash")]
+    pub decoder: String,
+    #[serde(default = "d_batch")]
+    pub batch: usize,
+    #[serde(default = "d_max_in_flight")]
+    pub max_in_flight: usize,
+    #[serde(default = "d_watchdog_us")]
+    pub watchdog_us: u64,
+    // [load]
+    #[serde(default = "d_mode")]
+    pub mode: Mode,
+    /// Argument bytes per request (after the 24-byte header).
+    #[serde(default = "d_payload")]
+    pub payload_bytes: u32,
+    /// Offered rate for open loop, requests/s (ignored in ping-pong: recorded as 0).
+    #[serde(default)]
+    pub rate_hz: u64,
+    #[serde(default = "d_warmup")]
+    pub warmup: u64,
+    #[serde(default = "d_samples")]
+    pub samples: u64,
+    /// Open loop: run this long (sets samples = rate x duration - warmup).
+    #[serde(default)]
+    pub duration_s: Option<f64>,
+    #[serde(default = "d_timeout_ms")]
+    pub timeout_ms: u64,
+    /// Core for the emulator thread.
+    #[serde(default)]
+    pub emulator_core: Option<usize>,
+    /// `spin` or `yield` while the emulator waits.
+    #[serde(default)]
+    pub emulator_idle: IdlePolicy,
+}
+
+fn d_launch() -> Launch {
+    Launch::InProcess
+}
+fn d_topology() -> Topology {
+    Topology::Cpu
+}
+fn d_transport() -> TransportKind {
+    TransportKind::Inproc
+}
+fn d_listen() -> SocketAddr {
+    "127.0.0.1:0".parse().expect("literal address")
+}
+fn d_handler() -> String {
+    "parity".into()
+}
+fn d_dash() -> String {
+    "-".into()
+}
+fn d_batch() -> usize {
+    32
+}
+fn d_max_in_flight() -> usize {
+    1024
+}
+fn d_watchdog_us() -> u64 {
+    10_000
+}
+fn d_mode() -> Mode {
+    Mode::PingPong
+}
+fn d_payload() -> u32 {
+    32
+}
+fn d_warmup() -> u64 {
+    1_000
+}
+fn d_samples() -> u64 {
+    10_000
+}
+fn d_timeout_ms() -> u64 {
+    1_000
+}
+
+/// Keys allowed in `[forwarder]`.
+pub const FORWARDER_KEYS: &[&str] = &[
+    "launch",
+    "topology",
+    "transport",
+    "listen",
+    "cores",
+    "idle",
+    "handler",
+    "command",
+    "target",
+    "rx_completion",
+    "pollers",
+    "doorbell",
+    "decoder",
+    "batch",
+    "max_in_flight",
+    "watchdog_us",
+];
+
+/// Keys allowed in `[load]`.
+pub const LOAD_KEYS: &[&str] = &[
+    "mode",
+    "payload_bytes",
+    "rate_hz",
+    "warmup",
+    "samples",
+    "duration_s",
+    "timeout_ms",
+    "emulator_core",
+    "emulator_idle",
+];
+
+impl Point {
+    /// The point built from defaults alone (what `emulate` starts from).
+    pub fn defaults() -> Point {
+        Point::deserialize(Value::Table(Table::new())).expect("every field has a default")
+    }
+
+    /// Requests timed, after applying `duration_s` for open loop.
+    pub fn timed_samples(&self) -> u64 {
+        match (self.mode, self.duration_s) {
+            (Mode::OpenLoop, Some(d)) => ((self.rate_hz as f64 * d) as u64).saturating_sub(self.warmup).max(1),
+            _ => self.samples,
+        }
+    }
+
+    /// Checks combinations the types cannot.
+    pub fn validate(&self) -> std::result::Result<(), String> {
+        if self.mode == Mode::OpenLoop && self.rate_hz == 0 {
+            return Err("open-loop needs rate_hz > 0".into());
+        }
+        if self.launch == Launch::Child && self.transport != TransportKind::Udp {
+            return Err("launch = \"child\" needs transport = \"udp\" (the in-process ring cannot cross processes)".into());
+        }
+        if self.launch == Launch::External && (self.target.is_none() || self.transport != TransportKind::Udp) {
+            return Err("launch = \"external\" needs transport = \"udp\" and target = \"IP:port\"".into());
+        }
+        if self.samples == 0 && self.duration_s.is_none() {
+            return Err("samples must be at least 1".into());
+        }
+        if let Some(d) = self.duration_s {
+            if !(d > 0.0 && d.is_finite()) {
+                return Err("duration_s must be > 0".into());
+            }
+        }
+        if self.payload_bytes as usize > 65_000 {
+            return Err("payload_bytes must be at most 65000".into());
+        }
+        if self.timeout_ms == 0 {
+            return Err("timeout_ms must be at least 1".into());
+        }
+        if !matches!(self.rx_completion.as_str(), "-" | "buffer" | "inline") {
+            return Err(format!("rx_completion {:?}: expected buffer or inline", self.rx_completion));
+        }
+        Ok(())
+    }
+
+    /// `key=value` for the keys a sweep varied, for progress lines and errors.
+    pub fn label(&self, keys: &[String]) -> String {
+        let table = Value::try_from(self).ok();
+        keys.iter()
+            .map(|k| {
+                let v = table
+                    .as_ref()
+                    .and_then(|t| t.get(k))
+                    .map(short_value)
+                    .unwrap_or_else(|| "?".into());
+                format!("{k}={v}")
+            })
+            .collect::<Vec<_>>()
+            .join(" ")
+    }
+}
+
+fn short_value(v: &Value) -> String {
+    match v {
+        Value::String(s) => s.clone(),
+        other => other.to_string(),
+    }
+}
+
+/// A parsed scenario: its points in run order.
+#[derive(Debug, Clone)]
+pub struct Scenario {
+    pub name: String,
+    pub description: String,
+    pub path: PathBuf,
+    pub points: Vec<Point>,
+    /// The keys any sweep block varies (for labels).
+    pub swept_keys: Vec<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ScenarioFile {
+    name: Option<String>,
+    #[serde(default)]
+    description: String,
+    #[serde(default)]
+    forwarder: Table,
+    #[serde(default)]
+    load: Table,
+    #[serde(default)]
+    sweep: Option<SweepBlocks>,
+}
+
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum SweepBlocks {
+    One(Table),
+    Many(Vec<Table>),
+}
+
+/// The most points one scenario may expand to (a typo guard).
+pub const MAX_POINTS: usize = 10_000;
+
+impl Scenario {
+    /// Reads and expands a scenario file.
+    pub fn load(path: &Path) -> Result<Scenario> {
+        let text = std::fs::read_to_string(path).map_err(|source| Error::Io {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        Scenario::parse(&text, path)
+    }
+
+    /// Parses scenario text; `path` names it in errors.
+    pub fn parse(text: &str, path: &Path) -> Result<Scenario> {
+        let err = |key: &str, reason: String| Error::Scenario {
+            path: path.to_path_buf(),
+            key: key.to_string(),
+            reason,
+        };
+        let file: ScenarioFile = toml::from_str(text).map_err(|e| {
+            let span = e
+                .span()
+                .map(|s| format!("line {}", text[..s.start.min(text.len())].lines().count().max(1)))
+                .unwrap_or_else(|| "file".into());
+            err(&span, e.message().to_string())
+        })?;
+        let name = file.name.clone().unwrap_or_else(|| {
+            path.file_stem()
+                .map(|s| s.to_string_lossy().into_owned())
+                .unwrap_or_else(|| "scenario".into())
+        });
+        check_keys(&file.forwarder, FORWARDER_KEYS, "forwarder", &err)?;
+        check_keys(&file.load, LOAD_KEYS, "load", &err)?;
+        let mut base = file.forwarder.clone();
+        base.extend(file.load.clone());
+
+        let blocks = match file.sweep {
+            None => vec![Table::new()],
+            Some(SweepBlocks::One(t)) => vec![t],
+            Some(SweepBlocks::Many(v)) if v.is_empty() => vec![Table::new()],
+            Some(SweepBlocks::Many(v)) => v,
+        };
+        let mut swept_keys: Vec<String> = Vec::new();
+        let mut points: Vec<Point> = Vec::new();
+        for (b, block) in blocks.iter().enumerate() {
+            let at = |k: &str| {
+                if blocks.len() > 1 {
+                    format!("sweep[{}].{k}", b + 1)
+                } else {
+                    format!("sweep.{k}")
+                }
+            };
+            let mut axes: Vec<(String, Vec<Value>)> = Vec::new();
+            for (k, v) in block {
+                if !FORWARDER_KEYS.contains(&k.as_str()) && !LOAD_KEYS.contains(&k.as_str()) {
+                    return Err(err(
+                        &at(k),
+                        format!("not a sweepable key; known: {}, {}", FORWARDER_KEYS.join(", "), LOAD_KEYS.join(", ")),
+                    ));
+                }
+                let Value::Array(values) = v else {
+                    return Err(err(&at(k), "a sweep key takes a list of values, e.g. [32, 64]".into()));
+                };
+                if values.is_empty() {
+                    return Err(err(&at(k), "empty list: the sweep would have no points".into()));
+                }
+                if !swept_keys.contains(k) {
+                    swept_keys.push(k.clone());
+                }
+                axes.push((k.clone(), values.clone()));
+            }
+            let count = axes.iter().try_fold(1usize, |acc, (_, v)| acc.checked_mul(v.len()));
+            if count.is_none_or(|c| c > MAX_POINTS) {
+                return Err(err(&at("*"), format!("expands to more than {MAX_POINTS} points")));
+            }
+            let count = count.unwrap_or(1);
+            for n in 0..count {
+                // Mixed-radix digits of n: the first key listed varies slowest.
+                let mut index = vec![0usize; axes.len()];
+                let mut rest = n;
+                for (i, (_, values)) in axes.iter().enumerate().rev() {
+                    index[i] = rest % values.len();
+                    rest /= values.len();
+                }
+                let mut t = base.clone();
+                for (i, (k, values)) in axes.iter().enumerate() {
+                    t.insert(k.clone(), values[index[i]].clone());
+                }
+                let label = axes
+                    .iter()
+                    .enumerate()
+                    .map(|(i, (k, v))| format!("{k}={}", short_value(&v[index[i]])))
+                    .collect::<Vec<_>>()
+                    .join(" ");
+                let where_ = if label.is_empty() {
+                    "point".to_string()
+                } else {
+                    format!("point ({label})")
+                };
+                let mut p = Point::deserialize(Value::Table(t)).map_err(|e| err(&where_, e.message().to_string()))?;
+                p.validate().map_err(|reason| err(&where_, reason))?;
+                if p.mode == Mode::PingPong {
+                    p.rate_hz = 0; // ping-pong is paced by the answers
+                    p.duration_s = None;
+                }
+                if !points.contains(&p) {
+                    points.push(p);
+                }
+            }
+        }
+        Ok(Scenario {
+            name,
+            description: file.description,
+            path: path.to_path_buf(),
+            points,
+            swept_keys,
+        })
+    }
+}
+
+fn check_keys(t: &Table, allowed: &[&str], section: &str, err: &impl Fn(&str, String) -> Error) -> Result<()> {
+    for k in t.keys() {
+        if !allowed.contains(&k.as_str()) {
+            let hint = if FORWARDER_KEYS.contains(&k.as_str()) {
+                " (it belongs in [forwarder])".to_string()
+            } else if LOAD_KEYS.contains(&k.as_str()) {
+                " (it belongs in [load])".to_string()
+            } else {
+                format!("; known keys: {}", allowed.join(", "))
+            };
+            return Err(err(&format!("{section}.{k}"), format!("unknown key{hint}")));
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(text: &str) -> Result<Scenario> {
+        Scenario::parse(text, Path::new("test.toml"))
+    }
+
+    #[test]
+    fn sweeps_expand_as_cartesian_products_per_block() {
+        let s = parse(
+            r#"
+            name = "x"
+            [forwarder]
+            transport = "udp"
+            [load]
+            samples = 5
+            [[sweep]]
+            payload_bytes = [32, 64]
+            mode = ["ping-pong"]
+            rate_hz = [1, 2, 3]
+            [[sweep]]
+            mode = ["open-loop"]
+            rate_hz = [1000, 2000]
+            payload_bytes = [32, 64]
+            "#,
+        )
+        .unwrap();
+        // Ping-pong ignores rate: 2 points, not 6. Open loop: 2 x 2.
+        assert_eq!(s.points.len(), 6);
+        assert_eq!(s.points[0].payload_bytes, 32);
+        assert_eq!(s.points[0].rate_hz, 0);
+        assert_eq!(s.points[1].payload_bytes, 64);
+        assert!(s.points[2..].iter().all(|p| p.mode == Mode::OpenLoop && p.rate_hz >= 1000));
+        assert!(s.points.iter().all(|p| p.transport == TransportKind::Udp && p.samples == 5));
+        assert_eq!(s.swept_keys, vec!["payload_bytes", "mode", "rate_hz"]);
+    }
+
+    #[test]
+    fn no_sweep_is_one_point_and_defaults_apply() {
+        let s = parse("").unwrap();
+        assert_eq!(s.points, vec![Point::defaults()]);
+        assert_eq!(s.name, "test");
+    }
+
+    #[test]
+    fn errors_name_the_key_and_the_reason() {
+        let cases = [
+            ("[forwarder]\nsamples = 3\n", "forwarder.samples", "belongs in [load]"),
+            ("[load]\nbogus = 3\n", "load.bogus", "unknown key"),
+            ("[sweep]\npayload_bytes = 32\n", "sweep.payload_bytes", "list"),
+            ("[sweep]\nbogus = [1]\n", "sweep.bogus", "not a sweepable key"),
+            ("[sweep]\nmode = []\n", "sweep.mode", "empty"),
+            ("[sweep]\ntopology = [\"gpu\"]\n", "topology=gpu", "unknown variant"),
+            ("[load]\nmode = \"open-loop\"\n", "point", "rate_hz"),
+            ("[forwarder]\nlaunch = \"child\"\n", "point", "udp"),
+            ("name = \n", "line 1", ""),
+        ];
+        for (text, key, reason) in cases {
+            let e = parse(text).unwrap_err().to_string();
+            assert!(e.contains("test.toml"), "{e}");
+            assert!(e.contains(key), "want {key:?} in {e}");
+            assert!(e.contains(reason), "want {reason:?} in {e}");
+        }
+    }
+
+    #[test]
+    fn open_loop_duration_sets_samples() {
+        let s = parse("[load]\nmode = \"open-loop\"\nrate_hz = 1000\nduration_s = 2.0\nwarmup = 100\n").unwrap();
+        assert_eq!(s.points[0].timed_samples(), 1900);
+    }
+
+    #[test]
+    fn every_shipped_scenario_parses() {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../scenarios");
+        let mut n = 0;
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let p = entry.unwrap().path();
+            if p.extension().is_some_and(|e| e == "toml") {
+                Scenario::load(&p).unwrap_or_else(|e| panic!("{e}"));
+                n += 1;
+            }
+        }
+        assert!(n >= 1, "no scenarios in {}", dir.display());
+    }
+}

@@ -1,0 +1,489 @@
+//! Running measurements: start the forwarder a point describes, drive it with the
+//! emulator, stop it, and record one CSV row and one `.hgrm` spectrum per point.
+#![forbid(unsafe_code)]
+
+use std::io::{BufRead, BufReader};
+use std::net::{SocketAddr, UdpSocket};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use indicatif::{ProgressBar, ProgressStyle};
+use qfwd::backend::Topology;
+use qfwd::config::RunConfig;
+use qfwd::transport::inproc;
+use qfwd::transport::udp::UdpClient;
+use qfwd::transport::TransportKind;
+use qfwd::wire::HEADER_LEN;
+
+use crate::emulator::{self, LoadSpec, Outcome, Workload};
+use crate::provenance::{self, Provenance};
+use crate::record::{self, CsvSink, Row};
+use crate::scenario::{Launch, Point, Scenario};
+use crate::{Error, Result};
+
+/// What the forwarder itself counted (in-process: its stats; child: its summary line).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct ForwarderCounts {
+    pub received: u64,
+    pub answered_ok: u64,
+    pub answered_error: u64,
+    pub dropped: u64,
+}
+
+/// One measured point.
+pub struct Measured {
+    pub row: Row,
+    pub outcome: Outcome,
+    pub forwarder: Option<ForwarderCounts>,
+}
+
+/// Distinct payloads cycled through per point.
+const WORKLOAD_POOL: usize = 1024;
+
+/// The forwarder settings a point asks for.
+pub fn run_config(point: &Point) -> RunConfig {
+    RunConfig {
+        transport: point.transport,
+        listen: point.listen,
+        handlers: vec![point.handler.clone()],
+        topology: point.topology,
+        cores: point.cores.clone(),
+        duration_s: None,
+        stats_interval_s: 0.0,
+        max_request_bytes: (point.payload_bytes as usize).max(4096),
+        batch: point.batch,
+        max_in_flight: point.max_in_flight,
+        watchdog_us: point.watchdog_us,
+        idle: point.idle,
+        ..RunConfig::default()
+    }
+}
+
+fn load_spec(point: &Point) -> LoadSpec {
+    LoadSpec {
+        mode: point.mode,
+        rate_hz: point.rate_hz,
+        warmup: point.warmup,
+        samples: point.timed_samples(),
+        timeout: Duration::from_millis(point.timeout_ms),
+        yield_when_idle: point.emulator_idle == qfwd::forward::IdlePolicy::Yield,
+    }
+}
+
+/// Measures one point. `progress` gets the number of requests sent so far.
+pub fn measure(point: &Point, scenario: &str, run_id: &str, prov: &Provenance, mut progress: impl FnMut(u64)) -> Result<Measured> {
+    if let Some(c) = point.emulator_core {
+        if !core_affinity::set_for_current(core_affinity::CoreId { id: c }) {
+            return Err(Error::Emulator {
+                target: "local".into(),
+                detail: format!("cannot pin the emulator to core {c}"),
+            });
+        }
+    }
+    let workload = Workload::parity(&point.handler, point.payload_bytes as usize, WORKLOAD_POOL, 0x5eed ^ point.payload_bytes as u64);
+    let load = load_spec(point);
+    let config = run_config(point);
+    let (outcome, forwarder) = match (point.launch, point.transport) {
+        (Launch::InProcess, TransportKind::Inproc) => {
+            let slot = HEADER_LEN + (point.payload_bytes as usize).max(64) + 64;
+            let (mut client, server) = inproc::channel(4096, slot)?;
+            let running = qfwd::serve::spawn_inproc(&config, server)?;
+            let outcome = emulator::run(&mut client, &workload, &load, &mut progress);
+            running.stop();
+            let stats = running.join()?;
+            (outcome?, Some(counts(&stats)))
+        }
+        (Launch::InProcess, TransportKind::Udp) => {
+            let running = qfwd::serve::spawn_udp(&config)?;
+            let addr = running.local_addr().expect("a UDP forwarder has an address");
+            let mut client = UdpClient::connect(addr)?;
+            let outcome = emulator::run(&mut client, &workload, &load, &mut progress);
+            running.stop();
+            let stats = running.join()?;
+            (outcome?, Some(counts(&stats)))
+        }
+        (Launch::External, _) => {
+            let target = point.target.ok_or_else(|| Error::Emulator {
+                target: "?".into(),
+                detail: "launch = external needs a target address".into(),
+            })?;
+            let mut client = UdpClient::connect(target)?;
+            (emulator::run(&mut client, &workload, &load, &mut progress)?, None)
+        }
+        (Launch::Child, _) => {
+            let child = ChildForwarder::start(point)?;
+            let mut client = UdpClient::connect(child.addr)?;
+            let outcome = emulator::run(&mut client, &workload, &load, &mut progress);
+            let summary = child.stop()?;
+            (outcome?, summary)
+        }
+    };
+    let mut row = Row {
+        run_id: run_id.to_string(),
+        scenario: scenario.to_string(),
+        topology: point.topology.to_string(),
+        transport: point.transport.to_string(),
+        rx_completion: if point.topology == Topology::Cpu { "-".into() } else { point.rx_completion.clone() },
+        doorbell: point.doorbell.clone(),
+        pollers: point.pollers,
+        decoder: point.decoder.clone(),
+        payload_bytes: point.payload_bytes,
+        mode: point.mode.to_string(),
+        offered_rate_hz: point.rate_hz,
+        achieved_rate_hz: outcome.achieved_rate_hz(),
+        warmup: point.warmup,
+        samples: 0,
+        errors: outcome.errors(),
+        dropped: outcome.lost,
+        timeouts: outcome.late,
+        rtt_or_oneway: "rtt".into(),
+        clock: "CLOCK_MONOTONIC".into(),
+        cpu: prov.cpu.clone(),
+        gpu: if point.topology == Topology::Cpu { "none".into() } else { prov.gpu.clone() },
+        nic: match point.transport {
+            TransportKind::Udp if point.target.unwrap_or(point.listen).ip().is_loopback() => "loopback".into(),
+            TransportKind::Udp => "kernel-udp".into(),
+            TransportKind::Inproc => "none".into(),
+        },
+        pcie_path: "none".into(),
+        host: prov.host.clone(),
+        git_rev: prov.git_rev.clone(),
+        timestamp_utc: provenance::timestamp_utc(),
+        ..Row::default()
+    };
+    row.set_latencies(&outcome.histogram);
+    Ok(Measured { row, outcome, forwarder })
+}
+
+fn counts(s: &qfwd::stats::Stats) -> ForwarderCounts {
+    ForwarderCounts {
+        received: s.received,
+        answered_ok: s.answered_ok,
+        answered_error: s.answered_error_total(),
+        dropped: s.dropped_total(),
+    }
+}
+
+/// `qfwd run` as a child process on loopback.
+struct ChildForwarder {
+    child: Child,
+    addr: SocketAddr,
+    lines: mpsc::Receiver<String>,
+    command: String,
+}
+
+/// Where the `qfwd` binary is: the point's `command`, else beside this program, else PATH.
+fn qfwd_binary(point: &Point) -> PathBuf {
+    if let Some(c) = &point.command {
+        return c.clone();
+    }
+    if let Ok(exe) = std::env::current_exe() {
+        if let Some(dir) = exe.parent() {
+            for candidate in [dir.join("qfwd"), dir.join("../qfwd")] {
+                if candidate.is_file() {
+                    return candidate;
+                }
+            }
+        }
+    }
+    PathBuf::from("qfwd")
+}
+
+impl ChildForwarder {
+    fn start(point: &Point) -> Result<ChildForwarder> {
+        let addr = if point.listen.port() == 0 {
+            // Ask the kernel for a free port, then hand it to the child.
+            let probe = UdpSocket::bind(point.listen).map_err(|source| Error::Io {
+                path: PathBuf::from(point.listen.to_string()),
+                source,
+            })?;
+            probe.local_addr().map_err(|source| Error::Io {
+                path: PathBuf::from(point.listen.to_string()),
+                source,
+            })?
+        } else {
+            point.listen
+        };
+        let bin = qfwd_binary(point);
+        let mut cmd = Command::new(&bin);
+        cmd.args(["run", "--transport", "udp", "--stats-interval", "0"])
+            .arg("--listen")
+            .arg(addr.to_string())
+            .arg("--topology")
+            .arg(point.topology.to_string())
+            .arg("--handler")
+            .arg(&point.handler)
+            .arg("--idle")
+            .arg(match point.idle {
+                qfwd::forward::IdlePolicy::Spin => "spin",
+                qfwd::forward::IdlePolicy::Yield => "yield",
+            })
+            .arg("--batch")
+            .arg(point.batch.to_string())
+            .arg("--max-in-flight")
+            .arg(point.max_in_flight.to_string())
+            .arg("--watchdog-us")
+            .arg(point.watchdog_us.to_string())
+            .arg("--max-request-bytes")
+            .arg((point.payload_bytes as usize).max(4096).to_string());
+        if !point.cores.is_empty() {
+            let list: Vec<String> = point.cores.iter().map(|c| c.to_string()).collect();
+            cmd.arg("--cores").arg(list.join(","));
+        }
+        let command = format!("{cmd:?}");
+        let mut child = cmd
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .map_err(|e| Error::Child {
+                command: command.clone(),
+                detail: format!("cannot start {}: {e} (build it with `cargo build --release`, or set command = \"...\" in [forwarder])", bin.display()),
+            })?;
+        let stderr = child.stderr.take().expect("stderr was piped");
+        let (tx, lines) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines().map_while(|l| l.ok()) {
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        let mut me = ChildForwarder { child, addr, lines, command };
+        let deadline = Instant::now() + Duration::from_secs(15);
+        let mut seen = Vec::new();
+        loop {
+            match me.lines.recv_timeout(Duration::from_millis(50)) {
+                Ok(line) => {
+                    let ready = line.starts_with("qfwd: serving");
+                    seen.push(line);
+                    if ready {
+                        return Ok(me);
+                    }
+                }
+                Err(mpsc::RecvTimeoutError::Timeout) => {}
+                Err(mpsc::RecvTimeoutError::Disconnected) => {
+                    let _ = me.child.wait();
+                    return Err(Error::Child {
+                        command: me.command.clone(),
+                        detail: format!("exited before serving: {}", seen.join(" | ")),
+                    });
+                }
+            }
+            if Instant::now() > deadline {
+                let _ = me.child.kill();
+                let _ = me.child.wait();
+                return Err(Error::Child {
+                    command: me.command.clone(),
+                    detail: format!("not serving after 15 s: {}", seen.join(" | ")),
+                });
+            }
+        }
+    }
+
+    /// SIGTERM, wait for the summary (5 s), then parse its counters.
+    fn stop(mut self) -> Result<Option<ForwarderCounts>> {
+        let pid = self.child.id().to_string();
+        let _ = Command::new("kill").args(["-TERM", &pid]).status();
+        let deadline = Instant::now() + Duration::from_secs(5);
+        let mut status = None;
+        while Instant::now() < deadline {
+            if let Ok(Some(s)) = self.child.try_wait() {
+                status = Some(s);
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        if status.is_none() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+            return Err(Error::Child {
+                command: std::mem::take(&mut self.command),
+                detail: "did not exit within 5 s of SIGTERM; killed".into(),
+            });
+        }
+        let mut summary = None;
+        while let Ok(line) = self.lines.recv_timeout(Duration::from_millis(500)) {
+            if let Some(c) = parse_summary(&line) {
+                summary = Some(c);
+            }
+        }
+        Ok(summary)
+    }
+}
+
+impl Drop for ChildForwarder {
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+/// Parses `received N = answered ok A + answered with error E + dropped D`.
+pub fn parse_summary(line: &str) -> Option<ForwarderCounts> {
+    let nums: Vec<u64> = line
+        .strip_prefix("received ")?
+        .split(|c: char| !c.is_ascii_digit())
+        .filter(|s| !s.is_empty())
+        .filter_map(|s| s.parse().ok())
+        .collect();
+    match nums[..] {
+        [received, answered_ok, answered_error, dropped, ..] => Some(ForwarderCounts {
+            received,
+            answered_ok,
+            answered_error,
+            dropped,
+        }),
+        _ => None,
+    }
+}
+
+/// Where a CSV's spectra go: a folder beside it named `<stem>-hgrm`.
+pub fn spectrum_dir(csv: &Path) -> (PathBuf, String) {
+    let stem = csv.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_else(|| "run".into());
+    let name = format!("{stem}-hgrm");
+    let dir = csv.parent().map(|p| p.join(&name)).unwrap_or_else(|| PathBuf::from(&name));
+    (dir, name)
+}
+
+/// Records a measured row: writes its spectrum, fills `spectrum`, appends to the CSV.
+pub fn record(m: &mut Measured, index: usize, csv_path: &Path, sink: &mut CsvSink) -> Result<()> {
+    let (dir, rel) = spectrum_dir(csv_path);
+    std::fs::create_dir_all(&dir).map_err(|source| Error::Io { path: dir.clone(), source })?;
+    let file = format!("{:03}.hgrm", index + 1);
+    record::write_hgrm(&dir.join(&file), &m.outcome.histogram)?;
+    m.row.spectrum = format!("{rel}/{file}");
+    sink.write(&m.row)
+}
+
+/// One line comparing what the emulator saw with what the forwarder counted.
+pub fn accounting_line(m: &Measured) -> String {
+    let mut s = format!("emulator: {}", m.outcome);
+    if let Some(f) = m.forwarder {
+        let agrees = f.received == m.outcome.sent;
+        s.push_str(&format!(
+            "\nforwarder: received {} = ok {} + error {} + dropped {}{}",
+            f.received,
+            f.answered_ok,
+            f.answered_error,
+            f.dropped,
+            if agrees { "" } else { "  (differs from requests sent: datagrams lost before the forwarder)" }
+        ));
+    }
+    s
+}
+
+/// `qfwd-latency sweep`: run every point of a scenario.
+#[derive(clap::Args, Debug, Clone)]
+#[command(after_help = "Examples:\n  \
+qfwd-latency sweep scenarios/quickstart.toml\n  \
+qfwd-latency sweep scenarios/udp-loopback.toml --out results/cpu-udp-loopback.csv\n\n\
+Each point writes one CSV row and one .hgrm spectrum (in a folder named <csv stem>-hgrm \
+beside the CSV). Rows are flushed as they are measured, so an interrupted sweep keeps them.")]
+pub struct SweepArgs {
+    /// Scenario file (TOML).
+    pub scenario: PathBuf,
+    /// Summary CSV to write [default: results/<scenario name>.csv].
+    #[arg(long, value_name = "CSV")]
+    pub out: Option<PathBuf>,
+    /// List the points and exit without measuring.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Override samples for every point (quick checks).
+    #[arg(long)]
+    pub samples: Option<u64>,
+}
+
+/// Runs a sweep; returns the rows written.
+pub fn run(args: &SweepArgs) -> Result<Vec<Row>> {
+    let mut scenario = Scenario::load(&args.scenario)?;
+    if let Some(n) = args.samples {
+        for p in &mut scenario.points {
+            p.samples = n;
+            p.duration_s = None;
+        }
+    }
+    let out = args.out.clone().unwrap_or_else(|| PathBuf::from("results").join(format!("{}.csv", scenario.name)));
+    eprintln!("{}: {} points -> {}", scenario.path.display(), scenario.points.len(), out.display());
+    if args.dry_run {
+        for (i, p) in scenario.points.iter().enumerate() {
+            println!("{:3}  {}", i + 1, p.label(&scenario.swept_keys));
+        }
+        return Ok(Vec::new());
+    }
+    run_scenario(&scenario, &out)
+}
+
+/// Measures every point of `scenario` into `out` (CSV + spectra).
+pub fn run_scenario(scenario: &Scenario, out: &Path) -> Result<Vec<Row>> {
+    let prov = Provenance::detect();
+    let run_id = provenance::run_id();
+    let mut sink = CsvSink::create(out)?;
+    let bar = ProgressBar::new(scenario.points.len() as u64);
+    bar.set_style(
+        ProgressStyle::with_template("{bar:30} {pos}/{len} points  {elapsed_precise}  {msg}")
+            .expect("static template"),
+    );
+    let mut rows = Vec::new();
+    for (i, point) in scenario.points.iter().enumerate() {
+        let label = point.label(&scenario.swept_keys);
+        let total = point.warmup + point.timed_samples();
+        bar.set_message(format!("{label}  0%"));
+        let mut m = measure(point, &scenario.name, &run_id, &prov, |done| {
+            bar.set_message(format!("{label}  {}%", done * 100 / total.max(1)));
+        })?;
+        record(&mut m, i, out, &mut sink)?;
+        bar.suspend(|| {
+            eprintln!(
+                "[{}/{}] {label}: p50 {:.2}us p99 {:.2}us max {:.2}us, {} samples, errors {}, lost {}",
+                i + 1,
+                scenario.points.len(),
+                m.row.p50_ns as f64 / 1e3,
+                m.row.p99_ns as f64 / 1e3,
+                m.row.max_ns as f64 / 1e3,
+                m.row.samples,
+                m.row.errors,
+                m.row.dropped
+            );
+            if m.row.errors > 0 || m.row.dropped > 0 || m.forwarder.is_some_and(|f| f.received != m.outcome.sent) {
+                eprintln!("  {}", accounting_line(&m).replace('\n', "\n  "));
+            }
+        });
+        bar.inc(1);
+        rows.push(m.row);
+    }
+    bar.finish_and_clear();
+    eprintln!("wrote {} rows to {}", rows.len(), out.display());
+    Ok(rows)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn summary_line_parses() {
+        let c = parse_summary("received 10 = answered ok 7 + answered with error 2 + dropped 1").unwrap();
+        assert_eq!(
+            c,
+            ForwarderCounts {
+                received: 10,
+                answered_ok: 7,
+                answered_error: 2,
+                dropped: 1
+            }
+        );
+        assert!(parse_summary("service time: p50").is_none());
+    }
+
+    #[test]
+    fn spectra_live_beside_the_csv() {
+        let (dir, rel) = spectrum_dir(Path::new("results/cpu-udp.csv"));
+        assert_eq!(dir, PathBuf::from("results/cpu-udp-hgrm"));
+        assert_eq!(rel, "cpu-udp-hgrm");
+    }
+}
