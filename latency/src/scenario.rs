@@ -399,7 +399,10 @@ impl Scenario {
                 } else {
                     format!("point ({label})")
                 };
-                let mut p = Point::deserialize(Value::Table(t)).map_err(|e| err(&where_, e.message().to_string()))?;
+                let mut p = Point::deserialize(Value::Table(t.clone())).map_err(|e| {
+                    let key = culprit(&t).unwrap_or_default();
+                    err(&format!("{where_} {key}").trim_end().to_string(), e.message().to_string())
+                })?;
                 p.validate().map_err(|reason| err(&where_, reason))?;
                 if p.mode == Mode::PingPong {
                     p.rate_hz = 0; // ping-pong is paced by the answers
@@ -418,6 +421,16 @@ impl Scenario {
             swept_keys,
         })
     }
+}
+
+/// The key whose value does not fit its type: every field has a default, so each key
+/// can be tried alone.
+fn culprit(t: &Table) -> Option<String> {
+    t.iter().find_map(|(k, v)| {
+        let mut one = Table::new();
+        one.insert(k.clone(), v.clone());
+        Point::deserialize(Value::Table(one)).is_err().then(|| k.clone())
+    })
 }
 
 fn check_keys(t: &Table, allowed: &[&str], section: &str, err: &impl Fn(&str, String) -> Error) -> Result<()> {

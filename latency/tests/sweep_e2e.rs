@@ -1,0 +1,129 @@
+//! End to end: scenario file -> forwarders -> emulator -> CSV rows + spectra -> report.
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use qfwd_latency::record::{read_csv, read_hgrm};
+
+fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
+    let p = dir.join(name);
+    std::fs::write(&p, text).unwrap();
+    p
+}
+
+fn cli(args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_qfwd-latency")).args(args).output().unwrap()
+}
+
+#[test]
+fn sweep_writes_one_checked_row_and_spectrum_per_point() {
+    let dir = tempfile::tempdir().unwrap();
+    let scenario = write(
+        dir.path(),
+        "tiny.toml",
+        r#"
+name = "tiny"
+[forwarder]
+idle = "yield"
+[load]
+warmup = 50
+samples = 500
+emulator_idle = "yield"
+[[sweep]]
+transport = ["inproc", "udp"]
+payload_bytes = [32, 1024]
+[[sweep]]
+transport = ["udp"]
+mode = ["open-loop"]
+rate_hz = [5000]
+"#,
+    );
+    let csv = dir.path().join("out/tiny.csv");
+    let out = cli(&["sweep", scenario.to_str().unwrap(), "--out", csv.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let rows = read_csv(&csv).unwrap();
+    assert_eq!(rows.len(), 5);
+    for r in &rows {
+        assert_eq!((r.samples, r.errors, r.dropped), (500, 0, 0), "{r:?}");
+        assert!(r.min_ns > 0 && r.min_ns <= r.p50_ns && r.p50_ns <= r.p99_ns && r.p99_ns <= r.max_ns);
+        assert_eq!(r.scenario, "tiny");
+        assert_eq!(r.rtt_or_oneway, "rtt");
+        let spectrum = read_hgrm(&csv.parent().unwrap().join(&r.spectrum)).unwrap();
+        assert!(!spectrum.is_empty());
+    }
+    assert_eq!(rows[0].transport, "inproc");
+    assert_eq!(rows[3].payload_bytes, 1024);
+    assert_eq!((rows[4].mode.as_str(), rows[4].offered_rate_hz), ("open-loop", 5000));
+    assert!(rows[4].achieved_rate_hz > 3000, "{}", rows[4].achieved_rate_hz);
+
+    // The report reads it back, and draws.
+    let svg = dir.path().join("svg");
+    let md = dir.path().join("t.md");
+    let out = cli(&[
+        "report",
+        csv.to_str().unwrap(),
+        "--baseline",
+        "transport=udp,payload_bytes=32,mode=ping-pong",
+        "--markdown",
+        md.to_str().unwrap(),
+        "--svg",
+        svg.to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let table = String::from_utf8_lossy(&out.stdout);
+    assert!(table.contains("inproc") && table.contains("open-loop"), "{table}");
+    assert!(std::fs::read_to_string(&md).unwrap().contains("| "));
+    assert!(svg.join("percentiles.svg").is_file());
+    assert!(svg.join("latency-vs-rate.svg").is_file());
+}
+
+#[test]
+fn child_process_forwarder_is_measured_and_its_counters_agree() {
+    // The qfwd binary sits next to the test's deps folder once the workspace is built.
+    let exe = std::env::current_exe().unwrap();
+    let qfwd = exe.parent().unwrap().join("../qfwd");
+    if !qfwd.is_file() {
+        eprintln!("skipped: {} not built (run `cargo test --workspace`)", qfwd.display());
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let scenario = write(
+        dir.path(),
+        "child.toml",
+        &format!(
+            "[forwarder]\nlaunch = \"child\"\ntransport = \"udp\"\nidle = \"yield\"\ncommand = {:?}\n[load]\nwarmup = 10\nsamples = 300\nemulator_idle = \"yield\"\n",
+            qfwd.display().to_string()
+        ),
+    );
+    let csv = dir.path().join("child.csv");
+    let out = cli(&["sweep", scenario.to_str().unwrap(), "--out", csv.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let rows = read_csv(&csv).unwrap();
+    assert_eq!((rows[0].samples, rows[0].errors, rows[0].dropped), (300, 0, 0));
+    assert_eq!(rows[0].nic, "loopback");
+}
+
+#[test]
+fn bad_scenarios_fail_up_front_naming_file_and_key() {
+    let dir = tempfile::tempdir().unwrap();
+    let scenario = write(dir.path(), "bad.toml", "[load]\npayload_bytes = \"many\"\n");
+    let out = cli(&["sweep", scenario.to_str().unwrap(), "--out", dir.path().join("x.csv").to_str().unwrap()]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("bad.toml") && err.contains("payload_bytes"), "{err}");
+    assert!(!dir.path().join("x.csv").exists(), "nothing may run before the file is valid");
+
+    let out = cli(&["sweep", "/nonexistent.toml"]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("/nonexistent.toml"));
+}
+
+#[test]
+fn emulate_runs_against_an_in_process_forwarder_by_default() {
+    let dir = tempfile::tempdir().unwrap();
+    let csv = dir.path().join("e.csv");
+    let out = cli(&["emulate", "--samples", "300", "--warmup", "10", "--yield-when-idle", "--csv", csv.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("99.9%") && text.contains("sent 310 = ok 310"), "{text}");
+    assert_eq!(read_csv(&csv).unwrap()[0].samples, 300);
+}
