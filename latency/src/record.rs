@@ -178,7 +178,9 @@ impl CsvSink {
             path: path.to_path_buf(),
             source,
         })?;
-        let writer = csv::WriterBuilder::new().has_headers(true).from_writer(file);
+        let writer = csv::WriterBuilder::new()
+            .has_headers(true)
+            .from_writer(file);
         Ok(Self {
             path: path.to_path_buf(),
             writer,
@@ -188,9 +190,10 @@ impl CsvSink {
     /// Writes one row and flushes, so an interrupted sweep keeps what it measured.
     pub fn write(&mut self, row: &Row) -> Result<()> {
         let path = self.path.clone();
-        self.writer
-            .serialize(row)
-            .map_err(|source| Error::Csv { path: path.clone(), source })?;
+        self.writer.serialize(row).map_err(|source| Error::Csv {
+            path: path.clone(),
+            source,
+        })?;
         self.writer
             .flush()
             .map_err(|source| Error::Io { path, source })
@@ -261,7 +264,7 @@ pub fn write_hgrm_to(out: &mut impl Write, h: &Histogram<u64>) -> std::io::Resul
     let mut count_so_far = 0u64;
     if !h.is_empty() {
         for v in h.iter_quantiles(5) {
-            count_so_far = v.count_since_last_iteration() + count_so_far;
+            count_so_far += v.count_since_last_iteration();
             let q = v.quantile_iterated_to();
             let value = h.highest_equivalent(v.value_iterated_to()) as f64 / SCALE;
             if q < 1.0 {
@@ -283,8 +286,17 @@ pub fn write_hgrm_to(out: &mut impl Write, h: &Histogram<u64>) -> std::io::Resul
     } else {
         (h.mean() / SCALE, h.stdev() / SCALE, h.max() as f64 / SCALE)
     };
-    writeln!(out, "#[Mean    = {:12.3}, StdDeviation   = {:12.3}]", mean, stdev)?;
-    writeln!(out, "#[Max     = {:12.3}, Total count    = {:12}]", max, h.len())?;
+    writeln!(
+        out,
+        "#[Mean    = {:12.3}, StdDeviation   = {:12.3}]",
+        mean, stdev
+    )?;
+    writeln!(
+        out,
+        "#[Max     = {:12.3}, Total count    = {:12}]",
+        max,
+        h.len()
+    )?;
     writeln!(
         out,
         "#[Buckets = {:12}, SubBuckets     = {:12}]",
@@ -385,7 +397,10 @@ mod tests {
         write_hgrm(&p, &h).unwrap();
         let text = std::fs::read_to_string(&p).unwrap();
         assert!(text.starts_with("       Value     Percentile TotalCount 1/(1-Percentile)"));
-        let max_line = format!("#[Max     = {:12.3}, Total count    =            4]", h.max() as f64 / 1000.0);
+        let max_line = format!(
+            "#[Max     = {:12.3}, Total count    =            4]",
+            h.max() as f64 / 1000.0
+        );
         assert!(text.contains(&max_line), "{text}");
         assert!((9.0..9.01).contains(&(h.max() as f64 / 1000.0)));
         let pts = read_hgrm(&p).unwrap();

@@ -207,7 +207,9 @@ impl Point {
     /// Requests timed, after applying `duration_s` for open loop.
     pub fn timed_samples(&self) -> u64 {
         match (self.mode, self.duration_s) {
-            (Mode::OpenLoop, Some(d)) => ((self.rate_hz as f64 * d) as u64).saturating_sub(self.warmup).max(1),
+            (Mode::OpenLoop, Some(d)) => ((self.rate_hz as f64 * d) as u64)
+                .saturating_sub(self.warmup)
+                .max(1),
             _ => self.samples,
         }
     }
@@ -220,8 +222,12 @@ impl Point {
         if self.launch == Launch::Child && self.transport != TransportKind::Udp {
             return Err("launch = \"child\" needs transport = \"udp\" (the in-process ring cannot cross processes)".into());
         }
-        if self.launch == Launch::External && (self.target.is_none() || self.transport != TransportKind::Udp) {
-            return Err("launch = \"external\" needs transport = \"udp\" and target = \"IP:port\"".into());
+        if self.launch == Launch::External
+            && (self.target.is_none() || self.transport != TransportKind::Udp)
+        {
+            return Err(
+                "launch = \"external\" needs transport = \"udp\" and target = \"IP:port\"".into(),
+            );
         }
         if self.samples == 0 && self.duration_s.is_none() {
             return Err("samples must be at least 1".into());
@@ -238,7 +244,10 @@ impl Point {
             return Err("timeout_ms must be at least 1".into());
         }
         if !matches!(self.rx_completion.as_str(), "-" | "buffer" | "inline") {
-            return Err(format!("rx_completion {:?}: expected buffer or inline", self.rx_completion));
+            return Err(format!(
+                "rx_completion {:?}: expected buffer or inline",
+                self.rx_completion
+            ));
         }
         Ok(())
     }
@@ -252,7 +261,7 @@ impl Point {
                     .as_ref()
                     .and_then(|t| t.get(k))
                     .map(short_value)
-                    .unwrap_or_else(|| "?".into());
+                    .unwrap_or_else(|| "-".into());
                 format!("{k}={v}")
             })
             .collect::<Vec<_>>()
@@ -322,7 +331,12 @@ impl Scenario {
         let file: ScenarioFile = toml::from_str(text).map_err(|e| {
             let span = e
                 .span()
-                .map(|s| format!("line {}", text[..s.start.min(text.len())].lines().count().max(1)))
+                .map(|s| {
+                    format!(
+                        "line {}",
+                        text[..s.start.min(text.len())].lines().count().max(1)
+                    )
+                })
                 .unwrap_or_else(|| "file".into());
             err(&span, e.message().to_string())
         })?;
@@ -357,23 +371,38 @@ impl Scenario {
                 if !FORWARDER_KEYS.contains(&k.as_str()) && !LOAD_KEYS.contains(&k.as_str()) {
                     return Err(err(
                         &at(k),
-                        format!("not a sweepable key; known: {}, {}", FORWARDER_KEYS.join(", "), LOAD_KEYS.join(", ")),
+                        format!(
+                            "not a sweepable key; known: {}, {}",
+                            FORWARDER_KEYS.join(", "),
+                            LOAD_KEYS.join(", ")
+                        ),
                     ));
                 }
                 let Value::Array(values) = v else {
-                    return Err(err(&at(k), "a sweep key takes a list of values, e.g. [32, 64]".into()));
+                    return Err(err(
+                        &at(k),
+                        "a sweep key takes a list of values, e.g. [32, 64]".into(),
+                    ));
                 };
                 if values.is_empty() {
-                    return Err(err(&at(k), "empty list: the sweep would have no points".into()));
+                    return Err(err(
+                        &at(k),
+                        "empty list: the sweep would have no points".into(),
+                    ));
                 }
                 if !swept_keys.contains(k) {
                     swept_keys.push(k.clone());
                 }
                 axes.push((k.clone(), values.clone()));
             }
-            let count = axes.iter().try_fold(1usize, |acc, (_, v)| acc.checked_mul(v.len()));
+            let count = axes
+                .iter()
+                .try_fold(1usize, |acc, (_, v)| acc.checked_mul(v.len()));
             if count.is_none_or(|c| c > MAX_POINTS) {
-                return Err(err(&at("*"), format!("expands to more than {MAX_POINTS} points")));
+                return Err(err(
+                    &at("*"),
+                    format!("expands to more than {MAX_POINTS} points"),
+                ));
             }
             let count = count.unwrap_or(1);
             for n in 0..count {
@@ -401,7 +430,10 @@ impl Scenario {
                 };
                 let mut p = Point::deserialize(Value::Table(t.clone())).map_err(|e| {
                     let key = culprit(&t).unwrap_or_default();
-                    err(&format!("{where_} {key}").trim_end().to_string(), e.message().to_string())
+                    err(
+                        format!("{where_} {key}").trim_end(),
+                        e.message().to_string(),
+                    )
                 })?;
                 p.validate().map_err(|reason| err(&where_, reason))?;
                 if p.mode == Mode::PingPong {
@@ -429,11 +461,18 @@ fn culprit(t: &Table) -> Option<String> {
     t.iter().find_map(|(k, v)| {
         let mut one = Table::new();
         one.insert(k.clone(), v.clone());
-        Point::deserialize(Value::Table(one)).is_err().then(|| k.clone())
+        Point::deserialize(Value::Table(one))
+            .is_err()
+            .then(|| k.clone())
     })
 }
 
-fn check_keys(t: &Table, allowed: &[&str], section: &str, err: &impl Fn(&str, String) -> Error) -> Result<()> {
+fn check_keys(
+    t: &Table,
+    allowed: &[&str],
+    section: &str,
+    err: &impl Fn(&str, String) -> Error,
+) -> Result<()> {
     for k in t.keys() {
         if !allowed.contains(&k.as_str()) {
             let hint = if FORWARDER_KEYS.contains(&k.as_str()) {
@@ -482,8 +521,13 @@ mod tests {
         assert_eq!(s.points[0].payload_bytes, 32);
         assert_eq!(s.points[0].rate_hz, 0);
         assert_eq!(s.points[1].payload_bytes, 64);
-        assert!(s.points[2..].iter().all(|p| p.mode == Mode::OpenLoop && p.rate_hz >= 1000));
-        assert!(s.points.iter().all(|p| p.transport == TransportKind::Udp && p.samples == 5));
+        assert!(s.points[2..]
+            .iter()
+            .all(|p| p.mode == Mode::OpenLoop && p.rate_hz >= 1000));
+        assert!(s
+            .points
+            .iter()
+            .all(|p| p.transport == TransportKind::Udp && p.samples == 5));
         assert_eq!(s.swept_keys, vec!["payload_bytes", "mode", "rate_hz"]);
     }
 
@@ -497,12 +541,28 @@ mod tests {
     #[test]
     fn errors_name_the_key_and_the_reason() {
         let cases = [
-            ("[forwarder]\nsamples = 3\n", "forwarder.samples", "belongs in [load]"),
+            (
+                "[forwarder]\nsamples = 3\n",
+                "forwarder.samples",
+                "belongs in [load]",
+            ),
             ("[load]\nbogus = 3\n", "load.bogus", "unknown key"),
-            ("[sweep]\npayload_bytes = 32\n", "sweep.payload_bytes", "list"),
-            ("[sweep]\nbogus = [1]\n", "sweep.bogus", "not a sweepable key"),
+            (
+                "[sweep]\npayload_bytes = 32\n",
+                "sweep.payload_bytes",
+                "list",
+            ),
+            (
+                "[sweep]\nbogus = [1]\n",
+                "sweep.bogus",
+                "not a sweepable key",
+            ),
             ("[sweep]\nmode = []\n", "sweep.mode", "empty"),
-            ("[sweep]\ntopology = [\"gpu\"]\n", "topology=gpu", "unknown variant"),
+            (
+                "[sweep]\ntopology = [\"gpu\"]\n",
+                "topology=gpu",
+                "unknown variant",
+            ),
             ("[load]\nmode = \"open-loop\"\n", "point", "rate_hz"),
             ("[forwarder]\nlaunch = \"child\"\n", "point", "udp"),
             ("name = \n", "line 1", ""),
@@ -517,7 +577,9 @@ mod tests {
 
     #[test]
     fn open_loop_duration_sets_samples() {
-        let s = parse("[load]\nmode = \"open-loop\"\nrate_hz = 1000\nduration_s = 2.0\nwarmup = 100\n").unwrap();
+        let s =
+            parse("[load]\nmode = \"open-loop\"\nrate_hz = 1000\nduration_s = 2.0\nwarmup = 100\n")
+                .unwrap();
         assert_eq!(s.points[0].timed_samples(), 1900);
     }
 
