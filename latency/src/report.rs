@@ -676,6 +676,58 @@ pub fn rate_groups(c: &Comparison) -> Vec<RateGroup> {
     groups
 }
 
+/// Per open-loop group: the highest offered rate answered with nothing lost, late or
+/// wrong, and its p99 (the capacity figure a lab engineer asks for first).
+pub fn clean_rate_summary(c: &Comparison) -> Vec<String> {
+    let group_columns: Vec<&str> = c
+        .columns
+        .iter()
+        .copied()
+        .filter(|col| *col != "offered_rate_hz")
+        .collect();
+    let mut groups: Vec<(String, Vec<&Row>)> = Vec::new();
+    for e in &c.entries {
+        let r = &e.row;
+        if r.mode != "open-loop" || r.offered_rate_hz == 0 {
+            continue;
+        }
+        let mut name = label(e, &group_columns);
+        if name.is_empty() {
+            name = "open-loop".into();
+        }
+        match groups.iter_mut().find(|g| g.0 == name) {
+            Some(g) => g.1.push(r),
+            None => groups.push((name, vec![r])),
+        }
+    }
+    groups
+        .into_iter()
+        .filter(|(_, rows)| rows.len() > 1)
+        .map(|(name, mut rows)| {
+            rows.sort_by_key(|r| r.offered_rate_hz);
+            let clean = |r: &Row| r.samples > 0 && r.errors == 0 && r.dropped == 0 && r.timeouts == 0;
+            let best = rows.iter().filter(|r| clean(r)).max_by_key(|r| r.offered_rate_hz);
+            let first_bad = rows.iter().find(|r| !clean(r));
+            let mut line = match best {
+                Some(r) => format!(
+                    "{name}: highest offered rate with no lost request {} req/s (achieved {}, p99 {:.2} µs)",
+                    r.offered_rate_hz,
+                    r.achieved_rate_hz,
+                    r.p99_ns as f64 / 1000.0
+                ),
+                None => format!("{name}: every offered rate lost requests"),
+            };
+            if let Some(r) = first_bad {
+                line.push_str(&format!(
+                    "; first with losses or errors: {} req/s ({} lost, {} errors, {} late)",
+                    r.offered_rate_hz, r.dropped, r.errors, r.timeouts
+                ));
+            }
+            line
+        })
+        .collect()
+}
+
 /// Draws the plots into `dir` (created if missing) and returns the files written; a plot
 /// with nothing to show is skipped with a note on stderr.
 pub fn write_svgs(c: &Comparison, dir: &Path) -> Result<Vec<PathBuf>> {
@@ -1145,6 +1197,9 @@ pub fn run_to(args: &ReportArgs, out: &mut dyn Write) -> Result<()> {
     };
     out.write_all(render_table(&comparison).as_bytes())
         .map_err(out_err)?;
+    for line in clean_rate_summary(&comparison) {
+        writeln!(out, "{line}").map_err(out_err)?;
+    }
 
     if let Some(md) = &args.markdown {
         if let Some(dir) = md.parent().filter(|d| !d.as_os_str().is_empty()) {
@@ -1278,6 +1333,39 @@ mod tests {
             svg: None,
             columns: None,
         }
+    }
+
+    #[test]
+    fn clean_rate_summary_finds_the_highest_rate_without_loss() {
+        let mut rows = Vec::new();
+        for (rate, lost) in [(1000u64, 0u64), (2000, 0), (4000, 7), (3000, 0)] {
+            let mut r = row("udp", 0, 5_000);
+            r.mode = "open-loop".into();
+            r.offered_rate_hz = rate;
+            r.achieved_rate_hz = rate;
+            r.dropped = lost;
+            rows.push(r);
+        }
+        let entries = rows
+            .into_iter()
+            .map(|row| Entry {
+                source: PathBuf::from("a.csv"),
+                row,
+            })
+            .collect();
+        let c = Comparison::new(entries, None, None, Metric::P50).unwrap();
+        let lines = clean_rate_summary(&c);
+        assert_eq!(lines.len(), 1, "{lines:?}");
+        assert!(
+            lines[0].contains("no lost request 3000 req/s"),
+            "{}",
+            lines[0]
+        );
+        assert!(
+            lines[0].contains("first with losses or errors: 4000 req/s (7 lost"),
+            "{}",
+            lines[0]
+        );
     }
 
     #[test]
