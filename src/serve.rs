@@ -78,7 +78,11 @@ pub fn spawn_udp(config: &RunConfig) -> Result<Running> {
     let allow = if transport.allowlist().is_empty() {
         "no allowlist: accepting requests from every peer".to_string()
     } else {
-        let list: Vec<String> = transport.allowlist().iter().map(|a| a.to_string()).collect();
+        let list: Vec<String> = transport
+            .allowlist()
+            .iter()
+            .map(|a| a.to_string())
+            .collect();
         format!("allowing only {}", list.join(", "))
     };
     let description = format!("udp {local}; {allow}");
@@ -92,7 +96,12 @@ pub fn spawn_inproc(config: &RunConfig, server: InprocServer) -> Result<Running>
     spawn(server, config, None, "inproc ring".to_string())
 }
 
-fn spawn<T>(transport: T, config: &RunConfig, local_addr: Option<SocketAddr>, where_: String) -> Result<Running>
+fn spawn<T>(
+    transport: T,
+    config: &RunConfig,
+    local_addr: Option<SocketAddr>,
+    where_: String,
+) -> Result<Running>
 where
     T: Transport + Send + 'static,
     T::Peer: Send,
@@ -115,15 +124,15 @@ where
         }
     );
     if let Some(c) = core {
-        let available = core_affinity::get_core_ids().unwrap_or_default();
-        if !available.iter().any(|id| id.id == c) {
-            return Err(Error::Pin {
-                core: c,
-                detail: format!(
-                    "this process may use cores {:?}",
-                    available.iter().map(|i| i.id).collect::<Vec<_>>()
-                ),
-            });
+        // The machine's online cores, not this thread's mask: a caller pinned elsewhere
+        // (the harness pins its emulator) may still start a forwarder on another core.
+        if let Some(online) = online_cores() {
+            if !online.contains(&c) {
+                return Err(Error::Pin {
+                    core: c,
+                    detail: format!("this machine has cores {online:?}"),
+                });
+            }
         }
     }
     let stop = Arc::new(AtomicBool::new(false));
@@ -191,4 +200,47 @@ fn run_loop<T: Transport, B: Backend>(
         config.stats_interval(),
         |stats, elapsed| eprintln!("{}", stats.status_line(elapsed)),
     )
+}
+
+/// Online CPU numbers from `/sys/devices/system/cpu/online` (e.g. `0-3,8`).
+fn online_cores() -> Option<Vec<usize>> {
+    let text = std::fs::read_to_string("/sys/devices/system/cpu/online").ok()?;
+    parse_cpu_list(text.trim())
+}
+
+fn parse_cpu_list(list: &str) -> Option<Vec<usize>> {
+    let mut cores = Vec::new();
+    for part in list.split(',').filter(|p| !p.is_empty()) {
+        match part.split_once('-') {
+            Some((a, b)) => cores.extend(a.parse::<usize>().ok()?..=b.parse::<usize>().ok()?),
+            None => cores.push(part.parse().ok()?),
+        }
+    }
+    Some(cores)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cpu_lists_parse() {
+        assert_eq!(parse_cpu_list("0-3,8"), Some(vec![0, 1, 2, 3, 8]));
+        assert_eq!(parse_cpu_list("0"), Some(vec![0]));
+        assert_eq!(parse_cpu_list("x"), None);
+    }
+
+    #[test]
+    fn pinning_to_a_missing_core_is_a_clear_error() {
+        let cfg = RunConfig {
+            cores: vec![100_000],
+            ..RunConfig::default()
+        };
+        let (_c, server) = crate::transport::inproc::channel(4, 64).unwrap();
+        let e = spawn_inproc(&cfg, server)
+            .err()
+            .expect("no such core")
+            .to_string();
+        assert!(e.contains("core 100000"), "{e}");
+    }
 }
