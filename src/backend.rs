@@ -179,7 +179,10 @@ mod tests {
         );
         assert_eq!(b.in_flight(), 2);
         let mut seen = vec![];
-        assert_eq!(b.poll(|c| seen.push((c.token, c.status, c.result.to_vec()))), 2);
+        assert_eq!(
+            b.poll(|c| seen.push((c.token, c.status, c.result.to_vec()))),
+            2
+        );
         assert_eq!(seen, vec![(7, 0, vec![1]), (8, 0, vec![0])]);
         assert_eq!(b.in_flight(), 0);
         assert_eq!(
@@ -193,6 +196,9 @@ mod tests {
         for t in Topology::ALL {
             assert_eq!(t.as_str().parse::<Topology>(), Ok(t));
         }
-        assert!("gpu".parse::<Topology>().unwrap_err().contains("gpu-persistent"));
+        assert!("gpu"
+            .parse::<Topology>()
+            .unwrap_err()
+            .contains("gpu-persistent"));
     }
 }

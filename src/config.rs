@@ -10,7 +10,10 @@ use serde::{Deserialize, Serialize};
 
 use crate::backend::Topology;
 use crate::forward::{ForwardConfig, IdlePolicy};
+use crate::gpu::GpuOptions;
 use crate::handler::{Handler, Registry};
+use crate::mailbox::layout::MAX_REQ_SLOT_BYTES;
+use crate::mailbox::{Layout, RxCompletion};
 use crate::transport::udp::AllowedPeer;
 use crate::transport::TransportKind;
 use crate::{Error, Result};
@@ -45,6 +48,17 @@ pub struct RunConfig {
     pub watchdog_us: u64,
     /// What the polling thread does when idle.
     pub idle: IdlePolicy,
+    /// GPU topologies: CUDA device index.
+    pub gpu_device: usize,
+    /// gpu-persistent: how the kernel learns of a request (`inline` or `buffer`).
+    pub rx_completion: RxCompletion,
+    /// gpu-persistent: poller warps, 1 ..= 32.
+    pub pollers: u32,
+    /// gpu-persistent: warps polling each slot out of phase (must divide `pollers`);
+    /// absent = the smaller of 2 and `pollers`.
+    pub pollers_per_slot: Option<u32>,
+    /// GPU topologies: request slots (requests on the GPU at once).
+    pub slots: usize,
 }
 
 impl Default for RunConfig {
@@ -64,6 +78,11 @@ impl Default for RunConfig {
             max_in_flight: f.max_in_flight,
             watchdog_us: f.watchdog.as_micros() as u64,
             idle: f.idle,
+            gpu_device: 0,
+            rx_completion: RxCompletion::Inline,
+            pollers: GpuOptions::default().pollers,
+            pollers_per_slot: None,
+            slots: GpuOptions::default().slots,
         }
     }
 }
@@ -114,7 +133,33 @@ impl RunConfig {
         }
         self.allowlist()?;
         self.registry()?;
+        if self.topology.needs_gpu() {
+            self.gpu_options().validate()?;
+        }
         Ok(())
+    }
+
+    /// The GPU backends' options these settings describe. Slots hold the largest
+    /// argument that both `max_request_bytes` and the kernel's slot limit allow; larger
+    /// arguments are answered `OVERSIZED` by the backend.
+    pub fn gpu_options(&self) -> GpuOptions {
+        GpuOptions {
+            device: self.gpu_device,
+            slots: self.slots,
+            slot_bytes: Layout::req_slot_bytes_for(
+                (1..=self.max_request_bytes)
+                    .rev()
+                    .find(|&n| {
+                        Layout::req_slot_bytes_for(n, self.rx_completion) <= MAX_REQ_SLOT_BYTES
+                    })
+                    .unwrap_or(1),
+                self.rx_completion,
+            ),
+            rx_completion: self.rx_completion,
+            pollers: self.pollers,
+            pollers_per_slot: self.pollers_per_slot.unwrap_or(self.pollers.min(2)),
+            ..GpuOptions::default()
+        }
     }
 
     /// The parsed allowlist.
@@ -169,7 +214,11 @@ mod tests {
         let c = RunConfig::default();
         c.validate().unwrap();
         assert_eq!(c.transport, TransportKind::Udp);
-        assert!(c.registry().unwrap().lookup(crate::wire::function_id("parity")).is_some());
+        assert!(c
+            .registry()
+            .unwrap()
+            .lookup(crate::wire::function_id("parity"))
+            .is_some());
     }
 
     #[test]
@@ -177,7 +226,11 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("qfwd-config-test-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let p = dir.join("a.toml");
-        std::fs::write(&p, "listen = \"127.0.0.1:9100\"\ncores = [1]\nidle = \"yield\"\n").unwrap();
+        std::fs::write(
+            &p,
+            "listen = \"127.0.0.1:9100\"\ncores = [1]\nidle = \"yield\"\n",
+        )
+        .unwrap();
         let c = RunConfig::from_file(&p).unwrap();
         assert_eq!(c.listen.port(), 9100);
         assert_eq!(c.cores, vec![1]);

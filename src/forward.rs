@@ -102,7 +102,8 @@ impl<T: Transport, B: Backend> Forwarder<T, B> {
         let slots = config.max_in_flight.max(1);
         // Room for the largest datagram the transport may deliver plus one byte, so an
         // over-long one shows as longer than the buffer.
-        let rx_len = (HEADER_LEN + config.max_request_bytes + 1).max(crate::transport::udp::MAX_DATAGRAM + 1);
+        let rx_len = (HEADER_LEN + config.max_request_bytes + 1)
+            .max(crate::transport::udp::MAX_DATAGRAM + 1);
         Forwarder {
             transport,
             backend,
@@ -126,6 +127,11 @@ impl<T: Transport, B: Backend> Forwarder<T, B> {
 
     pub fn backend(&self) -> &B {
         &self.backend
+    }
+
+    /// Gives the backend back (to shut it down cleanly after the loop).
+    pub fn into_backend(self) -> B {
+        self.backend
     }
 
     /// Runs until `stop` says so, calling `on_interval` with the stats every
@@ -233,10 +239,7 @@ impl<T: Transport, B: Backend> Forwarder<T, B> {
             self.answer_error(peer, &header, status::OVERLOAD, received_at);
             return;
         };
-        match self
-            .backend
-            .submit(token, handler, &self.rx[arg_range])
-        {
+        match self.backend.submit(token, handler, &self.rx[arg_range]) {
             Ok(()) => {
                 self.in_flight[token as usize] = Some(InFlight {
                     peer,
@@ -279,7 +282,16 @@ impl<T: Transport, B: Backend> Forwarder<T, B> {
             } else {
                 (c.status, c.result)
             };
-            send_response(transport, tx, stats, entry.peer, &entry.header, code, result, entry.received_at);
+            send_response(
+                transport,
+                tx,
+                stats,
+                entry.peer,
+                &entry.header,
+                code,
+                result,
+                entry.received_at,
+            );
         })
     }
 
@@ -317,7 +329,10 @@ impl<T: Transport, B: Backend> Forwarder<T, B> {
         for i in 0..self.in_flight.len() {
             if let Some(e) = self.in_flight[i] {
                 if !e.answered {
-                    self.in_flight[i] = Some(InFlight { answered: true, ..e });
+                    self.in_flight[i] = Some(InFlight {
+                        answered: true,
+                        ..e
+                    });
                     self.answer_error(e.peer, &e.header, status::SHUTTING_DOWN, e.received_at);
                 }
             }
@@ -326,7 +341,16 @@ impl<T: Transport, B: Backend> Forwarder<T, B> {
     }
 
     fn answer_error(&mut self, peer: T::Peer, header: &RequestHeader, code: i32, at: Instant) {
-        send_response(&mut self.transport, &mut self.tx, &mut self.stats, peer, header, code, &[], at);
+        send_response(
+            &mut self.transport,
+            &mut self.tx,
+            &mut self.stats,
+            peer,
+            header,
+            code,
+            &[],
+            at,
+        );
     }
 }
 
@@ -342,7 +366,8 @@ fn send_response<T: Transport>(
     result: &[u8],
     received_at: Instant,
 ) {
-    let len = match wire::write_response(tx, code, header.request_id, header.ptp_timestamp, result) {
+    let len = match wire::write_response(tx, code, header.request_id, header.ptp_timestamp, result)
+    {
         Ok(n) => n,
         Err(_) => {
             stats.on_dropped(DropKind::SendFailed);
@@ -364,15 +389,24 @@ mod tests {
 
     fn forwarder(
         config: ForwardConfig,
-    ) -> (inproc::InprocClient, Forwarder<inproc::InprocServer, CpuBackend>) {
+    ) -> (
+        inproc::InprocClient,
+        Forwarder<inproc::InprocServer, CpuBackend>,
+    ) {
         let (client, server) = inproc::channel(64, 8192).unwrap();
         let backend = CpuBackend::new(config.batch, config.max_request_bytes);
-        (client, Forwarder::new(server, backend, Registry::with_parity(), config))
+        (
+            client,
+            Forwarder::new(server, backend, Registry::with_parity(), config),
+        )
     }
 
     fn response(client: &mut inproc::InprocClient) -> Option<Vec<u8>> {
         let mut buf = [0u8; 8192];
-        client.try_recv(&mut buf).unwrap().map(|n| buf[..n].to_vec())
+        client
+            .try_recv(&mut buf)
+            .unwrap()
+            .map(|n| buf[..n].to_vec())
     }
 
     #[test]
@@ -407,7 +441,12 @@ mod tests {
         let mut got = vec![];
         while let Some(r) = response(&mut client) {
             let v = wire::parse_response(&r).unwrap();
-            got.push((v.header.request_id, v.header.ptp_timestamp, v.header.status, v.result.to_vec()));
+            got.push((
+                v.header.request_id,
+                v.header.ptp_timestamp,
+                v.header.status,
+                v.result.to_vec(),
+            ));
         }
         assert_eq!(
             got,
@@ -446,7 +485,11 @@ mod tests {
             }
             let n = self.held.len();
             for t in self.held.drain(..) {
-                done(Completion { token: t, status: 0, result: &[1] });
+                done(Completion {
+                    token: t,
+                    status: 0,
+                    result: &[1],
+                });
             }
             n
         }
@@ -463,7 +506,10 @@ mod tests {
         let (mut client, server) = inproc::channel(8, 256).unwrap();
         let mut fwd = Forwarder::new(
             server,
-            Stalled { held: vec![], release: false },
+            Stalled {
+                held: vec![],
+                release: false,
+            },
             Registry::with_parity(),
             ForwardConfig {
                 watchdog: Duration::from_millis(5),
@@ -479,16 +525,25 @@ mod tests {
         fwd.poll_once().unwrap();
         // Third request: no free token -> overload.
         let r = response(&mut client).unwrap();
-        assert_eq!(wire::parse_response(&r).unwrap().header.status, status::OVERLOAD);
+        assert_eq!(
+            wire::parse_response(&r).unwrap().header.status,
+            status::OVERLOAD
+        );
         std::thread::sleep(Duration::from_millis(10));
         fwd.watchdog(Instant::now());
         fwd.watchdog(Instant::now());
         for id in 0..2 {
             let r = response(&mut client).unwrap();
             let v = wire::parse_response(&r).unwrap();
-            assert_eq!((v.header.request_id, v.header.status), (id, status::DECODER_TIMEOUT));
+            assert_eq!(
+                (v.header.request_id, v.header.status),
+                (id, status::DECODER_TIMEOUT)
+            );
         }
-        assert!(response(&mut client).is_none(), "watchdog must answer only once");
+        assert!(
+            response(&mut client).is_none(),
+            "watchdog must answer only once"
+        );
         fwd.backend.release = true;
         fwd.poll_once().unwrap();
         assert!(response(&mut client).is_none());
@@ -502,7 +557,10 @@ mod tests {
         let (mut client, server) = inproc::channel(8, 256).unwrap();
         let mut fwd = Forwarder::new(
             server,
-            Stalled { held: vec![], release: false },
+            Stalled {
+                held: vec![],
+                release: false,
+            },
             Registry::with_parity(),
             ForwardConfig {
                 watchdog: Duration::from_secs(60),
@@ -516,10 +574,20 @@ mod tests {
         fwd.poll_once().unwrap();
         let flag = AtomicBool::new(true);
         let stats = fwd
-            .run(StopWhen { flag: &flag, deadline: None }, None, |_, _| {})
+            .run(
+                StopWhen {
+                    flag: &flag,
+                    deadline: None,
+                },
+                None,
+                |_, _| {},
+            )
             .unwrap();
         let r = response(&mut client).unwrap();
-        assert_eq!(wire::parse_response(&r).unwrap().header.status, status::SHUTTING_DOWN);
+        assert_eq!(
+            wire::parse_response(&r).unwrap().header.status,
+            status::SHUTTING_DOWN
+        );
         assert_eq!(stats.answered_with(status::SHUTTING_DOWN), 1);
         assert!(stats.adds_up());
     }

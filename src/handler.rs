@@ -6,18 +6,41 @@
 //! results.
 #![forbid(unsafe_code)]
 
+use std::sync::Arc;
+
+use crate::decode::{Decoder, DecoderKind};
 use crate::wire::{self, status};
 use crate::{Error, Result};
 
 /// The handlers the appliance can serve.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 #[non_exhaustive]
 pub enum Handler {
     /// Argument: any number of bytes. Result: 1 byte, the XOR of every bit (0 or 1).
     /// The transport-floor workload: it costs next to nothing, so what is measured is
     /// the path, not the computation.
     Parity,
+    /// A QEC decoder (`lut` or `uf`) loaded from a detector error model, see
+    /// [`crate::decode`]. Argument: detection events bit-packed LSB first
+    /// (`ceil(n/8)` bytes), then the number of detectors `n` as a u32 LE. Result: the
+    /// observable flips bit-packed LSB first. A wrong length or count gets
+    /// `status::BAD_ARGUMENT`.
+    Decoder(Arc<Decoder>),
 }
+
+/// Two handlers are equal when they compute the same thing: decoders only when they are
+/// the same loaded instance.
+impl PartialEq for Handler {
+    fn eq(&self, other: &Handler) -> bool {
+        match (self, other) {
+            (Handler::Parity, Handler::Parity) => true,
+            (Handler::Decoder(a), Handler::Decoder(b)) => Arc::ptr_eq(a, b),
+            _ => false,
+        }
+    }
+}
+
+impl Eq for Handler {}
 
 /// Largest result any shipped handler writes, in bytes.
 pub const MAX_RESULT_LEN: usize = 4096;
@@ -37,17 +60,24 @@ impl Handler {
         }
     }
 
+    /// A decoder handler: parses the Stim `.dem` at `dem` and builds a `kind` decoder.
+    pub fn decoder(dem: &std::path::Path, kind: DecoderKind) -> Result<Handler> {
+        Ok(Handler::Decoder(Arc::new(Decoder::from_dem_path(dem, kind)?)))
+    }
+
     /// The handler's default registration name.
     pub fn default_name(&self) -> &'static str {
         match self {
             Handler::Parity => "parity",
+            Handler::Decoder(_) => "decode",
         }
     }
 
-    /// Device-side handler code, as the GPU kernels dispatch on it.
+    /// Device-side handler code, as the GPU kernels dispatch on it: parity 1, lut 2, uf 3.
     pub fn device_code(&self) -> u32 {
         match self {
             Handler::Parity => 1,
+            Handler::Decoder(d) => d.device_code(),
         }
     }
 
@@ -63,6 +93,7 @@ impl Handler {
                 out[0] = parity(arg);
                 Ok(1)
             }
+            Handler::Decoder(d) => d.run_payload(arg, out),
         }
     }
 }
@@ -162,13 +193,19 @@ mod tests {
     #[test]
     fn registry_finds_by_fnv_and_refuses_duplicates() {
         let mut r = Registry::with_parity();
-        assert_eq!(r.lookup(wire::function_id("parity")), Some(&Handler::Parity));
+        assert_eq!(
+            r.lookup(wire::function_id("parity")),
+            Some(&Handler::Parity)
+        );
         assert_eq!(r.lookup(wire::function_id("other")), None);
         assert!(matches!(
             r.register("parity", Handler::Parity),
             Err(Error::FunctionIdCollision { .. })
         ));
-        assert!(Handler::by_name("nope").unwrap_err().to_string().contains("parity"));
+        assert!(Handler::by_name("nope")
+            .unwrap_err()
+            .to_string()
+            .contains("parity"));
     }
 
     proptest! {

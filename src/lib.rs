@@ -12,10 +12,17 @@
 
 pub mod backend;
 pub mod config;
+pub mod decode;
+pub mod doctor;
 pub mod error;
 pub mod forward;
+pub mod gpu;
 pub mod handler;
+pub mod mailbox;
+pub mod mlx5;
+pub mod rdma;
 pub mod serve;
+pub mod softnic;
 pub mod stats;
 pub mod transport;
 pub mod wire;

@@ -11,6 +11,7 @@ use clap::{Args, Parser, Subcommand};
 use qfwd::backend::Topology;
 use qfwd::config::RunConfig;
 use qfwd::forward::IdlePolicy;
+use qfwd::mailbox::RxCompletion;
 use qfwd::transport::TransportKind;
 
 #[derive(Parser)]
@@ -35,7 +36,8 @@ enum Command {
     #[command(after_help = "Examples:\n  \
 qfwd run --transport udp --listen 127.0.0.1:9000 --duration 60\n  \
 qfwd run --listen 0.0.0.0:9000 --allow 10.0.0.7 --cores 2 --stats-interval 5\n  \
-qfwd run --config lab.toml --duration 600\n\n\
+qfwd run --config lab.toml --duration 600\n  \
+qfwd run --topology gpu-persistent --pollers 8 --rx-completion inline --cores 2\n\n\
 Then point a QPU controller (or `qfwd-latency emulate --target 127.0.0.1:9000`) at it.")]
     Run(RunArgs),
 }
@@ -86,6 +88,23 @@ struct RunArgs {
     /// When idle: spin (lowest latency, one core at 100%) or yield.
     #[arg(long)]
     idle: Option<IdlePolicy>,
+    /// GPU topologies: CUDA device index [default: 0].
+    #[arg(long = "gpu", value_name = "INDEX")]
+    gpu_device: Option<usize>,
+    /// gpu-persistent: inline (sequence tag in every 16 B chunk: one PCIe read) or buffer
+    /// (flag, then payload) [default: inline].
+    #[arg(long)]
+    rx_completion: Option<RxCompletion>,
+    /// gpu-persistent: poller warps, 1-32 [default: 8].
+    #[arg(long)]
+    pollers: Option<u32>,
+    /// gpu-persistent: warps polling each slot out of phase; must divide --pollers
+    /// [default: min(2, pollers)].
+    #[arg(long)]
+    pollers_per_slot: Option<u32>,
+    /// GPU topologies: request slots, i.e. requests on the GPU at once [default: 64].
+    #[arg(long)]
+    slots: Option<usize>,
 }
 
 impl RunArgs {
@@ -132,6 +151,21 @@ impl RunArgs {
         }
         if let Some(v) = self.idle {
             c.idle = v;
+        }
+        if let Some(v) = self.gpu_device {
+            c.gpu_device = v;
+        }
+        if let Some(v) = self.rx_completion {
+            c.rx_completion = v;
+        }
+        if let Some(v) = self.pollers {
+            c.pollers = v;
+        }
+        if self.pollers_per_slot.is_some() {
+            c.pollers_per_slot = self.pollers_per_slot;
+        }
+        if let Some(v) = self.slots {
+            c.slots = v;
         }
         c.validate()?;
         Ok(c)

@@ -7,11 +7,12 @@ use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use crate::backend::{Backend, CpuBackend, Topology};
 use crate::config::RunConfig;
 use crate::forward::{Forwarder, StopWhen};
+use crate::gpu;
 use crate::handler::Registry;
 use crate::stats::Stats;
 use crate::transport::inproc::InprocServer;
@@ -113,11 +114,23 @@ where
         .map(|e| format!("{} (function_id {:#010x})", e.name, e.function_id))
         .collect();
     let core = config.cores.first().copied();
+    let topology = match gpu_for(config)? {
+        Some(g) if config.topology == Topology::GpuPersistent => format!(
+            "{} on {g}, rx_completion {}, {} pollers ({} per slot), {} slots",
+            config.topology,
+            config.rx_completion,
+            config.pollers,
+            config.gpu_options().pollers_per_slot,
+            config.slots
+        ),
+        Some(g) => format!("{} on {g}", config.topology),
+        None => config.topology.to_string(),
+    };
     let description = format!(
         "serving {} on {}; topology {}; {}",
         handlers.join(", "),
         where_,
-        config.topology,
+        topology,
         match core {
             Some(c) => format!("pinned to core {c}"),
             None => "not pinned".to_string(),
@@ -174,14 +187,29 @@ pub fn serve_on_this_thread<T: Transport>(
     match config.topology {
         Topology::Cpu => {
             let backend = CpuBackend::new(fc.batch, fc.max_request_bytes);
-            run_loop(transport, backend, registry, config, stop)
+            run_loop(transport, backend, registry, config, stop).map(|(s, _)| s)
         }
-        other => Err(Error::InvalidSetting {
-            key: "topology",
-            detail: format!("{other} is not available in this build yet"),
-        }),
+        Topology::GpuLaunch => {
+            let backend = gpu::launch_backend(&config.gpu_options())?;
+            run_loop(transport, backend, registry, config, stop).map(|(s, _)| s)
+        }
+        Topology::GpuGraph => {
+            let backend = gpu::graph_backend(&config.gpu_options())?;
+            run_loop(transport, backend, registry, config, stop).map(|(s, _)| s)
+        }
+        Topology::GpuPersistent => {
+            let backend = gpu::persistent_backend(&config.gpu_options())?;
+            let (stats, mut backend) = run_loop(transport, backend, registry, config, stop)?;
+            // Stop the kernel with its sentinel and wait for it, so a kernel that does
+            // not stop is reported rather than left spinning.
+            backend.shutdown(KERNEL_STOP_TIMEOUT)?;
+            Ok(stats)
+        }
     }
 }
+
+/// How long a persistent kernel may take to see its stop sentinel.
+const KERNEL_STOP_TIMEOUT: Duration = Duration::from_secs(2);
 
 fn run_loop<T: Transport, B: Backend>(
     transport: T,
@@ -189,17 +217,41 @@ fn run_loop<T: Transport, B: Backend>(
     registry: Registry,
     config: &RunConfig,
     stop: &AtomicBool,
-) -> Result<Stats> {
+) -> Result<(Stats, B)> {
     let mut fwd = Forwarder::new(transport, backend, registry, config.forward_config());
     let deadline = config.duration().map(|d| Instant::now() + d);
-    fwd.run(
+    let stats = fwd.run(
         StopWhen {
             flag: stop,
             deadline,
         },
         config.stats_interval(),
         |stats, elapsed| eprintln!("{}", stats.status_line(elapsed)),
-    )
+    )?;
+    Ok((stats, fwd.into_backend()))
+}
+
+/// For GPU topologies: the GPU, described, or a clear error when there is none.
+fn gpu_for(config: &RunConfig) -> Result<Option<gpu::GpuInfo>> {
+    if !config.topology.needs_gpu() {
+        return Ok(None);
+    }
+    match gpu::probe()? {
+        Some(gpus) => gpus
+            .into_iter()
+            .find(|g| g.index == config.gpu_device)
+            .map(Some)
+            .ok_or_else(|| Error::GpuUnavailable {
+                detail: format!("no GPU with index {}", config.gpu_device),
+            }),
+        None => Err(Error::GpuUnavailable {
+            detail: format!(
+                "topology {} needs a GPU ({}); use --topology cpu",
+                config.topology,
+                gpu::unavailable_reason().unwrap_or_else(|| "none found".into())
+            ),
+        }),
+    }
 }
 
 /// Online CPU numbers from `/sys/devices/system/cpu/online` (e.g. `0-3,8`).

@@ -352,7 +352,14 @@ mod tests {
     #[test]
     fn request_layout_is_little_endian_and_packed() {
         let mut buf = [0u8; 64];
-        let n = write_request(&mut buf, 0x0403_0201, 0x0c0b_0a09, 0x1817_1615_1413_1211, &[0xaa, 0xbb]).unwrap();
+        let n = write_request(
+            &mut buf,
+            0x0403_0201,
+            0x0c0b_0a09,
+            0x1817_1615_1413_1211,
+            &[0xaa, 0xbb],
+        )
+        .unwrap();
         assert_eq!(n, 26);
         assert_eq!(
             &buf[..26],
@@ -373,19 +380,31 @@ mod tests {
         ));
         assert!(matches!(
             parse_request(&buf[..n - 1]),
-            Err(WireError::LengthMismatch { declared: 3, actual: 2 })
+            Err(WireError::LengthMismatch {
+                declared: 3,
+                actual: 2
+            })
         ));
         assert!(matches!(
             parse_request(&buf[..n + 1]),
-            Err(WireError::LengthMismatch { declared: 3, actual: 4 })
+            Err(WireError::LengthMismatch {
+                declared: 3,
+                actual: 4
+            })
         ));
         let mut bad = buf;
         bad[0] ^= 1;
-        assert!(matches!(parse_request(&bad[..n]), Err(WireError::BadMagic { .. })));
+        assert!(matches!(
+            parse_request(&bad[..n]),
+            Err(WireError::BadMagic { .. })
+        ));
         // A response is not a request.
         let mut resp = [0u8; 32];
         let m = write_response(&mut resp, 0, 1, 2, &[1]).unwrap();
-        assert!(matches!(parse_request(&resp[..m]), Err(WireError::BadMagic { .. })));
+        assert!(matches!(
+            parse_request(&resp[..m]),
+            Err(WireError::BadMagic { .. })
+        ));
         assert!(parse_response(&resp[..m]).is_ok());
     }
 
@@ -394,7 +413,10 @@ mod tests {
         let mut buf = [0u8; 25];
         assert_eq!(
             write_request(&mut buf, 1, 1, 1, &[0, 0]),
-            Err(WireError::BufferTooSmall { needed: 26, capacity: 25 })
+            Err(WireError::BufferTooSmall {
+                needed: 26,
+                capacity: 25
+            })
         );
         assert!(write_response(&mut buf, 0, 1, 1, &[0, 0]).is_err());
     }

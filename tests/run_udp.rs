@@ -12,14 +12,28 @@ struct Forwarder {
 }
 
 fn free_port() -> u16 {
-    UdpSocket::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+    UdpSocket::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
 }
 
 fn start(extra: &[&str]) -> Forwarder {
     let port = free_port();
     let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
     let child = Command::new(env!("CARGO_BIN_EXE_qfwd"))
-        .args(["run", "--transport", "udp", "--listen", &addr.to_string(), "--idle", "yield", "--stats-interval", "0"])
+        .args([
+            "run",
+            "--transport",
+            "udp",
+            "--listen",
+            &addr.to_string(),
+            "--idle",
+            "yield",
+            "--stats-interval",
+            "0",
+        ])
         .args(extra)
         .stderr(Stdio::piped())
         .stdout(Stdio::null())
@@ -27,7 +41,9 @@ fn start(extra: &[&str]) -> Forwarder {
         .expect("qfwd binary starts");
     // Wait until the socket answers: an unknown-function request gets a response.
     let probe = UdpSocket::bind("127.0.0.1:0").unwrap();
-    probe.set_read_timeout(Some(Duration::from_millis(50))).unwrap();
+    probe
+        .set_read_timeout(Some(Duration::from_millis(50)))
+        .unwrap();
     let mut buf = [0u8; 64];
     let n = wire::write_request(&mut buf, function_id("probe"), u32::MAX, 0, &[]).unwrap();
     let deadline = Instant::now() + Duration::from_secs(10);
@@ -45,7 +61,10 @@ fn start(extra: &[&str]) -> Forwarder {
 impl Forwarder {
     /// SIGTERM, then the final summary from stderr.
     fn stop(mut self) -> String {
-        Command::new("kill").args(["-TERM", &self.child.id().to_string()]).status().unwrap();
+        Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status()
+            .unwrap();
         let deadline = Instant::now() + Duration::from_secs(10);
         loop {
             if let Some(st) = self.child.try_wait().unwrap() {
@@ -56,7 +75,12 @@ impl Forwarder {
             std::thread::sleep(Duration::from_millis(10));
         }
         let mut err = String::new();
-        self.child.stderr.take().unwrap().read_to_string(&mut err).unwrap();
+        self.child
+            .stderr
+            .take()
+            .unwrap()
+            .read_to_string(&mut err)
+            .unwrap();
         err
     }
 }
@@ -91,15 +115,25 @@ fn serves_parity_answers_errors_and_counts_everything() {
     // Errors with their own status codes.
     let n = wire::write_request(&mut buf, function_id("nope"), 10, 0, &[1]).unwrap();
     let v = ask(&sock, fwd.addr, &buf[..n]).unwrap();
-    assert_eq!(wire::parse_response(&v).unwrap().header.status, status::UNKNOWN_FUNCTION);
+    assert_eq!(
+        wire::parse_response(&v).unwrap().header.status,
+        status::UNKNOWN_FUNCTION
+    );
     let n = wire::write_request(&mut buf, parity, 11, 0, &[1, 2, 3]).unwrap();
     let v = ask(&sock, fwd.addr, &buf[..n - 2]).unwrap();
-    assert_eq!(wire::parse_response(&v).unwrap().header.status, status::LENGTH_MISMATCH);
+    assert_eq!(
+        wire::parse_response(&v).unwrap().header.status,
+        status::LENGTH_MISMATCH
+    );
     let n = wire::write_request(&mut buf, parity, 12, 0, &[0; 600]).unwrap();
     let v = ask(&sock, fwd.addr, &buf[..n]).unwrap();
-    assert_eq!(wire::parse_response(&v).unwrap().header.status, status::OVERSIZED);
+    assert_eq!(
+        wire::parse_response(&v).unwrap().header.status,
+        status::OVERSIZED
+    );
     // Unparseable: dropped, never answered.
-    sock.set_read_timeout(Some(Duration::from_millis(300))).unwrap();
+    sock.set_read_timeout(Some(Duration::from_millis(300)))
+        .unwrap();
     assert!(ask(&sock, fwd.addr, b"short").is_none());
     assert!(ask(&sock, fwd.addr, &[0u8; 40]).is_none());
 
@@ -122,13 +156,26 @@ fn peers_outside_the_allowlist_are_dropped_and_counted() {
         format!("127.0.0.1:{port}")
     };
     let mut child = Command::new(env!("CARGO_BIN_EXE_qfwd"))
-        .args(["run", "--listen", &fwd_addr, "--allow", "127.0.0.1:9", "--idle", "yield", "--duration", "1.5", "--stats-interval", "0"])
+        .args([
+            "run",
+            "--listen",
+            &fwd_addr,
+            "--allow",
+            "127.0.0.1:9",
+            "--idle",
+            "yield",
+            "--duration",
+            "1.5",
+            "--stats-interval",
+            "0",
+        ])
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
     std::thread::sleep(Duration::from_millis(300));
     let sock = UdpSocket::bind("127.0.0.1:0").unwrap();
-    sock.set_read_timeout(Some(Duration::from_millis(200))).unwrap();
+    sock.set_read_timeout(Some(Duration::from_millis(200)))
+        .unwrap();
     let mut buf = [0u8; 64];
     let n = wire::write_request(&mut buf, function_id("parity"), 1, 0, &[1]).unwrap();
     for _ in 0..3 {
@@ -140,9 +187,17 @@ fn peers_outside_the_allowlist_are_dropped_and_counted() {
         std::thread::sleep(Duration::from_millis(20));
     }
     let mut err = String::new();
-    child.stderr.take().unwrap().read_to_string(&mut err).unwrap();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut err)
+        .unwrap();
     assert!(err.contains("allowing only 127.0.0.1:9"), "{err}");
-    assert!(err.contains("received 3 = answered ok 0 + answered with error 0 + dropped 3"), "{err}");
+    assert!(
+        err.contains("received 3 = answered ok 0 + answered with error 0 + dropped 3"),
+        "{err}"
+    );
     assert!(err.contains("not_allowed        3"), "{err}");
 }
 
@@ -154,7 +209,10 @@ fn bad_flags_fail_with_a_message_not_a_panic() {
         .unwrap();
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("unknown handler") && err.contains("parity"), "{err}");
+    assert!(
+        err.contains("unknown handler") && err.contains("parity"),
+        "{err}"
+    );
     assert!(!err.contains("panicked"), "{err}");
 
     let out = Command::new(env!("CARGO_BIN_EXE_qfwd"))

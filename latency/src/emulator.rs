@@ -53,7 +53,9 @@ impl FromStr for Mode {
         match s {
             "ping-pong" => Ok(Mode::PingPong),
             "open-loop" => Ok(Mode::OpenLoop),
-            _ => Err(format!("unknown mode {s:?}; expected ping-pong or open-loop")),
+            _ => Err(format!(
+                "unknown mode {s:?}; expected ping-pong or open-loop"
+            )),
         }
     }
 }
@@ -240,7 +242,9 @@ pub fn run<C: Client>(
         return Err(fail("nothing to send: warmup + samples is 0".into()));
     }
     if total > MAX_REQUESTS {
-        return Err(fail(format!("{total} requests is more than {MAX_REQUESTS} per run")));
+        return Err(fail(format!(
+            "{total} requests is more than {MAX_REQUESTS} per run"
+        )));
     }
     if workload.is_empty() {
         return Err(fail("empty workload".into()));
@@ -284,7 +288,11 @@ pub fn run<C: Client>(
         .iter()
         .filter(|e| e.state == State::Sent)
         .count() as u64;
-    let sent = run.entries.iter().filter(|e| e.state != State::Unsent).count() as u64;
+    let sent = run
+        .entries
+        .iter()
+        .filter(|e| e.state != State::Unsent)
+        .count() as u64;
     let mut errs = run.outcome_errors;
     errs.sort();
     Ok(Outcome {
@@ -330,7 +338,13 @@ impl Run {
 
     /// Patches id and timestamp into request `id`'s datagram and sends it, retrying
     /// while the transport is full (bounded by the timeout).
-    fn send<C: Client>(&mut self, client: &mut C, workload: &Workload, id: u64, t_ns: u64) -> Result<()> {
+    fn send<C: Client>(
+        &mut self,
+        client: &mut C,
+        workload: &Workload,
+        id: u64,
+        t_ns: u64,
+    ) -> Result<()> {
         let d = &workload.datagrams[(id % workload.len() as u64) as usize];
         let len = d.len();
         self.tx[..len].copy_from_slice(d);
@@ -490,7 +504,12 @@ impl Run {
     }
 
     /// After the last send: collect answers until all are in or the timeout passes.
-    fn wait_for_stragglers<C: Client>(&mut self, client: &mut C, workload: &Workload, load: &LoadSpec) -> Result<()> {
+    fn wait_for_stragglers<C: Client>(
+        &mut self,
+        client: &mut C,
+        workload: &Workload,
+        load: &LoadSpec,
+    ) -> Result<()> {
         let last_sent = self.entries.iter().map(|e| e.t_ns).max().unwrap_or(0);
         let deadline = last_sent + self.timeout_ns;
         while self.answered_n < self.sent_n && self.now_ns() < deadline {
@@ -518,7 +537,11 @@ pub fn percentile_table(h: &Histogram<u64>) -> String {
         ("99.9%", 0.999),
         ("99.99%", 0.9999),
     ] {
-        s.push_str(&format!("{:>10} {:>12.3}\n", label, us(h.value_at_quantile(q))));
+        s.push_str(&format!(
+            "{:>10} {:>12.3}\n",
+            label,
+            us(h.value_at_quantile(q))
+        ));
     }
     s.push_str(&format!("{:>10} {:>12.3}\n", "max", us(h.max())));
     s.push_str(&format!(
@@ -588,7 +611,11 @@ mod tests {
         let (mut client, fwd) = inproc_forwarder();
         let w = Workload::parity("parity", 32, 64, 1);
         let o = run(&mut client, &w, &load(Mode::PingPong), |_| {}).unwrap();
-        assert_eq!((o.sent, o.ok, o.lost, o.errors()), (2_100, 2_100, 0, 0), "{o}");
+        assert_eq!(
+            (o.sent, o.ok, o.lost, o.errors()),
+            (2_100, 2_100, 0, 0),
+            "{o}"
+        );
         assert_eq!(o.histogram.len(), 2_000);
         assert!(o.adds_up());
         fwd.stop();
@@ -630,7 +657,11 @@ mod tests {
 
         let w = Workload::parity("no-such-handler", 8, 4, 3);
         let o = run(&mut client, &w, &l, |_| {}).unwrap();
-        assert_eq!(o.error_status, vec![(wire::status::UNKNOWN_FUNCTION, 40)], "{o}");
+        assert_eq!(
+            o.error_status,
+            vec![(wire::status::UNKNOWN_FUNCTION, 40)],
+            "{o}"
+        );
         assert!(o.adds_up());
         drop(fwd);
 
@@ -641,7 +672,13 @@ mod tests {
             timeout: Duration::from_millis(5),
             ..l
         };
-        let o = run(&mut client, &Workload::parity("parity", 8, 1, 4), &l, |_| {}).unwrap();
+        let o = run(
+            &mut client,
+            &Workload::parity("parity", 8, 1, 4),
+            &l,
+            |_| {},
+        )
+        .unwrap();
         assert_eq!((o.sent, o.lost), (5, 5), "{o}");
         assert!(o.adds_up());
     }
@@ -655,7 +692,10 @@ mod tests {
             rate_hz: 0,
             ..LoadSpec::default()
         };
-        assert!(run(&mut client, &w, &l, |_| {}).unwrap_err().to_string().contains("rate"));
+        assert!(run(&mut client, &w, &l, |_| {})
+            .unwrap_err()
+            .to_string()
+            .contains("rate"));
         let l = LoadSpec {
             warmup: 0,
             samples: 0,

@@ -10,6 +10,7 @@
 pub mod emulator;
 pub mod provenance;
 pub mod record;
+pub mod replay;
 pub mod report;
 pub mod scenario;
 pub mod sweep;

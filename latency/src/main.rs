@@ -103,11 +103,23 @@ struct EmulateArgs {
 }
 
 fn emulate(a: EmulateArgs) -> Result<()> {
-    let idle = if a.yield_when_idle { IdlePolicy::Yield } else { IdlePolicy::Spin };
+    let idle = if a.yield_when_idle {
+        IdlePolicy::Yield
+    } else {
+        IdlePolicy::Spin
+    };
     let point = Point {
-        launch: if a.target.is_some() { Launch::External } else { Launch::InProcess },
+        launch: if a.target.is_some() {
+            Launch::External
+        } else {
+            Launch::InProcess
+        },
         target: a.target,
-        transport: if a.target.is_some() { TransportKind::Udp } else { a.transport },
+        transport: if a.target.is_some() {
+            TransportKind::Udp
+        } else {
+            a.transport
+        },
         topology: a.topology,
         mode: a.mode,
         rate_hz: a.rate,
@@ -122,14 +134,21 @@ fn emulate(a: EmulateArgs) -> Result<()> {
         emulator_idle: idle,
         ..Point::defaults()
     };
-    point.validate().map_err(|e| qfwd_latency::Error::Emulator {
-        target: a.target.map(|t| t.to_string()).unwrap_or_else(|| "in-process".into()),
-        detail: e,
-    })?;
+    point
+        .validate()
+        .map_err(|e| qfwd_latency::Error::Emulator {
+            target: a
+                .target
+                .map(|t| t.to_string())
+                .unwrap_or_else(|| "in-process".into()),
+            detail: e,
+        })?;
     let prov = Provenance::detect();
     let total = point.warmup + point.timed_samples();
     let bar = indicatif::ProgressBar::new(total);
-    let mut m = sweep::measure(&point, "emulate", &provenance::run_id(), &prov, |n| bar.set_position(n))?;
+    let mut m = sweep::measure(&point, "emulate", &provenance::run_id(), &prov, |n| {
+        bar.set_position(n)
+    })?;
     bar.finish_and_clear();
     println!(
         "{} {} {} payload {} B{}",
@@ -137,7 +156,11 @@ fn emulate(a: EmulateArgs) -> Result<()> {
         m.row.topology,
         m.row.mode,
         m.row.payload_bytes,
-        if m.row.offered_rate_hz > 0 { format!(" at {} req/s", m.row.offered_rate_hz) } else { String::new() }
+        if m.row.offered_rate_hz > 0 {
+            format!(" at {} req/s", m.row.offered_rate_hz)
+        } else {
+            String::new()
+        }
     );
     print!("{}", emulator::percentile_table(&m.outcome.histogram));
     println!("{}", sweep::accounting_line(&m));
@@ -150,8 +173,31 @@ fn emulate(a: EmulateArgs) -> Result<()> {
 }
 
 fn quickstart(out: PathBuf) -> Result<()> {
-    let scenario = Scenario::parse(QUICKSTART, std::path::Path::new("scenarios/quickstart.toml"))?;
+    let mut scenario = Scenario::parse(
+        QUICKSTART,
+        std::path::Path::new("scenarios/quickstart.toml"),
+    )?;
     eprintln!("qfwd-latency quickstart: {}", scenario.description.trim());
+    // The same points on the GPU's persistent kernel, when there is a GPU.
+    match qfwd::gpu::probe() {
+        Ok(Some(gpus)) => {
+            eprintln!("found {}: adding gpu-persistent points", gpus[0]);
+            let gpu_points: Vec<Point> = scenario
+                .points
+                .iter()
+                .map(|p| Point {
+                    topology: Topology::GpuPersistent,
+                    ..p.clone()
+                })
+                .collect();
+            scenario.points.extend(gpu_points);
+            scenario.swept_keys.insert(0, "topology".into());
+        }
+        Ok(None) | Err(_) => eprintln!(
+            "no GPU ({}): measuring the cpu topology only",
+            qfwd::gpu::unavailable_reason().unwrap_or_else(|| "none found".into())
+        ),
+    }
     let rows = sweep::run_scenario(&scenario, &out)?;
     let args = report::ReportArgs {
         csvs: vec![out],

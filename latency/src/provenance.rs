@@ -41,7 +41,9 @@ pub fn cpu_model() -> Option<String> {
         .find(|l| l.starts_with("model name"))
         .and_then(|l| l.split_once(':'))
         .map(|(_, v)| v.trim().to_string())?;
-    let cores = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(0);
+    let cores = std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(0);
     Some(format!("{model} ({cores} cores)"))
 }
 
@@ -76,9 +78,11 @@ pub fn run_id() -> String {
     let now = SystemTime::now()
         .duration_since(SystemTime::UNIX_EPOCH)
         .unwrap_or(Duration::ZERO);
-    let stamp = humantime::format_rfc3339_seconds(SystemTime::UNIX_EPOCH + Duration::from_secs(now.as_secs()))
-        .to_string()
-        .replace([':', '-'], "");
+    let stamp = humantime::format_rfc3339_seconds(
+        SystemTime::UNIX_EPOCH + Duration::from_secs(now.as_secs()),
+    )
+    .to_string()
+    .replace([':', '-'], "");
     format!("{}-{:03}", stamp.trim_end_matches('Z'), now.subsec_millis())
 }
 

@@ -81,9 +81,18 @@ pub struct Point {
     /// `buffer` or `inline` (GPU topologies); "-" where it does not apply.
     #[serde(default = "d_dash")]
     pub rx_completion: String,
-    /// Poller warps of the persistent kernel; 0 where it does not apply.
+    /// Poller warps of the persistent kernel; 0 = the forwarder's default (8).
     #[serde(default)]
     pub pollers: u32,
+    /// Warps polling each slot (must divide `pollers`); absent = min(2, pollers).
+    #[serde(default)]
+    pub pollers_per_slot: Option<u32>,
+    /// GPU request slots; 0 = the forwarder's default (64).
+    #[serde(default)]
+    pub slots: usize,
+    /// CUDA device index for GPU topologies.
+    #[serde(default)]
+    pub gpu_device: usize,
     /// `cpu-assisted`, `regular`, `blueflame`; "-" where it does not apply.
     #[serde(default = "d_dash")]
     pub doorbell: String,
@@ -178,6 +187,9 @@ pub const FORWARDER_KEYS: &[&str] = &[
     "target",
     "rx_completion",
     "pollers",
+    "pollers_per_slot",
+    "slots",
+    "gpu_device",
     "doorbell",
     "decoder",
     "batch",

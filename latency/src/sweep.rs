@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 use indicatif::{ProgressBar, ProgressStyle};
 use qfwd::backend::Topology;
 use qfwd::config::RunConfig;
+use qfwd::mailbox::RxCompletion;
 use qfwd::transport::inproc;
 use qfwd::transport::udp::UdpClient;
 use qfwd::transport::TransportKind;
@@ -44,6 +45,7 @@ const WORKLOAD_POOL: usize = 1024;
 
 /// The forwarder settings a point asks for.
 pub fn run_config(point: &Point) -> RunConfig {
+    let defaults = RunConfig::default();
     RunConfig {
         transport: point.transport,
         listen: point.listen,
@@ -57,7 +59,20 @@ pub fn run_config(point: &Point) -> RunConfig {
         max_in_flight: point.max_in_flight,
         watchdog_us: point.watchdog_us,
         idle: point.idle,
-        ..RunConfig::default()
+        gpu_device: point.gpu_device,
+        rx_completion: point.rx_completion.parse().unwrap_or(RxCompletion::Inline),
+        pollers: if point.pollers == 0 {
+            defaults.pollers
+        } else {
+            point.pollers
+        },
+        pollers_per_slot: point.pollers_per_slot,
+        slots: if point.slots == 0 {
+            defaults.slots
+        } else {
+            point.slots
+        },
+        ..defaults
     }
 }
 
@@ -73,7 +88,13 @@ fn load_spec(point: &Point) -> LoadSpec {
 }
 
 /// Measures one point. `progress` gets the number of requests sent so far.
-pub fn measure(point: &Point, scenario: &str, run_id: &str, prov: &Provenance, mut progress: impl FnMut(u64)) -> Result<Measured> {
+pub fn measure(
+    point: &Point,
+    scenario: &str,
+    run_id: &str,
+    prov: &Provenance,
+    mut progress: impl FnMut(u64),
+) -> Result<Measured> {
     if let Some(c) = point.emulator_core {
         if !core_affinity::set_for_current(core_affinity::CoreId { id: c }) {
             return Err(Error::Emulator {
@@ -82,7 +103,12 @@ pub fn measure(point: &Point, scenario: &str, run_id: &str, prov: &Provenance, m
             });
         }
     }
-    let workload = Workload::parity(&point.handler, point.payload_bytes as usize, WORKLOAD_POOL, 0x5eed ^ point.payload_bytes as u64);
+    let workload = Workload::parity(
+        &point.handler,
+        point.payload_bytes as usize,
+        WORKLOAD_POOL,
+        0x5eed ^ point.payload_bytes as u64,
+    );
     let load = load_spec(point);
     let config = run_config(point);
     let (outcome, forwarder) = match (point.launch, point.transport) {
@@ -97,7 +123,9 @@ pub fn measure(point: &Point, scenario: &str, run_id: &str, prov: &Provenance, m
         }
         (Launch::InProcess, TransportKind::Udp) => {
             let running = qfwd::serve::spawn_udp(&config)?;
-            let addr = running.local_addr().expect("a UDP forwarder has an address");
+            let addr = running
+                .local_addr()
+                .expect("a UDP forwarder has an address");
             let mut client = UdpClient::connect(addr)?;
             let outcome = emulator::run(&mut client, &workload, &load, &mut progress);
             running.stop();
@@ -110,7 +138,10 @@ pub fn measure(point: &Point, scenario: &str, run_id: &str, prov: &Provenance, m
                 detail: "launch = external needs a target address".into(),
             })?;
             let mut client = UdpClient::connect(target)?;
-            (emulator::run(&mut client, &workload, &load, &mut progress)?, None)
+            (
+                emulator::run(&mut client, &workload, &load, &mut progress)?,
+                None,
+            )
         }
         (Launch::Child, _) => {
             let child = ChildForwarder::start(point)?;
@@ -120,14 +151,19 @@ pub fn measure(point: &Point, scenario: &str, run_id: &str, prov: &Provenance, m
             (outcome?, summary)
         }
     };
+    let persistent = point.topology == Topology::GpuPersistent;
     let mut row = Row {
         run_id: run_id.to_string(),
         scenario: scenario.to_string(),
         topology: point.topology.to_string(),
         transport: point.transport.to_string(),
-        rx_completion: if point.topology == Topology::Cpu { "-".into() } else { point.rx_completion.clone() },
+        rx_completion: if persistent {
+            config.rx_completion.to_string()
+        } else {
+            "-".into()
+        },
         doorbell: point.doorbell.clone(),
-        pollers: point.pollers,
+        pollers: if persistent { config.pollers } else { 0 },
         decoder: point.decoder.clone(),
         payload_bytes: point.payload_bytes,
         mode: point.mode.to_string(),
@@ -141,9 +177,17 @@ pub fn measure(point: &Point, scenario: &str, run_id: &str, prov: &Provenance, m
         rtt_or_oneway: "rtt".into(),
         clock: "CLOCK_MONOTONIC".into(),
         cpu: prov.cpu.clone(),
-        gpu: if point.topology == Topology::Cpu { "none".into() } else { prov.gpu.clone() },
+        gpu: if point.topology.needs_gpu() {
+            qfwd::gpu::describe(point.gpu_device)
+                .map(|g| g.csv_label())
+                .unwrap_or_else(|_| prov.gpu.clone())
+        } else {
+            "none".into()
+        },
         nic: match point.transport {
-            TransportKind::Udp if point.target.unwrap_or(point.listen).ip().is_loopback() => "loopback".into(),
+            TransportKind::Udp if point.target.unwrap_or(point.listen).ip().is_loopback() => {
+                "loopback".into()
+            }
             TransportKind::Udp => "kernel-udp".into(),
             TransportKind::Inproc => "none".into(),
         },
@@ -154,7 +198,11 @@ pub fn measure(point: &Point, scenario: &str, run_id: &str, prov: &Provenance, m
         ..Row::default()
     };
     row.set_latencies(&outcome.histogram);
-    Ok(Measured { row, outcome, forwarder })
+    Ok(Measured {
+        row,
+        outcome,
+        forwarder,
+    })
 }
 
 fn counts(s: &qfwd::stats::Stats) -> ForwarderCounts {
@@ -251,7 +299,12 @@ impl ChildForwarder {
                 }
             }
         });
-        let mut me = ChildForwarder { child, addr, lines, command };
+        let mut me = ChildForwarder {
+            child,
+            addr,
+            lines,
+            command,
+        };
         let deadline = Instant::now() + Duration::from_secs(15);
         let mut seen = Vec::new();
         loop {
@@ -344,16 +397,25 @@ pub fn parse_summary(line: &str) -> Option<ForwarderCounts> {
 
 /// Where a CSV's spectra go: a folder beside it named `<stem>-hgrm`.
 pub fn spectrum_dir(csv: &Path) -> (PathBuf, String) {
-    let stem = csv.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_else(|| "run".into());
+    let stem = csv
+        .file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "run".into());
     let name = format!("{stem}-hgrm");
-    let dir = csv.parent().map(|p| p.join(&name)).unwrap_or_else(|| PathBuf::from(&name));
+    let dir = csv
+        .parent()
+        .map(|p| p.join(&name))
+        .unwrap_or_else(|| PathBuf::from(&name));
     (dir, name)
 }
 
 /// Records a measured row: writes its spectrum, fills `spectrum`, appends to the CSV.
 pub fn record(m: &mut Measured, index: usize, csv_path: &Path, sink: &mut CsvSink) -> Result<()> {
     let (dir, rel) = spectrum_dir(csv_path);
-    std::fs::create_dir_all(&dir).map_err(|source| Error::Io { path: dir.clone(), source })?;
+    std::fs::create_dir_all(&dir).map_err(|source| Error::Io {
+        path: dir.clone(),
+        source,
+    })?;
     let file = format!("{:03}.hgrm", index + 1);
     record::write_hgrm(&dir.join(&file), &m.outcome.histogram)?;
     m.row.spectrum = format!("{rel}/{file}");
@@ -371,7 +433,11 @@ pub fn accounting_line(m: &Measured) -> String {
             f.answered_ok,
             f.answered_error,
             f.dropped,
-            if agrees { "" } else { "  (differs from requests sent: datagrams lost before the forwarder)" }
+            if agrees {
+                ""
+            } else {
+                "  (differs from requests sent: datagrams lost before the forwarder)"
+            }
         ));
     }
     s
@@ -407,8 +473,16 @@ pub fn run(args: &SweepArgs) -> Result<Vec<Row>> {
             p.duration_s = None;
         }
     }
-    let out = args.out.clone().unwrap_or_else(|| PathBuf::from("results").join(format!("{}.csv", scenario.name)));
-    eprintln!("{}: {} points -> {}", scenario.path.display(), scenario.points.len(), out.display());
+    let out = args
+        .out
+        .clone()
+        .unwrap_or_else(|| PathBuf::from("results").join(format!("{}.csv", scenario.name)));
+    eprintln!(
+        "{}: {} points -> {}",
+        scenario.path.display(),
+        scenario.points.len(),
+        out.display()
+    );
     if args.dry_run {
         for (i, p) in scenario.points.iter().enumerate() {
             println!("{:3}  {}", i + 1, p.label(&scenario.swept_keys));
@@ -467,7 +541,8 @@ mod tests {
 
     #[test]
     fn summary_line_parses() {
-        let c = parse_summary("received 10 = answered ok 7 + answered with error 2 + dropped 1").unwrap();
+        let c = parse_summary("received 10 = answered ok 7 + answered with error 2 + dropped 1")
+            .unwrap();
         assert_eq!(
             c,
             ForwarderCounts {

@@ -11,7 +11,10 @@ fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
 }
 
 fn cli(args: &[&str]) -> std::process::Output {
-    Command::new(env!("CARGO_BIN_EXE_qfwd-latency")).args(args).output().unwrap()
+    Command::new(env!("CARGO_BIN_EXE_qfwd-latency"))
+        .args(args)
+        .output()
+        .unwrap()
 }
 
 #[test]
@@ -38,13 +41,24 @@ rate_hz = [5000]
 "#,
     );
     let csv = dir.path().join("out/tiny.csv");
-    let out = cli(&["sweep", scenario.to_str().unwrap(), "--out", csv.to_str().unwrap()]);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let out = cli(&[
+        "sweep",
+        scenario.to_str().unwrap(),
+        "--out",
+        csv.to_str().unwrap(),
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let rows = read_csv(&csv).unwrap();
     assert_eq!(rows.len(), 5);
     for r in &rows {
         assert_eq!((r.samples, r.errors, r.dropped), (500, 0, 0), "{r:?}");
-        assert!(r.min_ns > 0 && r.min_ns <= r.p50_ns && r.p50_ns <= r.p99_ns && r.p99_ns <= r.max_ns);
+        assert!(
+            r.min_ns > 0 && r.min_ns <= r.p50_ns && r.p50_ns <= r.p99_ns && r.p99_ns <= r.max_ns
+        );
         assert_eq!(r.scenario, "tiny");
         assert_eq!(r.rtt_or_oneway, "rtt");
         let spectrum = read_hgrm(&csv.parent().unwrap().join(&r.spectrum)).unwrap();
@@ -52,8 +66,15 @@ rate_hz = [5000]
     }
     assert_eq!(rows[0].transport, "inproc");
     assert_eq!(rows[3].payload_bytes, 1024);
-    assert_eq!((rows[4].mode.as_str(), rows[4].offered_rate_hz), ("open-loop", 5000));
-    assert!(rows[4].achieved_rate_hz > 3000, "{}", rows[4].achieved_rate_hz);
+    assert_eq!(
+        (rows[4].mode.as_str(), rows[4].offered_rate_hz),
+        ("open-loop", 5000)
+    );
+    assert!(
+        rows[4].achieved_rate_hz > 3000,
+        "{}",
+        rows[4].achieved_rate_hz
+    );
 
     // The report reads it back, and draws.
     let svg = dir.path().join("svg");
@@ -68,9 +89,16 @@ rate_hz = [5000]
         "--svg",
         svg.to_str().unwrap(),
     ]);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let table = String::from_utf8_lossy(&out.stdout);
-    assert!(table.contains("inproc") && table.contains("open-loop"), "{table}");
+    assert!(
+        table.contains("inproc") && table.contains("open-loop"),
+        "{table}"
+    );
     assert!(std::fs::read_to_string(&md).unwrap().contains("| "));
     assert!(svg.join("percentiles.svg").is_file());
     assert!(svg.join("latency-vs-rate.svg").is_file());
@@ -82,7 +110,10 @@ fn child_process_forwarder_is_measured_and_its_counters_agree() {
     let exe = std::env::current_exe().unwrap();
     let qfwd = exe.parent().unwrap().join("../qfwd");
     if !qfwd.is_file() {
-        eprintln!("skipped: {} not built (run `cargo test --workspace`)", qfwd.display());
+        eprintln!(
+            "skipped: {} not built (run `cargo test --workspace`)",
+            qfwd.display()
+        );
         return;
     }
     let dir = tempfile::tempdir().unwrap();
@@ -95,10 +126,22 @@ fn child_process_forwarder_is_measured_and_its_counters_agree() {
         ),
     );
     let csv = dir.path().join("child.csv");
-    let out = cli(&["sweep", scenario.to_str().unwrap(), "--out", csv.to_str().unwrap()]);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let out = cli(&[
+        "sweep",
+        scenario.to_str().unwrap(),
+        "--out",
+        csv.to_str().unwrap(),
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let rows = read_csv(&csv).unwrap();
-    assert_eq!((rows[0].samples, rows[0].errors, rows[0].dropped), (300, 0, 0));
+    assert_eq!(
+        (rows[0].samples, rows[0].errors, rows[0].dropped),
+        (300, 0, 0)
+    );
     assert_eq!(rows[0].nic, "loopback");
 }
 
@@ -106,11 +149,22 @@ fn child_process_forwarder_is_measured_and_its_counters_agree() {
 fn bad_scenarios_fail_up_front_naming_file_and_key() {
     let dir = tempfile::tempdir().unwrap();
     let scenario = write(dir.path(), "bad.toml", "[load]\npayload_bytes = \"many\"\n");
-    let out = cli(&["sweep", scenario.to_str().unwrap(), "--out", dir.path().join("x.csv").to_str().unwrap()]);
+    let out = cli(&[
+        "sweep",
+        scenario.to_str().unwrap(),
+        "--out",
+        dir.path().join("x.csv").to_str().unwrap(),
+    ]);
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("bad.toml") && err.contains("payload_bytes"), "{err}");
-    assert!(!dir.path().join("x.csv").exists(), "nothing may run before the file is valid");
+    assert!(
+        err.contains("bad.toml") && err.contains("payload_bytes"),
+        "{err}"
+    );
+    assert!(
+        !dir.path().join("x.csv").exists(),
+        "nothing may run before the file is valid"
+    );
 
     let out = cli(&["sweep", "/nonexistent.toml"]);
     assert!(!out.status.success());
@@ -121,9 +175,25 @@ fn bad_scenarios_fail_up_front_naming_file_and_key() {
 fn emulate_runs_against_an_in_process_forwarder_by_default() {
     let dir = tempfile::tempdir().unwrap();
     let csv = dir.path().join("e.csv");
-    let out = cli(&["emulate", "--samples", "300", "--warmup", "10", "--yield-when-idle", "--csv", csv.to_str().unwrap()]);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let out = cli(&[
+        "emulate",
+        "--samples",
+        "300",
+        "--warmup",
+        "10",
+        "--yield-when-idle",
+        "--csv",
+        csv.to_str().unwrap(),
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let text = String::from_utf8_lossy(&out.stdout);
-    assert!(text.contains("99.9%") && text.contains("sent 310 = ok 310"), "{text}");
+    assert!(
+        text.contains("99.9%") && text.contains("sent 310 = ok 310"),
+        "{text}"
+    );
     assert_eq!(read_csv(&csv).unwrap()[0].samples, 300);
 }

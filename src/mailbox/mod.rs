@@ -81,7 +81,10 @@ mod tests {
         for m in RxCompletion::ALL {
             assert_eq!(m.as_str().parse::<RxCompletion>(), Ok(m));
         }
-        assert!("flag".parse::<RxCompletion>().unwrap_err().contains("inline"));
+        assert!("flag"
+            .parse::<RxCompletion>()
+            .unwrap_err()
+            .contains("inline"));
         assert_eq!(RxCompletion::default(), RxCompletion::Inline);
     }
 }

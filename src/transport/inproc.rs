@@ -206,7 +206,9 @@ impl Transport for InprocServer {
             Ok(())
         } else {
             self.response_ring_full += 1;
-            Err(Error::Inproc("response ring full: the client is not reading"))
+            Err(Error::Inproc(
+                "response ring full: the client is not reading",
+            ))
         }
     }
 }
@@ -239,7 +241,10 @@ mod tests {
         assert_eq!(c.pop(&mut buf), None);
         assert!(p.push(b"a").unwrap());
         assert!(p.push(b"bc").unwrap());
-        assert!(!p.push(b"d").unwrap(), "third push into two slots must fail");
+        assert!(
+            !p.push(b"d").unwrap(),
+            "third push into two slots must fail"
+        );
         assert_eq!(c.pop(&mut buf), Some(1));
         assert_eq!(&buf[..1], b"a");
         assert!(p.push(b"d").unwrap());

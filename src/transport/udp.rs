@@ -42,9 +42,9 @@ impl FromStr for AllowedPeer {
         if let Ok(addr) = s.parse::<SocketAddr>() {
             return Ok(AllowedPeer::Exact(addr));
         }
-        s.parse::<IpAddr>().map(AllowedPeer::Host).map_err(|_| {
-            format!("allowlist entry {s:?} is neither an IP address nor IP:port")
-        })
+        s.parse::<IpAddr>()
+            .map(AllowedPeer::Host)
+            .map_err(|_| format!("allowlist entry {s:?} is neither an IP address nor IP:port"))
     }
 }
 
@@ -171,12 +171,10 @@ impl UdpClient {
             "[::]:0".parse().expect("literal address")
         };
         let socket = new_socket(local)?;
-        socket
-            .bind(&local.into())
-            .map_err(|source| Error::Bind {
-                addr: local,
-                source,
-            })?;
+        socket.bind(&local.into()).map_err(|source| Error::Bind {
+            addr: local,
+            source,
+        })?;
         socket
             .connect(&target.into())
             .map_err(|source| Error::Bind {

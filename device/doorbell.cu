@@ -1,0 +1,385 @@
+// qfwd device code: GPU-initiated mlx5 doorbells (DESIGN §6, `doorbell`).
+//
+// A kernel that has a response ready announces it to the NIC itself:
+//   * regular:    write the SEND WQE (payload inline) into the send queue, update the
+//                 doorbell record (dbrec[1] = BE32(next WQEBB counter)), then one 8-byte
+//                 store of the control segment's first word to the UAR doorbell register;
+//                 the NIC DMA-reads the WQE from the send queue.
+//   * blueflame:  the same WQE and doorbell record, then the whole WQE (64 B chunks,
+//                 each written as four 16 B `st.volatile.global.v4.u32`, ascending) into
+//                 the current BlueFlame half; the NIC does not read the send queue.
+//   * cpu-assisted: the kernel writes the response into a tagged response ring in host
+//                 memory (every 16 B chunk carries the tag: DESIGN §5 lesson 0) and a CPU
+//                 proxy thread posts it.
+// Both doorbell modes alternate the two BlueFlame halves, as libmlx5 does.
+//
+// The same code runs against a ConnectX (SQ, doorbell record and UAR from mlx5dv_init_obj,
+// the UAR mapped with cuMemHostRegister(CU_MEMHOSTREGISTER_IOMEMORY)) and against qfwd's
+// soft NIC (all of it in pinned, GPU-mapped host memory; src/softnic). The soft NIC's
+// register is one write deep: with `softnic` set, a poster first waits until the NIC has
+// taken the previous write to the half (its first word is the poison value again).
+//
+// Fences: one __threadfence_system() per post, after the WQE and doorbell-record stores
+// and before the doorbell, so the NIC that sees the doorbell sees both. This is not a
+// polling hot path (DESIGN §5 lesson 0 is about fences in kernels whose warps poll host
+// memory), but it is still the only one.
+//
+// Compiled by NVRTC (no headers): only built-in types. Constants marked "mirror" must equal
+// the Rust ones in src/mlx5/layout.rs and src/softnic/layout.rs.
+
+// ---- mlx5 constants (mirror src/mlx5/layout.rs) ----------------------------------------
+#define QFWD_DB_WQEBB 64u
+#define QFWD_DB_OPCODE_SEND 0x0au
+#define QFWD_DB_CTRL_CQ_UPDATE 0x08u
+#define QFWD_DB_INLINE_SEG 0x80000000u
+#define QFWD_DB_CQE_OPCODE_REQ 0u
+#define QFWD_DB_CQE_OPCODE_REQ_ERR 13u
+#define QFWD_DB_CQE_OPCODE_INVALID 15u
+// Largest inline SEND payload: one 256-byte BlueFlame half less ctrl (16) and inline header (4).
+#define QFWD_DB_MAX_INLINE 236u
+
+// ---- soft NIC constants (mirror src/softnic/layout.rs) ---------------------------------
+// BF_POISON = u64::from_ne_bytes(*b"QFWD-BF\0") on a little-endian host.
+#define QFWD_DB_BF_POISON 0x0046422d44574651ull
+// Response ring: 16 B chunks of {12 data bytes, u32 tag}; chunk 0 = {u32 len, 8 bytes}.
+#define QFWD_DB_RESP_FIRST_DATA 8u
+#define QFWD_DB_RESP_CHUNK_DATA 12u
+
+// ---- doorbell modes (mirror qfwd::mlx5::Doorbell via softnic::device_params) -----------
+#define QFWD_DB_MODE_CPU_ASSISTED 0u
+#define QFWD_DB_MODE_REGULAR 1u
+#define QFWD_DB_MODE_BLUEFLAME 2u
+
+// ---- results ---------------------------------------------------------------------------
+#define QFWD_DB_OK 0u
+#define QFWD_DB_ERR_TOO_LONG 1u
+#define QFWD_DB_ERR_REGISTER_BUSY 2u
+#define QFWD_DB_ERR_CQ_TIMEOUT 3u
+#define QFWD_DB_ERR_RING_FULL 4u
+#define QFWD_DB_ERR_BAD_MODE 5u
+
+// About 2^31 clock cycles (~1 s at 2 GHz): every spin below gives up after this.
+#define QFWD_DB_SPIN_LIMIT 0x80000000ull
+
+// The send queue as a kernel sees it.
+struct QfwdSq {
+    unsigned long long sq;     // SQ buffer (wqe_cnt WQEBBs)
+    unsigned long long dbrec;  // QP doorbell record: u32[2] big-endian, [1] = send counter
+    unsigned long long bf;     // BlueFlame register, half 0 (half 1 = bf + bf_size)
+    unsigned long long cq;     // send CQ buffer (cqe_cnt x 64 B)
+    unsigned long long cq_dbrec; // send CQ doorbell record: [0] = BE32(consumer index)
+    unsigned int wqe_cnt;      // SQ size in WQEBBs, a power of two
+    unsigned int cqe_cnt;      // CQ entries, a power of two
+    unsigned int qpn;
+    unsigned int bf_size;      // bytes per BlueFlame half (256)
+    unsigned int softnic;      // 1: one-deep soft NIC register (wait for the half to be free)
+    unsigned int pi;           // producer counter, WQEBBs (16 bits go to the record)
+    unsigned int half;         // BlueFlame half to write next
+    unsigned int ci;           // CQ consumer index
+    unsigned int done;         // every WQE before this WQEBB counter has completed
+};
+
+// ---- byte order and memory idioms ------------------------------------------------------
+
+static __device__ __forceinline__ unsigned int qfwd_db_bswap32(unsigned int x)
+{
+    return __byte_perm(x, 0u, 0x0123u);
+}
+
+static __device__ __forceinline__ void qfwd_db_st16(unsigned long long addr, unsigned int a,
+                                                   unsigned int b, unsigned int c, unsigned int d)
+{
+    asm volatile("st.volatile.global.v4.u32 [%0], {%1, %2, %3, %4};"
+                 :
+                 : "l"(addr), "r"(a), "r"(b), "r"(c), "r"(d)
+                 : "memory");
+}
+
+static __device__ __forceinline__ void qfwd_db_st8(unsigned long long addr, unsigned long long v)
+{
+    asm volatile("st.volatile.global.u64 [%0], %1;" : : "l"(addr), "l"(v) : "memory");
+}
+
+static __device__ __forceinline__ void qfwd_db_st4(unsigned long long addr, unsigned int v)
+{
+    asm volatile("st.volatile.global.u32 [%0], %1;" : : "l"(addr), "r"(v) : "memory");
+}
+
+static __device__ __forceinline__ unsigned long long qfwd_db_ld8(unsigned long long addr)
+{
+    unsigned long long v;
+    asm volatile("ld.volatile.global.u64 %0, [%1];" : "=l"(v) : "l"(addr) : "memory");
+    return v;
+}
+
+static __device__ __forceinline__ void qfwd_db_ld16(unsigned long long addr, unsigned int* a,
+                                                   unsigned int* b, unsigned int* c, unsigned int* d)
+{
+    asm volatile("ld.volatile.global.v4.u32 {%0, %1, %2, %3}, [%4];"
+                 : "=r"(*a), "=r"(*b), "=r"(*c), "=r"(*d)
+                 : "l"(addr)
+                 : "memory");
+}
+
+// Four payload bytes starting at `at`, as a little-endian word (zero past `len`).
+static __device__ __forceinline__ unsigned int qfwd_db_bytes4(const unsigned char* p, unsigned int len,
+                                                             unsigned int at)
+{
+    unsigned int w = 0u;
+    for (unsigned int k = 0u; k < 4u; k++) {
+        unsigned int i = at + k;
+        unsigned int byte = i < len ? (unsigned int)p[i] : 0u;
+        w |= byte << (8u * k);
+    }
+    return w;
+}
+
+// ---- WQE construction ------------------------------------------------------------------
+
+// Size of an inline SEND of `len` bytes in 16-byte units.
+static __device__ __forceinline__ unsigned int qfwd_db_send_ds(unsigned int len)
+{
+    return 1u + (4u + len + 15u) / 16u;
+}
+
+// Chunk `c` (16 bytes) of a SEND WQE with the payload inline, as four words in memory
+// order: chunk 0 the control segment, chunk 1 the inline header and 12 payload bytes,
+// then 16 payload bytes per chunk, zero-padded.
+static __device__ __forceinline__ void qfwd_db_send_chunk(unsigned int c, unsigned int pi,
+                                                         unsigned int qpn, unsigned int ds,
+                                                         unsigned int signaled,
+                                                         const unsigned char* payload,
+                                                         unsigned int len, unsigned int w[4])
+{
+    if (c == 0u) {
+        w[0] = qfwd_db_bswap32(((pi & 0xffffu) << 8) | QFWD_DB_OPCODE_SEND);
+        w[1] = qfwd_db_bswap32(((qpn & 0xffffffu) << 8) | ds);
+        // signature 0, dci stream 0, fm_ce_se at byte 11.
+        w[2] = (signaled ? QFWD_DB_CTRL_CQ_UPDATE : 0u) << 24;
+        w[3] = 0u; // imm
+    } else if (c == 1u) {
+        w[0] = qfwd_db_bswap32(len | QFWD_DB_INLINE_SEG);
+        w[1] = qfwd_db_bytes4(payload, len, 0u);
+        w[2] = qfwd_db_bytes4(payload, len, 4u);
+        w[3] = qfwd_db_bytes4(payload, len, 8u);
+    } else {
+        unsigned int at = 12u + 16u * (c - 2u);
+        w[0] = qfwd_db_bytes4(payload, len, at);
+        w[1] = qfwd_db_bytes4(payload, len, at + 4u);
+        w[2] = qfwd_db_bytes4(payload, len, at + 8u);
+        w[3] = qfwd_db_bytes4(payload, len, at + 12u);
+    }
+}
+
+// ---- completions -----------------------------------------------------------------------
+
+// Takes the next send CQE if the NIC wrote it: returns 1 and its wqe_counter (and whether
+// it is an error), 0 when none. Reads the CQE's last 16 bytes in one load (op_own is its
+// last byte, the NIC writes it last), then frees the slot through the CQ doorbell record.
+static __device__ __forceinline__ unsigned int qfwd_db_poll_cq(struct QfwdSq* q, unsigned int* wqe_counter,
+                                                              unsigned int* is_error)
+{
+    unsigned long long at = q->cq + (unsigned long long)(q->ci & (q->cqe_cnt - 1u)) * 64ull + 48ull;
+    unsigned int a, b, c, d;
+    qfwd_db_ld16(at, &a, &b, &c, &d);
+    unsigned int op_own = d >> 24;
+    unsigned int opcode = op_own >> 4;
+    unsigned int owner = op_own & 1u;
+    unsigned int expected = (q->ci & q->cqe_cnt) ? 1u : 0u;
+    if (opcode == QFWD_DB_CQE_OPCODE_INVALID || owner != expected)
+        return 0u;
+    // wqe_counter: bytes 60..61 (big-endian) = the low half of word d.
+    unsigned int wc = d & 0xffffu;
+    *wqe_counter = ((wc & 0xffu) << 8) | (wc >> 8);
+    *is_error = opcode == QFWD_DB_CQE_OPCODE_REQ_ERR ? 1u : 0u;
+    q->ci += 1u;
+    qfwd_db_st4(q->cq_dbrec, qfwd_db_bswap32(q->ci & 0xffffffu));
+    return 1u;
+}
+
+// ---- posting ---------------------------------------------------------------------------
+
+// Posts one SEND with `len` bytes inline and rings the doorbell (`mode` regular or
+// blueflame). The caller has made sure the SQ has room (see qfwd_db_reserve).
+static __device__ unsigned int qfwd_db_post_send_inline(struct QfwdSq* q, unsigned int mode,
+                                                       const unsigned char* payload, unsigned int len,
+                                                       unsigned int signaled)
+{
+    if (len > QFWD_DB_MAX_INLINE)
+        return QFWD_DB_ERR_TOO_LONG;
+    if (mode != QFWD_DB_MODE_REGULAR && mode != QFWD_DB_MODE_BLUEFLAME)
+        return QFWD_DB_ERR_BAD_MODE;
+    unsigned int ds = qfwd_db_send_ds(len);
+    unsigned int bbs = (ds * 16u + QFWD_DB_WQEBB - 1u) / QFWD_DB_WQEBB;
+    unsigned int chunks = bbs * 4u;
+    unsigned int pi = q->pi;
+    unsigned int w[4];
+
+    // 1. The WQE into the send queue (both modes: the SQ copy is what a NIC falls back on).
+    for (unsigned int c = 0u; c < chunks; c++) {
+        qfwd_db_send_chunk(c, pi, q->qpn, ds, signaled, payload, len, w);
+        unsigned long long at = q->sq +
+                                (unsigned long long)((pi + c / 4u) & (q->wqe_cnt - 1u)) * QFWD_DB_WQEBB +
+                                (unsigned long long)(c % 4u) * 16ull;
+        qfwd_db_st16(at, w[0], w[1], w[2], w[3]);
+    }
+    // 2. The doorbell record: dbrec[1] = BE32(next WQEBB counter & 0xffff).
+    unsigned int next = pi + bbs;
+    qfwd_db_st4(q->dbrec + 4ull, qfwd_db_bswap32(next & 0xffffu));
+    // 3. Make the WQE and the record visible to the NIC before the doorbell.
+    __threadfence_system();
+
+    unsigned long long half = q->bf + (unsigned long long)(q->half & 1u) * q->bf_size;
+    if (q->softnic) {
+        // The soft NIC's register is one write deep: wait until it took the last one.
+        long long start = clock64();
+        while (qfwd_db_ld8(half) != QFWD_DB_BF_POISON) {
+            if ((unsigned long long)(clock64() - start) > QFWD_DB_SPIN_LIMIT)
+                return QFWD_DB_ERR_REGISTER_BUSY;
+        }
+    }
+    // 4. The doorbell.
+    if (mode == QFWD_DB_MODE_BLUEFLAME && bbs * QFWD_DB_WQEBB <= q->bf_size) {
+        for (unsigned int c = 0u; c < chunks; c++) {
+            qfwd_db_send_chunk(c, pi, q->qpn, ds, signaled, payload, len, w);
+            qfwd_db_st16(half + 16ull * c, w[0], w[1], w[2], w[3]);
+        }
+    } else {
+        qfwd_db_send_chunk(0u, pi, q->qpn, ds, signaled, payload, len, w);
+        qfwd_db_st8(half, ((unsigned long long)w[1] << 32) | (unsigned long long)w[0]);
+    }
+    // 5. Alternate the halves.
+    q->half ^= 1u;
+    q->pi = next;
+    return QFWD_DB_OK;
+}
+
+// Waits (bounded) until the SQ has room for `bbs` WQEBBs, reaping completions; every WQE
+// is `bbs` WQEBBs here (one payload size per caller). Counts errors into `errors`.
+static __device__ unsigned int qfwd_db_reserve(struct QfwdSq* q, unsigned int bbs, unsigned int* completions,
+                                              unsigned int* errors)
+{
+    long long start = clock64();
+    while (((q->pi - q->done) & 0xffffu) + bbs > q->wqe_cnt) {
+        unsigned int wc, is_error;
+        if (qfwd_db_poll_cq(q, &wc, &is_error)) {
+            q->done = wc + bbs;
+            *completions += 1u;
+            *errors += is_error;
+        } else if ((unsigned long long)(clock64() - start) > QFWD_DB_SPIN_LIMIT) {
+            return QFWD_DB_ERR_CQ_TIMEOUT;
+        }
+    }
+    return QFWD_DB_OK;
+}
+
+// cpu-assisted: writes response `seq` (len bytes) into the tagged response ring; the host
+// proxy posts it. Every chunk carries tag = seq % 0xfffffffe + 1, one 16 B store each, no
+// fence (the proxy accepts the response only when every tag matches). `resp_ci` is the
+// proxy's consumer index (host memory): read only when the ring looks full.
+static __device__ unsigned int qfwd_db_resp_push(unsigned long long ring, unsigned int slots,
+                                                unsigned int slot_bytes, unsigned long long resp_ci,
+                                                unsigned int seq, unsigned int* cached_ci,
+                                                const unsigned char* payload, unsigned int len)
+{
+    unsigned int max = (slot_bytes / 16u - 1u) * QFWD_DB_RESP_CHUNK_DATA + QFWD_DB_RESP_FIRST_DATA;
+    if (len > max)
+        return QFWD_DB_ERR_TOO_LONG;
+    if (seq - *cached_ci >= slots) {
+        unsigned int ci;
+        asm volatile("ld.volatile.global.u32 %0, [%1];" : "=r"(ci) : "l"(resp_ci) : "memory");
+        *cached_ci = ci;
+        if (seq - ci >= slots)
+            return QFWD_DB_ERR_RING_FULL;
+    }
+    unsigned long long slot = ring + (unsigned long long)(seq & (slots - 1u)) * slot_bytes;
+    unsigned int tag = seq % 0xfffffffeu + 1u;
+    unsigned int chunks = 1u;
+    if (len > QFWD_DB_RESP_FIRST_DATA)
+        chunks += (len - QFWD_DB_RESP_FIRST_DATA + QFWD_DB_RESP_CHUNK_DATA - 1u) / QFWD_DB_RESP_CHUNK_DATA;
+    for (unsigned int c = 1u; c < chunks; c++) {
+        unsigned int at = QFWD_DB_RESP_FIRST_DATA + (c - 1u) * QFWD_DB_RESP_CHUNK_DATA;
+        qfwd_db_st16(slot + 16ull * c, qfwd_db_bytes4(payload, len, at), qfwd_db_bytes4(payload, len, at + 4u),
+                     qfwd_db_bytes4(payload, len, at + 8u), tag);
+    }
+    qfwd_db_st16(slot, len, qfwd_db_bytes4(payload, len, 0u), qfwd_db_bytes4(payload, len, 4u), tag);
+    return QFWD_DB_OK;
+}
+
+// ---- test kernel -----------------------------------------------------------------------
+
+// Posts `n` SENDs of `payload_len` bytes (byte k of message i = (i * 31 + k) & 0xff, the
+// first 4 bytes = i little-endian) with the doorbell `mode`, from one thread, every WQE
+// signaled; waits for the last completion. `params` (u64 each, from
+// qfwd::softnic::device_params):
+//   [0] sq  [1] qp dbrec  [2] BlueFlame half 0  [3] send CQ  [4] send CQ dbrec
+//   [5] response ring  [6] response-ring consumer index  [7] scratch (>= 236 B, device memory)
+//   [8] wqe_cnt  [9] cqe_cnt  [10] qpn  [11] bf_size  [12] softnic  [13] mode  [14] n
+//   [15] payload_len  [16] response slots  [17] response slot bytes
+// result (u32): [0] posted  [1] completions  [2] error CQEs  [3] status (QFWD_DB_*).
+extern "C" __global__ void qfwd_doorbell_post_sends(const unsigned long long* params, unsigned int* result)
+{
+    if (blockIdx.x != 0u || threadIdx.x != 0u)
+        return;
+    struct QfwdSq q;
+    q.sq = params[0];
+    q.dbrec = params[1];
+    q.bf = params[2];
+    q.cq = params[3];
+    q.cq_dbrec = params[4];
+    q.wqe_cnt = (unsigned int)params[8];
+    q.cqe_cnt = (unsigned int)params[9];
+    q.qpn = (unsigned int)params[10];
+    q.bf_size = (unsigned int)params[11];
+    q.softnic = (unsigned int)params[12];
+    q.pi = 0u;
+    q.half = 0u;
+    q.ci = 0u;
+    q.done = 0u;
+    unsigned int mode = (unsigned int)params[13];
+    unsigned int n = (unsigned int)params[14];
+    unsigned int len = (unsigned int)params[15];
+    unsigned char* msg = (unsigned char*)params[7];
+    unsigned int posted = 0u, completions = 0u, errors = 0u, status = QFWD_DB_OK;
+    unsigned int cached_ci = 0u;
+    unsigned int bbs = (qfwd_db_send_ds(len) * 16u + QFWD_DB_WQEBB - 1u) / QFWD_DB_WQEBB;
+    if (len > QFWD_DB_MAX_INLINE)
+        status = QFWD_DB_ERR_TOO_LONG;
+    for (unsigned int i = 0u; i < n && status == QFWD_DB_OK; i++) {
+        for (unsigned int k = 0u; k < len; k++)
+            msg[k] = k < 4u ? (unsigned char)(i >> (8u * k)) : (unsigned char)((i * 31u + k) & 0xffu);
+        if (mode == QFWD_DB_MODE_CPU_ASSISTED) {
+            long long start = clock64();
+            do {
+                status = qfwd_db_resp_push(params[5], (unsigned int)params[16], (unsigned int)params[17],
+                                           params[6], i, &cached_ci, msg, len);
+            } while (status == QFWD_DB_ERR_RING_FULL &&
+                     (unsigned long long)(clock64() - start) < QFWD_DB_SPIN_LIMIT);
+        } else {
+            status = qfwd_db_reserve(&q, bbs, &completions, &errors);
+            if (status == QFWD_DB_OK)
+                status = qfwd_db_post_send_inline(&q, mode, msg, len, 1u);
+        }
+        if (status == QFWD_DB_OK)
+            posted += 1u;
+    }
+    // Wait for the rest of the completions (the proxy reaps them in cpu-assisted mode).
+    if (mode != QFWD_DB_MODE_CPU_ASSISTED) {
+        long long start = clock64();
+        while (status == QFWD_DB_OK && completions < posted) {
+            unsigned int wc, is_error;
+            if (qfwd_db_poll_cq(&q, &wc, &is_error)) {
+                q.done = wc + bbs;
+                completions += 1u;
+                errors += is_error;
+            } else if ((unsigned long long)(clock64() - start) > QFWD_DB_SPIN_LIMIT) {
+                status = QFWD_DB_ERR_CQ_TIMEOUT;
+            }
+        }
+    }
+    result[0] = posted;
+    result[1] = completions;
+    result[2] = errors;
+    result[3] = status;
+    __threadfence_system();
+}

@@ -1,0 +1,574 @@
+// qfwd device code: the persistent mailbox kernel (`gpu-persistent`), the one-request
+// kernel the baselines launch (`gpu-launch`, `gpu-graph`), and the handlers all three
+// share.
+//
+// Compiled at run time by NVRTC (src/gpu/nvrtc.rs) for the device's own architecture.
+// NVRTC has no system headers: only built-ins and our own typedefs below.
+//
+// The slot protocol is documented in src/mailbox/layout.rs; the constants marked
+// "mirror" must equal the Rust ones (a unit test there reads this file and checks).
+//
+// Memory-ordering rules (DESIGN §5, lessons 0-3):
+//   * requests are polled with one `ld.volatile.global.v4.u32` per 16 B chunk; in
+//     `inline` mode every chunk carries the slot's sequence tag, so one read says both
+//     "is it there" and "what is it";
+//   * responses are published as tagged 16 B chunks, one `st.volatile.global.v4.u32`
+//     each, and NO system-scope fence: the host accepts a response only when every
+//     chunk's tag matches, so ordering is a property of the data;
+//   * the claim word lives in device memory (an L2 atomic, not a PCIe round trip).
+
+typedef unsigned int u32;
+typedef unsigned long long u64;
+
+// ---- protocol constants (mirror src/mailbox/layout.rs) ---------------------------------
+#define QFWD_CHUNK_BYTES 16u
+#define QFWD_INLINE_DATA_BYTES 12u
+#define QFWD_HEADER_BYTES 8u
+#define QFWD_STOP_TAG 0xFFFFFFFFu
+#define QFWD_TAG_PERIOD 0xFFFFFFFEull
+#define QFWD_MAX_ROUNDS 8u
+#define QFWD_CONTROL_RELEASE_OFFSET 0u
+#define QFWD_STATE_CLAIM_STRIDE 128u
+#define QFWD_MAX_GROUPS 32u
+#define QFWD_STATE_COUNTERS_OFFSET 4096u
+#define QFWD_COUNTERS_PER_POLLER 4u
+#define QFWD_MAX_STALL_US 10000000u
+
+// ---- device handler codes (mirror Handler::device_code and layout::device_code) --------
+#define QFWD_CODE_PARITY 1u
+#define QFWD_CODE_STALL 0xDEB00001u
+
+// ---- wire status codes (mirror src/wire.rs `status`) -----------------------------------
+#define QFWD_STATUS_OK 0
+#define QFWD_STATUS_BAD_ARGUMENT 1
+#define QFWD_STATUS_LENGTH_MISMATCH (-3)
+#define QFWD_STATUS_UNKNOWN_FUNCTION (-4)
+#define QFWD_STATUS_OVERSIZED (-5)
+
+#define QFWD_FULL_MASK 0xFFFFFFFFu
+#define QFWD_WARP 32u
+
+struct Chunk {
+    u32 x, y, z, tag;
+};
+
+// Chunk `lane + 32 r` of a request, for r < QFWD_MAX_ROUNDS (slots of up to 4 KiB).
+// Indexed with constants only (fully unrolled loops), so it stays in registers.
+struct LaneChunks {
+    Chunk c[QFWD_MAX_ROUNDS];
+};
+
+// ---- memory idioms ---------------------------------------------------------------------
+
+// One 16 B read of host (or device) memory: presence and payload in one PCIe round trip.
+static __device__ __forceinline__ Chunk load_chunk(u64 addr)
+{
+    Chunk c;
+    asm volatile("ld.volatile.global.v4.u32 {%0, %1, %2, %3}, [%4];"
+                 : "=r"(c.x), "=r"(c.y), "=r"(c.z), "=r"(c.tag)
+                 : "l"(addr)
+                 : "memory");
+    return c;
+}
+
+// One 16 B write; the chunk is complete the moment the host can see any of it.
+static __device__ __forceinline__ void store_chunk(u64 addr, u32 x, u32 y, u32 z, u32 tag)
+{
+    asm volatile("st.volatile.global.v4.u32 [%0], {%1, %2, %3, %4};"
+                 :
+                 : "l"(addr), "r"(x), "r"(y), "r"(z), "r"(tag)
+                 : "memory");
+}
+
+static __device__ __forceinline__ u32 load_u32_volatile(u64 addr)
+{
+    u32 v;
+    asm volatile("ld.volatile.global.u32 %0, [%1];" : "=r"(v) : "l"(addr) : "memory");
+    return v;
+}
+
+// The claim word is device memory shared by the poller warps: gpu scope is enough.
+static __device__ __forceinline__ u64 load_u64_relaxed_gpu(u64 addr)
+{
+    u64 v;
+    asm volatile("ld.relaxed.gpu.global.u64 %0, [%1];" : "=l"(v) : "l"(addr) : "memory");
+    return v;
+}
+
+static __device__ __forceinline__ u64 globaltimer_ns()
+{
+    u64 t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    return t;
+}
+
+static __device__ __forceinline__ u32 min_u32(u32 a, u32 b) { return a < b ? a : b; }
+
+// Chunks needed for `bytes` of stream at `per_chunk` data bytes each, computed in 64 bits so
+// a corrupt length cannot wrap around.
+static __device__ __forceinline__ u64 chunks_for(u64 bytes, u32 per_chunk)
+{
+    return (bytes + per_chunk - 1u) / per_chunk;
+}
+
+// Sequence number -> the tag its slot carries: lap-based, never 0, never the stop tag, and
+// different on consecutive uses of a slot (mirror layout::tag_for).
+static __device__ __forceinline__ u32 tag_for(u64 seq, u32 slots)
+{
+    return (u32)((seq / slots) % QFWD_TAG_PERIOD) + 1u;
+}
+
+static __device__ __forceinline__ void clear_chunks(LaneChunks& lc)
+{
+#pragma unroll
+    for (u32 r = 0; r < QFWD_MAX_ROUNDS; ++r) {
+        lc.c[r].x = 0u;
+        lc.c[r].y = 0u;
+        lc.c[r].z = 0u;
+        lc.c[r].tag = 0u;
+    }
+}
+
+// Loads chunks [have, n) (lane i: chunks i, i + 32, ...). Every load is issued before any
+// result is used, so a whole request costs one PCIe round trip, not one per chunk.
+static __device__ __forceinline__ void load_chunks(LaneChunks& lc, u64 base, u32 lane, u32 have,
+                                                   u32 n)
+{
+#pragma unroll
+    for (u32 r = 0; r < QFWD_MAX_ROUNDS; ++r) {
+        const u32 k = lane + QFWD_WARP * r;
+        if (k < n && k >= have) {
+            lc.c[r] = load_chunk(base + (u64)QFWD_CHUNK_BYTES * k);
+        }
+    }
+}
+
+// True on every lane when each of the chunks [0, n) carries `want`.
+static __device__ __forceinline__ bool tags_match(const LaneChunks& lc, u32 lane, u32 n, u32 want)
+{
+    bool ok = true;
+#pragma unroll
+    for (u32 r = 0; r < QFWD_MAX_ROUNDS; ++r) {
+        const u32 k = lane + QFWD_WARP * r;
+        if (k < n && lc.c[r].tag != want) {
+            ok = false;
+        }
+    }
+    return __all_sync(QFWD_FULL_MASK, ok) != 0;
+}
+
+// Inline chunks carry 12 data bytes: the request stream [code][arg_len][arg...] is
+// rebuilt word by word in shared memory.
+static __device__ __forceinline__ void stage_inline(const LaneChunks& lc, u32 lane, u32 n,
+                                                    u32* stage)
+{
+#pragma unroll
+    for (u32 r = 0; r < QFWD_MAX_ROUNDS; ++r) {
+        const u32 k = lane + QFWD_WARP * r;
+        if (k < n) {
+            stage[3u * k] = lc.c[r].x;
+            stage[3u * k + 1u] = lc.c[r].y;
+            stage[3u * k + 2u] = lc.c[r].z;
+        }
+    }
+}
+
+// Buffer-mode payload chunks are 16 plain data bytes.
+static __device__ __forceinline__ void stage_plain(const LaneChunks& lc, u32 lane, u32 n,
+                                                   u32* stage)
+{
+#pragma unroll
+    for (u32 r = 0; r < QFWD_MAX_ROUNDS; ++r) {
+        const u32 k = lane + QFWD_WARP * r;
+        if (k < n) {
+            stage[4u * k] = lc.c[r].x;
+            stage[4u * k + 1u] = lc.c[r].y;
+            stage[4u * k + 2u] = lc.c[r].z;
+            stage[4u * k + 3u] = lc.c[r].tag;
+        }
+    }
+}
+
+// ---- handlers (shared by all three GPU topologies) -------------------------------------
+
+// Parity: XOR of every bit of the argument; result 1 byte (0 or 1). The warp splits the
+// words, masks the bytes past arg_len, and reduces with shuffles.
+static __device__ int handler_parity(const u32* arg, u32 arg_len, u32* out, u32 out_cap,
+                                     u32* result_len, u32 lane)
+{
+    *result_len = 0u;
+    if (out_cap < 1u) {
+        return QFWD_STATUS_BAD_ARGUMENT;
+    }
+    u32 acc = 0u;
+    const u32 words = (arg_len + 3u) / 4u;
+    for (u32 i = lane; i < words; i += QFWD_WARP) {
+        u32 w = arg[i];
+        const u32 valid = arg_len - 4u * i;
+        if (valid < 4u) {
+            w &= (1u << (8u * valid)) - 1u;
+        }
+        acc ^= w;
+    }
+#pragma unroll
+    for (u32 offset = 16u; offset > 0u; offset >>= 1) {
+        acc ^= __shfl_xor_sync(QFWD_FULL_MASK, acc, offset);
+    }
+    if (lane == 0u) {
+        out[0] = (u32)(__popc(acc) & 1);
+    }
+    *result_len = 1u;
+    return QFWD_STATUS_OK;
+}
+
+// Debug stall (tests of the host watchdog): spins for arg[0] microseconds (at most
+// QFWD_MAX_STALL_US), or until the host's release word reaches arg[1] (when given; else
+// until it changes), whichever comes first. Passing the target generation in the request
+// makes a release that lands before the stall starts still count. Lane 0 decides and the
+// warp follows, so the warp stays converged.
+static __device__ int handler_stall(const u32* arg, u32 arg_len, u32* result_len, u64 control,
+                                    u32 lane)
+{
+    *result_len = 0u;
+    if (arg_len < 4u) {
+        return QFWD_STATUS_BAD_ARGUMENT;
+    }
+    const u64 budget_ns = (u64)min_u32(arg[0], QFWD_MAX_STALL_US) * 1000ull;
+    const u64 release = control + QFWD_CONTROL_RELEASE_OFFSET;
+    const u32 target = arg_len >= 8u ? arg[1] : load_u32_volatile(release) + 1u;
+    const u64 start = globaltimer_ns();
+    for (;;) {
+        u32 done = 0u;
+        if (lane == 0u) {
+            done = (globaltimer_ns() - start >= budget_ns) ||
+                   ((int)(load_u32_volatile(release) - target) >= 0);
+        }
+        if (__shfl_sync(QFWD_FULL_MASK, done, 0) != 0u) {
+            break;
+        }
+        __nanosleep(1000u);
+    }
+    return QFWD_STATUS_OK;
+}
+
+// THE dispatch point: one case per device handler code (Handler::device_code on the
+// host). Decoders of later issues add their case here. Called by all 32 lanes of a warp
+// with the same arguments; `arg` and `out` are the warp's shared-memory staging buffers.
+static __device__ int qfwd_dispatch(u32 code, const u32* arg, u32 arg_len, u32* out, u32 out_cap,
+                                    u32* result_len, u64 control, u32 lane)
+{
+    switch (code) {
+    case QFWD_CODE_PARITY:
+        return handler_parity(arg, arg_len, out, out_cap, result_len, lane);
+    case QFWD_CODE_STALL:
+        return handler_stall(arg, arg_len, result_len, control, lane);
+    default:
+        *result_len = 0u;
+        return QFWD_STATUS_UNKNOWN_FUNCTION;
+    }
+}
+
+// Runs the handler on the staged request and leaves the response stream [status]
+// [result_len][result...] in `res` (resp_chunks * 3 words, zero-padded).
+static __device__ void compute_response(u32 code, u32 arg_len, int early_status,
+                                        const u32* stage, u32* res, u32 resp_chunks,
+                                        u64 control, u32 lane)
+{
+    const u32 res_words = resp_chunks * 3u;
+    for (u32 i = lane; i < res_words; i += QFWD_WARP) {
+        res[i] = 0u;
+    }
+    __syncwarp();
+    u32 result_len = 0u;
+    int status = early_status;
+    if (status == QFWD_STATUS_OK) {
+        const u32 cap = resp_chunks * QFWD_INLINE_DATA_BYTES - QFWD_HEADER_BYTES;
+        status = qfwd_dispatch(code, stage + 2, arg_len, res + 2, cap, &result_len, control, lane);
+    }
+    __syncwarp();
+    if (lane == 0u) {
+        res[0] = (u32)status;
+        res[1] = result_len;
+    }
+    __syncwarp();
+}
+
+// Publishes the response in `res` as tagged 12-byte pieces, each chunk one 16 B store, no
+// fence. On the first lap of a tag cycle (tag 1) every chunk of the slot is rewritten, so a
+// chunk left over from the previous cycle can never carry a matching tag (see layout.rs).
+static __device__ __forceinline__ void publish_response(const u32* res, u64 resp_slot,
+                                                        u32 resp_chunks, u32 tag, u32 lane)
+{
+    u32 n = (u32)chunks_for(QFWD_HEADER_BYTES + res[1], QFWD_INLINE_DATA_BYTES);
+    if (tag == 1u) {
+        n = resp_chunks;
+    }
+    for (u32 k = lane; k < n; k += QFWD_WARP) {
+        store_chunk(resp_slot + (u64)QFWD_CHUNK_BYTES * k, res[3u * k], res[3u * k + 1u],
+                    res[3u * k + 2u], tag);
+    }
+}
+
+// Handlers with an effect beyond their response may run only after the claim is won; the
+// others (every decoder) run while the claim is in flight and are discarded if it is lost.
+static __device__ __forceinline__ bool has_side_effects(u32 code)
+{
+    return code == QFWD_CODE_STALL;
+}
+
+// Where a poller group stands: its k-th request is sequence number group + k * groups, in
+// `slot` with tag `tag`. Moving to the next request is incremental, so the poll loop does
+// no 64-bit division (a software routine on the GPU, ~100 ns before each read).
+struct Position {
+    u64 k;
+    u32 slot;
+    u32 tag;
+};
+
+static __device__ __forceinline__ void position_at(Position& p, u64 k, u32 group, u32 groups,
+                                                   u32 slots)
+{
+    const u64 seq = (u64)group + k * groups;
+    p.k = k;
+    p.slot = (u32)(seq % slots);
+    p.tag = tag_for(seq, slots);
+}
+
+static __device__ __forceinline__ void position_next(Position& p, u32 groups, u32 slots)
+{
+    p.k += 1ull;
+    p.slot += groups;
+    while (p.slot >= slots) {
+        p.slot -= slots;
+        p.tag = p.tag == (u32)QFWD_TAG_PERIOD ? 1u : p.tag + 1u;
+    }
+}
+
+static __device__ __forceinline__ void position_follow(Position& p, u64 k, u32 group,
+                                                       u32 groups, u32 slots)
+{
+    if (k == p.k + 1ull) {
+        position_next(p, groups, slots);
+    } else {
+        position_at(p, k, group, groups, slots);
+    }
+}
+
+// ---- kernels ---------------------------------------------------------------------------
+
+// The persistent kernel. `pollers` warps form `pollers / pollers_per_slot` groups; group g
+// serves sequence numbers g, g + G, g + 2G, ... (an ownership scheme, so G requests are
+// served in parallel and throughput is not one request per PCIe round trip), and the
+// `pollers_per_slot` warps of a group all poll the group's next slot, out of phase (DESIGN
+// §5 lesson 2: several warps polling one slot cut the detection delay). Within a group the
+// first warp to see a complete request claims it with a CAS on the group's ticket in device
+// memory (an L2 atomic, not a PCIe round trip); a monotonic ticket means a warp that lags
+// behind can never re-serve an old request. A group of one warp needs no CAS.
+// Runs until the host writes the stop tag into the slots (every slot, so every warp sees it).
+//
+// state (device memory): group g's ticket (u64, requests it has claimed) at
+// g * QFWD_STATE_CLAIM_STRIDE; per-poller counters at QFWD_STATE_COUNTERS_OFFSET: polls,
+// served, torn reads, lost claims (written at exit: counting costs nothing in the hot path).
+// Dynamic shared memory: per warp req_slot_bytes (request staging) + resp_slot_bytes.
+extern "C" __global__ void qfwd_persistent(u64 req_ring, u64 resp_ring, u64 control, u64 state,
+                                           u32 slots, u32 req_slot_bytes, u32 resp_slot_bytes,
+                                           u32 rx_inline, u32 poll_chunks, u32 pollers,
+                                           u32 pollers_per_slot, u32 stagger_ns)
+{
+    extern __shared__ u32 smem[];
+    const u32 lane = threadIdx.x & (QFWD_WARP - 1u);
+    const u32 warp_in_block = threadIdx.x / QFWD_WARP;
+    const u32 warp = blockIdx.x * (blockDim.x / QFWD_WARP) + warp_in_block;
+    if (warp >= pollers) {
+        return;
+    }
+    const u32 req_words = req_slot_bytes / 4u;
+    u32* stage = smem + warp_in_block * (req_words + resp_slot_bytes / 4u);
+    u32* res = stage + req_words;
+    const u32 req_chunks = req_slot_bytes / QFWD_CHUNK_BYTES;
+    const u32 resp_chunks = resp_slot_bytes / QFWD_CHUNK_BYTES;
+    const u32 groups = pollers / pollers_per_slot;
+    const u32 group = warp % groups;
+    const u32 rank = warp / groups;
+    const bool shared_claim = pollers_per_slot > 1u;
+    const u64 claim = state + (u64)group * QFWD_STATE_CLAIM_STRIDE;
+    // Inline polls read `poll_chunks` chunks at once (a small request arrives whole in one
+    // read); buffer mode polls the flag chunk only.
+    const u32 first = rx_inline ? min_u32(poll_chunks, req_chunks) : 1u;
+    const u32 payload_first = min_u32(poll_chunks, req_chunks - 1u);
+
+    u64 polls = 0ull, served = 0ull, torn = 0ull, lost = 0ull;
+    // Start the warps of a group out of phase, so their reads of one slot arrive spread
+    // over a round trip instead of all at once.
+    if (stagger_ns != 0u && rank != 0u) {
+        __nanosleep(rank * stagger_ns);
+    }
+    u64 k0 = 0ull;
+    if (lane == 0u) {
+        k0 = load_u64_relaxed_gpu(claim);
+    }
+    Position pos;
+    position_at(pos, __shfl_sync(QFWD_FULL_MASK, k0, 0), group, groups, slots);
+
+    for (;;) {
+        ++polls;
+        const u64 req = req_ring + (u64)pos.slot * req_slot_bytes;
+        const u32 want = pos.tag;
+        LaneChunks lc;
+        clear_chunks(lc);
+        if (lane < first) {
+            lc.c[0] = load_chunk(req + (u64)QFWD_CHUNK_BYTES * lane);
+        }
+        // Issued while the PCIe read is in flight: has another warp of the group taken it?
+        u64 ticket = pos.k;
+        if (shared_claim && lane == 0u) {
+            ticket = load_u64_relaxed_gpu(claim);
+        }
+        ticket = __shfl_sync(QFWD_FULL_MASK, ticket, 0);
+        const u32 tag0 = __shfl_sync(QFWD_FULL_MASK, lc.c[0].tag, 0);
+        if (tag0 == QFWD_STOP_TAG) {
+            break;
+        }
+        if (ticket != pos.k) {
+            position_follow(pos, ticket, group, groups, slots);
+            continue;
+        }
+        if (tag0 != want) {
+            continue;
+        }
+        const u64 resp = resp_ring + (u64)pos.slot * resp_slot_bytes;
+
+        u32 code = 0u, arg_len = 0u;
+        int early_status = QFWD_STATUS_OK;
+        if (rx_inline) {
+            code = __shfl_sync(QFWD_FULL_MASK, lc.c[0].x, 0);
+            arg_len = __shfl_sync(QFWD_FULL_MASK, lc.c[0].y, 0);
+            const u64 need = chunks_for((u64)QFWD_HEADER_BYTES + arg_len, QFWD_INLINE_DATA_BYTES);
+            u32 n = 1u;
+            if (need > req_chunks) {
+                early_status = QFWD_STATUS_OVERSIZED;
+            } else {
+                n = (u32)need;
+                load_chunks(lc, req, lane, first, n);
+                if (!tags_match(lc, lane, n, want)) {
+                    ++torn; // the host is still writing it: read again
+                    continue;
+                }
+            }
+            // Claim and serve at once: the CAS travels to L2 while the warp stages the
+            // request and runs a side-effect-free handler; only the winner publishes.
+            u64 previous = pos.k;
+            if (shared_claim && lane == 0u) {
+                previous = atomicCAS((unsigned long long*)claim, pos.k, pos.k + 1ull);
+            }
+            stage_inline(lc, lane, n, stage);
+            __syncwarp();
+            bool claimed = false;
+            if (has_side_effects(code)) {
+                previous = __shfl_sync(QFWD_FULL_MASK, previous, 0);
+                if (previous != pos.k) {
+                    ++lost;
+                    position_follow(pos, previous, group, groups, slots);
+                    continue;
+                }
+                claimed = true;
+            }
+            compute_response(code, arg_len, early_status, stage, res, resp_chunks, control,
+                             lane);
+            if (!claimed) {
+                previous = __shfl_sync(QFWD_FULL_MASK, previous, 0);
+                if (previous != pos.k) {
+                    ++lost;
+                    position_follow(pos, previous, group, groups, slots);
+                    continue;
+                }
+            }
+        } else {
+            // Flag seen: claim first, so only the winner pays the payload read.
+            u64 previous = pos.k;
+            if (shared_claim && lane == 0u) {
+                previous = atomicCAS((unsigned long long*)claim, pos.k, pos.k + 1ull);
+            }
+            previous = __shfl_sync(QFWD_FULL_MASK, previous, 0);
+            if (previous != pos.k) {
+                ++lost;
+                position_follow(pos, previous, group, groups, slots);
+                continue;
+            }
+            const u64 payload = req + QFWD_CHUNK_BYTES;
+            clear_chunks(lc);
+            if (lane < payload_first) {
+                lc.c[0] = load_chunk(payload + (u64)QFWD_CHUNK_BYTES * lane);
+            }
+            code = __shfl_sync(QFWD_FULL_MASK, lc.c[0].x, 0);
+            arg_len = __shfl_sync(QFWD_FULL_MASK, lc.c[0].y, 0);
+            const u64 need = chunks_for((u64)QFWD_HEADER_BYTES + arg_len, QFWD_CHUNK_BYTES);
+            if (need > req_chunks - 1u) {
+                early_status = QFWD_STATUS_OVERSIZED;
+            } else {
+                load_chunks(lc, payload, lane, payload_first, (u32)need);
+                stage_plain(lc, lane, (u32)need, stage);
+            }
+            __syncwarp();
+            compute_response(code, arg_len, early_status, stage, res, resp_chunks, control,
+                             lane);
+        }
+        publish_response(res, resp, resp_chunks, want, lane);
+        ++served;
+        position_next(pos, groups, slots);
+    }
+
+    if (lane == 0u) {
+        u64* counters = (u64*)(state + QFWD_STATE_COUNTERS_OFFSET) +
+                        (u64)warp * QFWD_COUNTERS_PER_POLLER;
+        counters[0] = polls;
+        counters[1] = served;
+        counters[2] = torn;
+        counters[3] = lost;
+    }
+}
+
+// One request per launch (the `gpu-launch` and `gpu-graph` baselines): the request sits in
+// an inline-layout slot of mapped host memory written before the launch; the response is
+// published exactly as the persistent kernel publishes it, with the request's own tag.
+// One warp; dynamic shared memory req_slot_bytes + resp_slot_bytes.
+extern "C" __global__ void qfwd_serve_once(u64 req, u64 resp, u64 control, u32 req_slot_bytes,
+                                           u32 resp_slot_bytes, u32 poll_chunks)
+{
+    extern __shared__ u32 smem[];
+    if (threadIdx.x >= QFWD_WARP) {
+        return;
+    }
+    const u32 lane = threadIdx.x;
+    u32* stage = smem;
+    u32* res = smem + req_slot_bytes / 4u;
+    const u32 req_chunks = req_slot_bytes / QFWD_CHUNK_BYTES;
+    const u32 resp_chunks = resp_slot_bytes / QFWD_CHUNK_BYTES;
+    const u32 first = min_u32(poll_chunks, req_chunks);
+
+    LaneChunks lc;
+    clear_chunks(lc);
+    if (lane < first) {
+        lc.c[0] = load_chunk(req + (u64)QFWD_CHUNK_BYTES * lane);
+    }
+    const u32 tag = __shfl_sync(QFWD_FULL_MASK, lc.c[0].tag, 0);
+    const u32 code = __shfl_sync(QFWD_FULL_MASK, lc.c[0].x, 0);
+    const u32 arg_len = __shfl_sync(QFWD_FULL_MASK, lc.c[0].y, 0);
+    const u64 need = chunks_for((u64)QFWD_HEADER_BYTES + arg_len, QFWD_INLINE_DATA_BYTES);
+    int early_status = QFWD_STATUS_OK;
+    u32 n = 1u;
+    if (need > req_chunks) {
+        early_status = QFWD_STATUS_OVERSIZED;
+    } else {
+        n = (u32)need;
+        load_chunks(lc, req, lane, first, n);
+        if (!tags_match(lc, lane, n, tag)) {
+            // Written before the launch, so this means a host bug: say so, don't guess.
+            early_status = QFWD_STATUS_LENGTH_MISMATCH;
+        }
+    }
+    stage_inline(lc, lane, n, stage);
+    __syncwarp();
+    compute_response(code, arg_len, early_status, stage, res, resp_chunks, control, lane);
+    publish_response(res, resp, resp_chunks, tag, lane);
+}

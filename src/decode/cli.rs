@@ -1,0 +1,370 @@
+//! `qfwd decode`: a decoder's accuracy and per-shot time on Stim data, like
+//! `pymatching count_mistakes`.
+//!
+//! ```text
+//! qfwd decode --dem F.dem --dets F.b8 --obs F.obs.01 --decoder uf [--backend cpu] [--format json]
+//! ```
+//!
+//! Every shot is decoded twice: once back to back (the throughput figure,
+//! `batch_ns_per_shot`, comparable to PyMatching's `decode_batch` time / shots) and once with
+//! a clock read around each decode (the per-shot distribution: mean, p50, p99; it includes
+//! the ~20 ns the two clock reads cost). Mistakes count the shots whose predicted
+//! observable flips differ from the recorded ones in any observable; the logical error
+//! rate's 95% confidence interval is Wilson's score interval.
+#![forbid(unsafe_code)]
+
+use std::fmt::Write as _;
+use std::path::PathBuf;
+use std::time::Instant;
+
+use hdrhistogram::Histogram;
+
+use super::{Decoder, DecoderKind, ShotFormat, Shots};
+use crate::{Error, Result};
+
+/// Where `qfwd decode` runs the decoder.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum DecodeBackend {
+    /// The CPU reference decoder.
+    Cpu,
+    /// The GPU decoder (bit-identical to the CPU one).
+    Gpu,
+}
+
+impl DecodeBackend {
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            DecodeBackend::Cpu => "cpu",
+            DecodeBackend::Gpu => "gpu",
+        }
+    }
+}
+
+/// How `qfwd decode` prints its result.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum OutputFormat {
+    /// Lines for a person.
+    Text,
+    /// One JSON object.
+    Json,
+}
+
+/// `qfwd decode` arguments.
+#[derive(clap::Args, Debug, Clone)]
+#[command(after_help = "Examples:\n  \
+qfwd decode --dem tests/fixtures/surface_d5_r5_z_p001.dem --dets tests/fixtures/surface_d5_r5_z_p001.b8 \\\n    \
+--obs tests/fixtures/surface_d5_r5_z_p001.obs.01 --decoder uf\n  \
+qfwd decode --dem d3.dem --dets d3.b8 --obs d3.obs.01 --decoder lut --format json\n\n\
+Make the files with Stim: circuit.detector_error_model(decompose_errors=True, flatten_loops=True),\n\
+and sampler.sample_write(shots, filepath=\"F.b8\", format=\"b8\", obs_out_filepath=\"F.obs.01\", obs_out_format=\"01\").")]
+pub struct DecodeArgs {
+    /// Stim detector error model (exported with decompose_errors=True).
+    #[arg(long, value_name = "FILE")]
+    pub dem: PathBuf,
+    /// Detection events, one shot per row (b8 or 01; from the extension unless --dets-format).
+    #[arg(long, value_name = "FILE")]
+    pub dets: PathBuf,
+    /// Observables that actually flipped, one shot per row (01 or b8; from the extension
+    /// unless --obs-format, 01 when the extension says neither).
+    #[arg(long, value_name = "FILE")]
+    pub obs: PathBuf,
+    /// Decoder: lut (at most 24 detectors) or uf (union-find).
+    #[arg(long, value_enum)]
+    pub decoder: DecoderKind,
+    /// Where to decode.
+    #[arg(long, value_enum, default_value_t = DecodeBackend::Cpu)]
+    pub backend: DecodeBackend,
+    /// Output: text or one JSON object.
+    #[arg(long, value_enum, default_value_t = OutputFormat::Text)]
+    pub format: OutputFormat,
+    /// Format of --dets (default: from the extension, b8 for .b8, else 01).
+    #[arg(long, value_enum, value_name = "b8|01")]
+    pub dets_format: Option<ShotFormat>,
+    /// Format of --obs (default: from the extension, b8 for .b8, else 01).
+    #[arg(long, value_enum, value_name = "b8|01")]
+    pub obs_format: Option<ShotFormat>,
+    /// Decode only the first N shots.
+    #[arg(long, value_name = "N")]
+    pub shots: Option<usize>,
+    /// Also write the predicted observable flips to this file (b8 for .b8, else 01).
+    #[arg(long, value_name = "FILE")]
+    pub predictions: Option<PathBuf>,
+}
+
+/// What `qfwd decode` measured.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DecodeReport {
+    pub dem: PathBuf,
+    pub decoder: DecoderKind,
+    pub backend: DecodeBackend,
+    pub detectors: usize,
+    pub observables: usize,
+    pub edges: usize,
+    pub shots: u64,
+    pub mistakes: u64,
+    /// mistakes / shots.
+    pub ler: f64,
+    /// Wilson 95% interval of the logical error rate.
+    pub ci_low: f64,
+    pub ci_high: f64,
+    pub mean_ns: f64,
+    pub p50_ns: u64,
+    pub p99_ns: u64,
+    pub max_ns: u64,
+    /// Wall time of the untimed pass / shots.
+    pub batch_ns_per_shot: f64,
+    /// Parsing the model and building the decoder.
+    pub setup_ms: f64,
+    /// Predicted observable flips, one row per shot.
+    pub predictions: Shots,
+}
+
+/// Wilson score interval for `k` successes in `n` trials at `z` standard deviations.
+pub fn wilson_interval(k: u64, n: u64, z: f64) -> (f64, f64) {
+    if n == 0 {
+        return (0.0, 1.0);
+    }
+    let n = n as f64;
+    let p = k as f64 / n;
+    let z2 = z * z;
+    let denom = 1.0 + z2 / n;
+    let center = (p + z2 / (2.0 * n)) / denom;
+    let half = z * (p * (1.0 - p) / n + z2 / (4.0 * n * n)).sqrt() / denom;
+    ((center - half).max(0.0), (center + half).min(1.0))
+}
+
+fn mask_of(row: &[u8]) -> u64 {
+    row.iter()
+        .enumerate()
+        .fold(0u64, |m, (k, &b)| m | u64::from(b) << (8 * k))
+}
+
+/// Loads the model and shots, decodes every shot, and measures.
+pub fn evaluate(args: &DecodeArgs) -> Result<DecodeReport> {
+    if args.backend == DecodeBackend::Gpu {
+        return Err(Error::Decode {
+            detail: "GPU decoders are not built yet (issue 4); use --backend cpu".into(),
+        });
+    }
+    let t0 = Instant::now();
+    let dec = Decoder::from_dem_path(&args.dem, args.decoder)?;
+    let setup_ms = t0.elapsed().as_secs_f64() * 1e3;
+    let mut dets =
+        Shots::read(&args.dets, dec.num_detectors(), args.dets_format).map_err(|e| match e {
+            Error::Shots { path, detail } => Error::Shots {
+                path,
+                detail: format!(
+                    "{detail} (the model {} has {} detectors)",
+                    args.dem.display(),
+                    dec.num_detectors()
+                ),
+            },
+            other => other,
+        })?;
+    let mut obs = Shots::read(&args.obs, dec.num_observables(), args.obs_format)?;
+    if dets.len() != obs.len() {
+        return Err(Error::Decode {
+            detail: format!(
+                "{} holds {} shots but {} holds {}: they must come from the same sampling run",
+                args.dets.display(),
+                dets.len(),
+                args.obs.display(),
+                obs.len()
+            ),
+        });
+    }
+    if let Some(n) = args.shots {
+        dets.truncate(n);
+        obs.truncate(n);
+    }
+    let shots = dets.len();
+    if shots == 0 {
+        return Err(Error::Decode {
+            detail: format!("{} holds no shots", args.dets.display()),
+        });
+    }
+    let mut scratch = dec.new_scratch();
+
+    // Pass 1: back to back.
+    let mut predictions = Shots::new(dec.num_observables());
+    let mut out = vec![0u8; dec.result_len()];
+    let mut masks = Vec::with_capacity(shots);
+    let t = Instant::now();
+    for i in 0..shots {
+        masks.push(dec.decode(&mut scratch, dets.row(i)));
+    }
+    let batch_ns_per_shot = t.elapsed().as_nanos() as f64 / shots as f64;
+
+    // Pass 2: each shot timed.
+    let mut hist =
+        Histogram::<u64>::new_with_bounds(1, 60_000_000_000, 3).expect("valid histogram bounds");
+    let mut total_ns: u128 = 0;
+    let mut mistakes = 0u64;
+    for (i, &first) in masks.iter().enumerate() {
+        let row = dets.row(i);
+        let t = Instant::now();
+        let m = dec.decode(&mut scratch, row);
+        let ns = t.elapsed().as_nanos();
+        total_ns += ns;
+        hist.saturating_record(ns.max(1) as u64);
+        debug_assert_eq!(m, first, "decoding is deterministic");
+        if m != mask_of(obs.row(i)) {
+            mistakes += 1;
+        }
+        for (k, b) in out.iter_mut().enumerate() {
+            *b = (m >> (8 * k)) as u8;
+        }
+        predictions.push_row(&out);
+    }
+    if let Some(path) = &args.predictions {
+        let f = ShotFormat::from_extension(path).unwrap_or(ShotFormat::Zero1);
+        predictions.write(path, f)?;
+    }
+    let (ci_low, ci_high) = wilson_interval(mistakes, shots as u64, 1.959_963_984_540_054);
+    Ok(DecodeReport {
+        dem: args.dem.clone(),
+        decoder: args.decoder,
+        backend: args.backend,
+        detectors: dec.num_detectors(),
+        observables: dec.num_observables(),
+        edges: dec.graph().num_edges(),
+        shots: shots as u64,
+        mistakes,
+        ler: mistakes as f64 / shots as f64,
+        ci_low,
+        ci_high,
+        mean_ns: total_ns as f64 / shots as f64,
+        p50_ns: hist.value_at_quantile(0.5),
+        p99_ns: hist.value_at_quantile(0.99),
+        max_ns: hist.max(),
+        batch_ns_per_shot,
+        setup_ms,
+        predictions,
+    })
+}
+
+fn json_string(s: &str) -> String {
+    let mut out = String::with_capacity(s.len() + 2);
+    out.push('"');
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            c if (c as u32) < 0x20 => {
+                let _ = write!(out, "\\u{:04x}", c as u32);
+            }
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
+}
+
+fn json_f64(x: f64) -> String {
+    if x.is_finite() {
+        format!("{x}")
+    } else {
+        "null".into()
+    }
+}
+
+fn time(ns: f64) -> String {
+    if ns < 1e3 {
+        format!("{ns:.0} ns")
+    } else if ns < 1e6 {
+        format!("{:.2} µs", ns / 1e3)
+    } else {
+        format!("{:.2} ms", ns / 1e6)
+    }
+}
+
+impl DecodeReport {
+    /// One JSON object on one line.
+    pub fn to_json(&self) -> String {
+        format!(
+            "{{\"dem\":{},\"decoder\":\"{}\",\"backend\":\"{}\",\"detectors\":{},\"observables\":{},\
+             \"edges\":{},\"shots\":{},\"mistakes\":{},\"ler\":{},\"ci_low\":{},\"ci_high\":{},\
+             \"mean_ns\":{},\"p50_ns\":{},\"p99_ns\":{},\"max_ns\":{},\"batch_ns_per_shot\":{},\
+             \"setup_ms\":{}}}",
+            json_string(&self.dem.display().to_string()),
+            self.decoder,
+            self.backend.as_str(),
+            self.detectors,
+            self.observables,
+            self.edges,
+            self.shots,
+            self.mistakes,
+            json_f64(self.ler),
+            json_f64(self.ci_low),
+            json_f64(self.ci_high),
+            json_f64((self.mean_ns * 10.0).round() / 10.0),
+            self.p50_ns,
+            self.p99_ns,
+            self.max_ns,
+            json_f64((self.batch_ns_per_shot * 10.0).round() / 10.0),
+            json_f64((self.setup_ms * 1000.0).round() / 1000.0),
+        )
+    }
+
+    /// Lines for a person.
+    pub fn to_text(&self) -> String {
+        format!(
+            "model     {}: {} detectors, {} observables, {} edges (loaded in {:.1} ms)\n\
+             decoder   {} on {}\n\
+             shots     {}\n\
+             mistakes  {}\n\
+             LER       {:.3e} per shot (95% CI {:.3e} .. {:.3e}, Wilson)\n\
+             time      mean {}, p50 {}, p99 {}, max {} per shot; {} per shot back to back\n",
+            self.dem.display(),
+            self.detectors,
+            self.observables,
+            self.edges,
+            self.setup_ms,
+            self.decoder,
+            self.backend.as_str(),
+            self.shots,
+            self.mistakes,
+            self.ler,
+            self.ci_low,
+            self.ci_high,
+            time(self.mean_ns),
+            time(self.p50_ns as f64),
+            time(self.p99_ns as f64),
+            time(self.max_ns as f64),
+            time(self.batch_ns_per_shot),
+        )
+    }
+}
+
+/// `qfwd decode`: evaluates and prints the report to stdout.
+pub fn run(args: &DecodeArgs) -> Result<()> {
+    let report = evaluate(args)?;
+    match args.format {
+        OutputFormat::Text => print!("{}", report.to_text()),
+        OutputFormat::Json => println!("{}", report.to_json()),
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn wilson_matches_known_values() {
+        // 10 of 100 at 95%: (0.0552, 0.1744).
+        let (lo, hi) = wilson_interval(10, 100, 1.959_963_984_540_054);
+        assert!(
+            (lo - 0.0552).abs() < 1e-4 && (hi - 0.1744).abs() < 1e-4,
+            "{lo} {hi}"
+        );
+        let (lo, hi) = wilson_interval(0, 1000, 1.96);
+        assert_eq!(lo, 0.0);
+        assert!(hi > 0.003 && hi < 0.004, "{hi}");
+    }
+
+    #[test]
+    fn json_strings_are_escaped() {
+        assert_eq!(json_string("a\"b\\c\n"), "\"a\\\"b\\\\c\\u000a\"");
+    }
+}

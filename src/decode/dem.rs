@@ -1,0 +1,517 @@
+//! Stim detector error models (`.dem` text): parser and flattened in-memory form.
+//!
+//! Grammar accepted (one instruction per line; `#` starts a comment; blank lines ignored;
+//! instruction names are case-insensitive; a `[tag]` after the name is tolerated and ignored):
+//!
+//! ```text
+//! error(p) D0 D1 ^ D2 L0         an independent mechanism with probability p; `^` separates
+//!                                the components of a decomposed error
+//! detector(x, y, t) D5           declares a detector (coordinates ignored)
+//! logical_observable L0          declares an observable
+//! shift_detectors(0, 0, 1) 4     adds 4 to every later detector index (coordinates ignored)
+//! repeat 10 { ... }              repeats a block; the `}` stands on its own line
+//! ```
+//!
+//! `repeat` and `shift_detectors` are flattened here (iteratively, with an explicit stack), so a
+//! model exported with or without `flatten_loops=True` gives the same [`Dem`]. Flattening stops
+//! with an error past [`MAX_FLAT_INSTRUCTIONS`] instructions. Every error names the file and line.
+#![forbid(unsafe_code)]
+
+use std::path::Path;
+
+use crate::{Error, Result};
+
+/// Most instructions (errors, declarations, shifts, block ends) a model may execute once its
+/// `repeat` blocks are flattened.
+pub const MAX_FLAT_INSTRUCTIONS: usize = 8_000_000;
+/// Most observables a model may declare (observable masks are `u64`).
+pub const MAX_OBSERVABLES: u32 = 64;
+/// Largest detector index accepted (indices are `u32` in the matching graph, and the
+/// boundary takes the index after the last detector).
+pub const MAX_DETECTOR: u64 = (u32::MAX - 2) as u64;
+
+/// One `^`-separated component of an error: the detectors it flips (each once, sorted) and
+/// the observables it flips (bit `k` = `Lk`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Component {
+    pub detectors: Vec<u32>,
+    pub observables: u64,
+}
+
+/// One `error(p)` instruction after flattening.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DemError {
+    /// Probability, in [0, 1].
+    pub p: f64,
+    /// 1-based line of the instruction in the source text.
+    pub line: usize,
+    pub components: Vec<Component>,
+}
+
+/// A flattened detector error model.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Dem {
+    /// Where the text came from (a path, or a name such as `<string>`), for error messages.
+    pub source: String,
+    /// One more than the largest detector index declared or used.
+    pub num_detectors: u32,
+    /// One more than the largest observable index declared or used.
+    pub num_observables: u32,
+    pub errors: Vec<DemError>,
+}
+
+/// A parsed instruction before flattening.
+#[derive(Debug, Clone)]
+enum Instr {
+    Error {
+        p: f64,
+        /// Components with *relative* detector indices (the shift is applied when flattening).
+        components: Vec<(Vec<u64>, u64)>,
+    },
+    Detector(Vec<u64>),
+    Observable(u32),
+    Shift(u64),
+    /// `repeat count {`; `end` is the index of the matching `End`.
+    Repeat {
+        count: u64,
+        end: usize,
+    },
+    End,
+}
+
+impl Dem {
+    /// Reads and parses a `.dem` file.
+    pub fn from_path(path: &Path) -> Result<Dem> {
+        let text = std::fs::read_to_string(path).map_err(|e| Error::Io {
+            what: format!("cannot read detector error model {}", path.display()),
+            source: e,
+        })?;
+        Dem::parse(&text, &path.display().to_string())
+    }
+
+    /// Parses `.dem` text; `source` names it in error messages.
+    pub fn parse(text: &str, source: &str) -> Result<Dem> {
+        let err = |line: usize, detail: String| Error::Dem {
+            file: source.to_string(),
+            line,
+            detail,
+        };
+        // Pass 1: instructions with their lines, blocks matched.
+        let mut instrs: Vec<(usize, Instr)> = Vec::new();
+        let mut open: Vec<usize> = Vec::new();
+        // Instructions each open block executes once flattened (index 0: the top level), so an
+        // oversized model is refused before anything is expanded.
+        let mut flat: Vec<u128> = vec![0];
+        let too_many = |line: usize| {
+            err(
+                line,
+                format!("more than {MAX_FLAT_INSTRUCTIONS} instructions after flattening `repeat` blocks"),
+            )
+        };
+        for (i, raw) in text.lines().enumerate() {
+            let line = i + 1;
+            let code = raw.split('#').next().unwrap_or("").trim();
+            if code.is_empty() {
+                continue;
+            }
+            if code == "}" {
+                let Some(start) = open.pop() else {
+                    return Err(err(line, "`}` without a matching `repeat ... {`".into()));
+                };
+                let here = instrs.len();
+                let (repeat_line, ref mut instr) = instrs[start];
+                if let Instr::Repeat { end, count } = instr {
+                    *end = here;
+                    let inner = flat.pop().expect("one counter per open block") + 1;
+                    let top = flat.last_mut().expect("the top-level counter stays");
+                    *top = top.saturating_add(inner.saturating_mul(*count as u128));
+                    if *top > MAX_FLAT_INSTRUCTIONS as u128 {
+                        return Err(too_many(repeat_line));
+                    }
+                }
+                instrs.push((line, Instr::End));
+                continue;
+            }
+            let instr = parse_line(code).map_err(|d| err(line, d))?;
+            let top = flat.last_mut().expect("the top-level counter stays");
+            *top += 1;
+            if *top > MAX_FLAT_INSTRUCTIONS as u128 {
+                return Err(too_many(line));
+            }
+            if let Instr::Repeat { .. } = instr {
+                open.push(instrs.len());
+                flat.push(0);
+            }
+            instrs.push((line, instr));
+        }
+        if let Some(&start) = open.last() {
+            return Err(err(
+                instrs[start].0,
+                "`repeat` block is never closed with `}`".into(),
+            ));
+        }
+
+        // Pass 2: flatten with an explicit stack of (first instruction, end, repetitions left).
+        let mut dem = Dem {
+            source: source.to_string(),
+            num_detectors: 0,
+            num_observables: 0,
+            errors: Vec::new(),
+        };
+        let mut offset: u64 = 0;
+        let mut stack: Vec<(usize, usize, u64)> = Vec::new();
+        let mut pc = 0usize;
+        let abs = |rel: u64, offset: u64, line: usize| -> Result<u32> {
+            match rel.checked_add(offset) {
+                Some(d) if d <= MAX_DETECTOR => Ok(d as u32),
+                _ => Err(err(
+                    line,
+                    format!("detector index {rel} + shift {offset} exceeds {MAX_DETECTOR}"),
+                )),
+            }
+        };
+        while pc < instrs.len() {
+            let (line, ref instr) = instrs[pc];
+            match instr {
+                Instr::Error { p, components } => {
+                    let mut comps = Vec::with_capacity(components.len());
+                    for (dets, obs) in components {
+                        let mut ds = Vec::with_capacity(dets.len());
+                        for &d in dets {
+                            let d = abs(d, offset, line)?;
+                            dem.num_detectors = dem.num_detectors.max(d + 1);
+                            ds.push(d);
+                        }
+                        // A detector named twice in one component flips back: keep it mod 2.
+                        ds.sort_unstable();
+                        let mut kept: Vec<u32> = Vec::with_capacity(ds.len());
+                        for d in ds {
+                            if kept.last() == Some(&d) {
+                                kept.pop();
+                            } else {
+                                kept.push(d);
+                            }
+                        }
+                        if *obs != 0 {
+                            dem.num_observables = dem.num_observables.max(64 - obs.leading_zeros());
+                        }
+                        comps.push(Component {
+                            detectors: kept,
+                            observables: *obs,
+                        });
+                    }
+                    dem.errors.push(DemError {
+                        p: *p,
+                        line,
+                        components: comps,
+                    });
+                }
+                Instr::Detector(ds) => {
+                    for &d in ds {
+                        let d = abs(d, offset, line)?;
+                        dem.num_detectors = dem.num_detectors.max(d + 1);
+                    }
+                }
+                Instr::Observable(k) => dem.num_observables = dem.num_observables.max(k + 1),
+                Instr::Shift(k) => {
+                    offset = offset
+                        .checked_add(*k)
+                        .filter(|&o| o <= MAX_DETECTOR)
+                        .ok_or_else(|| {
+                            err(
+                                line,
+                                format!(
+                                    "shift_detectors moves detector indices past {MAX_DETECTOR}"
+                                ),
+                            )
+                        })?;
+                }
+                Instr::Repeat { count, end } => {
+                    if *count == 0 {
+                        pc = *end + 1;
+                        continue;
+                    }
+                    stack.push((pc + 1, *end, *count));
+                }
+                Instr::End => {
+                    let top = stack.last_mut().expect("blocks were matched in pass 1");
+                    top.2 -= 1;
+                    if top.2 > 0 {
+                        pc = top.0;
+                        continue;
+                    }
+                    stack.pop();
+                }
+            }
+            pc += 1;
+        }
+        Ok(dem)
+    }
+}
+
+/// Splits `name[tag](args) targets` and parses one instruction (not `}`).
+fn parse_line(code: &str) -> std::result::Result<Instr, String> {
+    let name_end = code
+        .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+        .unwrap_or(code.len());
+    let name = code[..name_end].to_ascii_lowercase();
+    let mut rest = &code[name_end..];
+    if let Some(r) = rest.strip_prefix('[') {
+        let Some(close) = r.find(']') else {
+            return Err(format!("`{name}[`: tag is not closed with `]`"));
+        };
+        rest = &r[close + 1..];
+    }
+    let mut args: Vec<f64> = Vec::new();
+    let mut has_parens = false;
+    if let Some(r) = rest.strip_prefix('(') {
+        has_parens = true;
+        let Some(close) = r.find(')') else {
+            return Err(format!("`{name}(`: arguments are not closed with `)`"));
+        };
+        for a in r[..close].split(',') {
+            let a = a.trim();
+            if a.is_empty() && args.is_empty() && r[..close].trim().is_empty() {
+                break;
+            }
+            args.push(
+                a.parse::<f64>()
+                    .map_err(|_| format!("`{name}`: argument {a:?} is not a number"))?,
+            );
+        }
+        rest = &r[close + 1..];
+    }
+    if !rest.is_empty() && !rest.starts_with(char::is_whitespace) {
+        return Err(format!(
+            "cannot read {code:?}: expected `name(args) targets`"
+        ));
+    }
+    let targets: Vec<&str> = rest.split_whitespace().collect();
+    match name.as_str() {
+        "error" => {
+            if args.len() != 1 {
+                return Err(format!(
+                    "`error` takes one probability argument, found {} (`error(0.001) D0 D1 L0`)",
+                    args.len()
+                ));
+            }
+            let p = args[0];
+            if !(0.0..=1.0).contains(&p) {
+                return Err(format!("error probability {p} is not in [0, 1]"));
+            }
+            let mut components: Vec<(Vec<u64>, u64)> = vec![(Vec::new(), 0)];
+            let mut last_was_sep = true;
+            for t in &targets {
+                if *t == "^" {
+                    if last_was_sep {
+                        return Err(
+                            "`^` must separate two non-empty components (`D0 D1 ^ D2`)".into()
+                        );
+                    }
+                    components.push((Vec::new(), 0));
+                    last_was_sep = true;
+                    continue;
+                }
+                last_was_sep = false;
+                let comp = components.last_mut().expect("starts with one component");
+                if let Some(k) = index(t, 'D')? {
+                    comp.0.push(k);
+                } else if let Some(k) = index(t, 'L')? {
+                    comp.1 ^= 1u64 << observable(k)?;
+                } else {
+                    return Err(format!(
+                        "`error` target {t:?} is not a detector (D5), an observable (L0) or `^`"
+                    ));
+                }
+            }
+            if last_was_sep && components.len() > 1 {
+                return Err("`^` must separate two non-empty components (`D0 D1 ^ D2`)".into());
+            }
+            Ok(Instr::Error { p, components })
+        }
+        "detector" => {
+            let mut ds = Vec::with_capacity(targets.len());
+            for t in &targets {
+                match index(t, 'D')? {
+                    Some(k) => ds.push(k),
+                    None => return Err(format!("`detector` target {t:?} is not D<index>")),
+                }
+            }
+            Ok(Instr::Detector(ds))
+        }
+        "logical_observable" => {
+            if has_parens && !args.is_empty() {
+                return Err("`logical_observable` takes no arguments".into());
+            }
+            match targets.as_slice() {
+                [t] => match index(t, 'L')? {
+                    Some(k) => Ok(Instr::Observable(observable(k)?)),
+                    None => Err(format!("`logical_observable` target {t:?} is not L<index>")),
+                },
+                _ => Err(
+                    "`logical_observable` takes exactly one target (`logical_observable L0`)"
+                        .into(),
+                ),
+            }
+        }
+        "shift_detectors" => match targets.as_slice() {
+            [t] => t
+                .parse::<u64>()
+                .map(Instr::Shift)
+                .map_err(|_| format!("`shift_detectors` amount {t:?} is not an integer >= 0")),
+            _ => Err("`shift_detectors` takes one integer target (`shift_detectors 4`)".into()),
+        },
+        "repeat" => match targets.as_slice() {
+            [n, "{"] => n
+                .parse::<u64>()
+                .map(|count| Instr::Repeat { count, end: 0 })
+                .map_err(|_| format!("`repeat` count {n:?} is not an integer >= 0")),
+            _ => Err("`repeat` needs a count and `{` on the same line (`repeat 10 {`)".into()),
+        },
+        "detector_separator" => Err("`detector_separator` is not supported: export with \
+             `circuit.detector_error_model(decompose_errors=True, flatten_loops=True)`"
+            .into()),
+        "" => Err(format!(
+            "cannot read {code:?}: expected an instruction name"
+        )),
+        other => Err(format!(
+            "unknown instruction `{other}` (expected error, detector, logical_observable, \
+             shift_detectors or repeat); export with \
+             `circuit.detector_error_model(decompose_errors=True, flatten_loops=True)`"
+        )),
+    }
+}
+
+/// `D12` -> Some(12) for prefix 'D'; a token with another prefix -> None.
+fn index(t: &str, prefix: char) -> std::result::Result<Option<u64>, String> {
+    let Some(digits) = t.strip_prefix(prefix) else {
+        return Ok(None);
+    };
+    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(format!("target {t:?} is not {prefix}<index>"));
+    }
+    digits
+        .parse::<u64>()
+        .map(Some)
+        .map_err(|_| format!("target {t:?}: index too large"))
+}
+
+fn observable(k: u64) -> std::result::Result<u32, String> {
+    if k >= MAX_OBSERVABLES as u64 {
+        return Err(format!(
+            "observable L{k}: at most {MAX_OBSERVABLES} observables (L0..L{}) are supported",
+            MAX_OBSERVABLES - 1
+        ));
+    }
+    Ok(k as u32)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(t: &str) -> Result<Dem> {
+        Dem::parse(t, "t.dem")
+    }
+
+    #[test]
+    fn parses_errors_components_and_declarations() {
+        let d = parse(
+            "# a comment\n\
+             error(0.1) D0 D1 ^ D2 L0\n\
+             \n\
+             error[my tag](0.2) D1 L1   # trailing comment\n\
+             detector(1, 2, 0) D7\n\
+             logical_observable L2\n\
+             ERROR(0.3) D3 D3 D4\n",
+        )
+        .unwrap();
+        assert_eq!(d.num_detectors, 8);
+        assert_eq!(d.num_observables, 3);
+        assert_eq!(d.errors.len(), 3);
+        assert_eq!(d.errors[0].line, 2);
+        assert_eq!(
+            d.errors[0].components,
+            vec![
+                Component {
+                    detectors: vec![0, 1],
+                    observables: 0
+                },
+                Component {
+                    detectors: vec![2],
+                    observables: 1
+                }
+            ]
+        );
+        assert_eq!(d.errors[1].components[0].observables, 2);
+        assert_eq!(d.errors[2].components[0].detectors, vec![4]);
+    }
+
+    #[test]
+    fn flattens_repeat_and_shift() {
+        let d = parse(
+            "error(0.1) D0\n\
+             repeat 3 {\n\
+               error(0.2) D0 D1\n\
+               repeat 2 {\n\
+                 shift_detectors(0, 1) 1\n\
+               }\n\
+             }\n\
+             error(0.3) D0\n",
+        )
+        .unwrap();
+        let dets: Vec<Vec<u32>> = d
+            .errors
+            .iter()
+            .map(|e| e.components[0].detectors.clone())
+            .collect();
+        assert_eq!(
+            dets,
+            vec![vec![0], vec![0, 1], vec![2, 3], vec![4, 5], vec![6]]
+        );
+        assert_eq!(d.num_detectors, 7);
+        assert_eq!(
+            parse("repeat 0 {\nerror(0.1) D9\n}\n")
+                .unwrap()
+                .errors
+                .len(),
+            0
+        );
+    }
+
+    #[test]
+    fn errors_name_file_and_line() {
+        for (text, line, needle) in [
+            ("error(0.1) D0\nerror(2) D1\n", 2, "[0, 1]"),
+            ("error(0.1) D0\n\nerror(0.1) X3\n", 3, "X3"),
+            ("error(0.1) D0 ^ ^ D1\n", 1, "`^`"),
+            ("error(0.1) D0 ^\n", 1, "`^`"),
+            ("\nrepeat 2 {\nerror(0.1) D0\n", 2, "never closed"),
+            ("}\n", 1, "without"),
+            ("frobnicate D0\n", 1, "flatten_loops=True"),
+            ("error(0.1, 0.2) D0\n", 1, "one probability"),
+            ("error(0.1) L64\n", 1, "64 observables"),
+            ("error(0.1) D\n", 1, "D<index>"),
+            ("error(abc) D0\n", 1, "not a number"),
+            ("shift_detectors x\n", 1, "integer"),
+            ("repeat 3\n", 1, "`{`"),
+        ] {
+            let e = parse(text).unwrap_err().to_string();
+            assert!(e.starts_with(&format!("t.dem:{line}:")), "{text:?}: {e}");
+            assert!(e.contains(needle), "{text:?}: {e}");
+        }
+    }
+
+    #[test]
+    fn flattening_is_bounded() {
+        let e = parse("repeat 100000 {\nrepeat 100000 {\nerror(0.1) D0\n}\n}\n")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("instructions after flattening") && e.starts_with("t.dem:1:"),
+            "{e}"
+        );
+        let e = parse("repeat 100000000000 {\n}\n").unwrap_err().to_string();
+        assert!(e.contains("instructions after flattening"), "{e}");
+    }
+}

@@ -1,0 +1,340 @@
+//! QEC decoders: Stim detector error models in, observable flips out (DESIGN §7).
+//!
+//! - [`dem`]: parses Stim `.dem` text (flattening `repeat` / `shift_detectors`);
+//! - [`graph`]: builds the matching graph as PyMatching does, in flat arrays with integer
+//!   weights, the form the GPU kernels load;
+//! - [`shots`]: Stim's `b8` / `01` shot files;
+//! - [`lut`]: syndrome -> observable lookup table (at most 24 detectors);
+//! - [`uf`]: union-find decoder (Delfosse–Nickerson), step by step in its module docs;
+//! - [`brute`]: brute-force most-likely-error reference for tests;
+//! - [`cli`]: `qfwd decode`, accuracy and per-shot time on Stim data.
+//!
+//! # Quick start
+//!
+//! ```no_run
+//! use qfwd::decode::{Decoder, DecoderKind};
+//! let dec = Decoder::from_dem_path("tests/fixtures/surface_d3_r3_z_p001.dem".as_ref(), DecoderKind::Uf)?;
+//! let mut scratch = dec.new_scratch();
+//! let syndrome = vec![0u8; dec.detector_bytes()]; // bit-packed, LSB first
+//! let flips: u64 = dec.decode(&mut scratch, &syndrome); // bit k = observable Lk
+//! # Ok::<(), qfwd::Error>(())
+//! ```
+//!
+//! # In the appliance
+//!
+//! A [`Decoder`] behind an `Arc` is a [`crate::handler::Handler::Decoder`]. Payload: the
+//! detection events bit-packed LSB first (`ceil(n/8)` bytes) then the number of detectors
+//! as a u32 little-endian; result: the observable flips bit-packed LSB first
+//! (`ceil(num_observables/8)` bytes). See [`Decoder::run_payload`].
+//!
+//! # Thread safety
+//!
+//! A [`Decoder`] is immutable and `Send + Sync`; the per-shot working memory is a separate
+//! [`Scratch`], one per thread. [`Decoder::run_payload`] keeps one scratch per thread in a
+//! thread-local, allocated at the first request a thread serves (and grown only if a
+//! larger model arrives), so the steady state allocates nothing and takes no lock.
+#![forbid(unsafe_code)]
+
+pub mod brute;
+pub mod cli;
+pub mod dem;
+pub mod graph;
+pub mod lut;
+pub mod shots;
+pub mod uf;
+
+use std::cell::RefCell;
+use std::fmt;
+use std::path::Path;
+use std::str::FromStr;
+
+use crate::wire::status;
+use crate::{Error, Result};
+pub use dem::Dem;
+pub use graph::MatchingGraph;
+pub use lut::Lut;
+pub use shots::{ShotFormat, Shots};
+pub use uf::UfScratch;
+
+/// Which decoding algorithm.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, clap::ValueEnum)]
+pub enum DecoderKind {
+    /// Lookup table (at most 24 detectors).
+    Lut,
+    /// Union-find.
+    Uf,
+}
+
+impl DecoderKind {
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            DecoderKind::Lut => "lut",
+            DecoderKind::Uf => "uf",
+        }
+    }
+
+    /// Device-side handler code, as the GPU kernels dispatch on it (parity is 1).
+    pub fn device_code(&self) -> u32 {
+        match self {
+            DecoderKind::Lut => 2,
+            DecoderKind::Uf => 3,
+        }
+    }
+}
+
+impl fmt::Display for DecoderKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for DecoderKind {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<DecoderKind> {
+        match s {
+            "lut" => Ok(DecoderKind::Lut),
+            "uf" => Ok(DecoderKind::Uf),
+            _ => Err(Error::UnknownDecoder {
+                name: s.to_string(),
+            }),
+        }
+    }
+}
+
+#[derive(Debug)]
+enum Engine {
+    Lut(Lut),
+    Uf,
+}
+
+/// A decoder loaded from a detector error model: immutable, shareable across threads.
+#[derive(Debug)]
+pub struct Decoder {
+    kind: DecoderKind,
+    graph: MatchingGraph,
+    engine: Engine,
+}
+
+/// Per-thread working memory for [`Decoder::decode`].
+#[derive(Debug, Clone)]
+pub struct Scratch {
+    uf: UfScratch,
+}
+
+thread_local! {
+    static THREAD_SCRATCH: RefCell<Option<UfScratch>> = const { RefCell::new(None) };
+}
+
+impl Decoder {
+    /// Parses `path` (a Stim `.dem`), builds the matching graph and the decoder.
+    pub fn from_dem_path(path: &Path, kind: DecoderKind) -> Result<Decoder> {
+        let dem = Dem::from_path(path)?;
+        Decoder::from_graph(MatchingGraph::from_dem(&dem)?, kind)
+    }
+
+    /// Builds a decoder over an existing graph (the lut is computed here).
+    pub fn from_graph(graph: MatchingGraph, kind: DecoderKind) -> Result<Decoder> {
+        let engine = match kind {
+            DecoderKind::Lut => Engine::Lut(Lut::build(&graph)?),
+            DecoderKind::Uf => Engine::Uf,
+        };
+        Ok(Decoder {
+            kind,
+            graph,
+            engine,
+        })
+    }
+
+    pub fn kind(&self) -> DecoderKind {
+        self.kind
+    }
+
+    pub fn graph(&self) -> &MatchingGraph {
+        &self.graph
+    }
+
+    /// The lookup table, for a `lut` decoder.
+    pub fn lut(&self) -> Option<&Lut> {
+        match &self.engine {
+            Engine::Lut(l) => Some(l),
+            Engine::Uf => None,
+        }
+    }
+
+    pub fn num_detectors(&self) -> usize {
+        self.graph.num_detectors()
+    }
+
+    pub fn num_observables(&self) -> usize {
+        self.graph.num_observables()
+    }
+
+    /// Bytes of a bit-packed syndrome: `ceil(num_detectors / 8)`.
+    pub fn detector_bytes(&self) -> usize {
+        self.num_detectors().div_ceil(8)
+    }
+
+    /// Bytes of a result: `ceil(num_observables / 8)`.
+    pub fn result_len(&self) -> usize {
+        self.num_observables().div_ceil(8)
+    }
+
+    /// Bytes of a request payload: syndrome bytes + 4 (u32 LE detector count).
+    pub fn payload_len(&self) -> usize {
+        self.detector_bytes() + 4
+    }
+
+    /// Device-side handler code: 2 for lut, 3 for uf.
+    pub fn device_code(&self) -> u32 {
+        self.kind.device_code()
+    }
+
+    /// Working memory sized for this decoder.
+    pub fn new_scratch(&self) -> Scratch {
+        Scratch {
+            uf: match self.engine {
+                Engine::Uf => UfScratch::new(&self.graph),
+                Engine::Lut(_) => UfScratch::empty(),
+            },
+        }
+    }
+
+    /// Decodes a bit-packed syndrome (LSB first; bits past `num_detectors` ignored; missing
+    /// trailing bytes read as 0) and returns the observable flips, bit k = `Lk`.
+    ///
+    /// # Panics
+    /// If `scratch` came from a decoder with a smaller model.
+    #[inline]
+    pub fn decode(&self, scratch: &mut Scratch, dets: &[u8]) -> u64 {
+        match &self.engine {
+            Engine::Lut(l) => l.decode(dets),
+            Engine::Uf => scratch.uf.decode(&self.graph, dets),
+        }
+    }
+
+    /// Writes `mask` as the wire result (bit-packed, LSB first) into `out`; returns its length.
+    #[inline]
+    fn write_result(&self, mask: u64, out: &mut [u8]) -> usize {
+        let len = self.result_len();
+        for (k, byte) in out[..len].iter_mut().enumerate() {
+            *byte = (mask >> (8 * k)) as u8;
+        }
+        len
+    }
+
+    /// Runs the decoder on a wire payload (DESIGN §4): `ceil(n/8)` bytes of detection events
+    /// then the u32 LE number of detectors. Writes the bit-packed observable flips into
+    /// `out` and returns their length; `Err(status::BAD_ARGUMENT)` when the payload length
+    /// or count does not match the model, or `out` is too small. Uses a thread-local
+    /// scratch (no lock; allocated on a thread's first call).
+    #[inline]
+    pub fn run_payload(&self, arg: &[u8], out: &mut [u8]) -> std::result::Result<usize, i32> {
+        let nb = self.detector_bytes();
+        if arg.len() != nb + 4 || out.len() < self.result_len() {
+            return Err(status::BAD_ARGUMENT);
+        }
+        let count = u32::from_le_bytes([arg[nb], arg[nb + 1], arg[nb + 2], arg[nb + 3]]);
+        if count as usize != self.num_detectors() {
+            return Err(status::BAD_ARGUMENT);
+        }
+        let dets = &arg[..nb];
+        let mask = match &self.engine {
+            Engine::Lut(l) => {
+                let entry = l.entry(dets);
+                out[..entry.len()].copy_from_slice(entry);
+                return Ok(entry.len());
+            }
+            Engine::Uf => THREAD_SCRATCH.with(|cell| {
+                let mut slot = cell.borrow_mut();
+                let s = slot.get_or_insert_with(|| UfScratch::new(&self.graph));
+                s.ensure(&self.graph);
+                s.decode(&self.graph, dets)
+            }),
+        };
+        Ok(self.write_result(mask, out))
+    }
+
+    /// Builds a wire payload for a bit-packed syndrome (for clients and tests).
+    pub fn payload(&self, dets: &[u8]) -> Vec<u8> {
+        let nb = self.detector_bytes();
+        let mut p = Vec::with_capacity(nb + 4);
+        p.extend_from_slice(&dets[..nb.min(dets.len())]);
+        p.resize(nb, 0);
+        p.extend_from_slice(&(self.num_detectors() as u32).to_le_bytes());
+        p
+    }
+
+    /// The wire result for an observable mask.
+    pub fn result_bytes(&self, mask: u64) -> Vec<u8> {
+        let mut out = vec![0u8; self.result_len()];
+        self.write_result(mask, &mut out);
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::decode::graph::EdgeSpec;
+
+    fn chain(kind: DecoderKind) -> Decoder {
+        let e = [
+            EdgeSpec {
+                u: 0,
+                v: None,
+                p: 0.1,
+                observables: 1,
+            },
+            EdgeSpec {
+                u: 0,
+                v: Some(1),
+                p: 0.1,
+                observables: 0,
+            },
+            EdgeSpec {
+                u: 1,
+                v: None,
+                p: 0.1,
+                observables: 0,
+            },
+        ];
+        Decoder::from_graph(MatchingGraph::from_edges(2, 1, &e).unwrap(), kind).unwrap()
+    }
+
+    #[test]
+    fn payloads_are_checked_and_answered() {
+        for kind in [DecoderKind::Lut, DecoderKind::Uf] {
+            let d = chain(kind);
+            let mut out = [0u8; 4];
+            assert_eq!(d.run_payload(&[0b01, 2, 0, 0, 0], &mut out), Ok(1));
+            assert_eq!(out[0], 1);
+            assert_eq!(d.run_payload(&[0b10, 2, 0, 0, 0], &mut out), Ok(1));
+            assert_eq!(out[0], 0);
+            assert_eq!(d.run_payload(&d.payload(&[0b11]), &mut out), Ok(1));
+            assert_eq!(out[0], 0);
+            // Wrong count, wrong length, no room.
+            for bad in [
+                &[0b01, 3, 0, 0, 0][..],
+                &[0b01, 2, 0, 0],
+                &[0b01, 0, 2, 0, 0, 0],
+            ] {
+                assert_eq!(
+                    d.run_payload(bad, &mut out),
+                    Err(status::BAD_ARGUMENT),
+                    "{kind}"
+                );
+            }
+            assert_eq!(
+                d.run_payload(&[1, 2, 0, 0, 0], &mut []),
+                Err(status::BAD_ARGUMENT)
+            );
+            assert_eq!(d.result_bytes(1), vec![1]);
+        }
+        assert_eq!("uf".parse::<DecoderKind>().unwrap(), DecoderKind::Uf);
+        assert!("mwpm"
+            .parse::<DecoderKind>()
+            .unwrap_err()
+            .to_string()
+            .contains("lut"));
+    }
+}

@@ -1,0 +1,450 @@
+//! `qfwd doctor`: what this host offers the appliance — RDMA devices, ports, GIDs and link
+//! state, GPUs, and which doorbell modes (DESIGN §6) can be used here, each with the
+//! reason when not.
+//!
+//! [`diagnose`] gathers a [`Report`] (testable, no printing); [`run`] prints it. Nothing
+//! here needs a GPU, an RDMA device or the `rdma` feature to run: what is missing is
+//! reported, never a panic.
+#![forbid(unsafe_code)]
+
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+
+use crate::mlx5::Doorbell;
+use crate::rdma::sysfs::{self, Device};
+
+/// Options of `qfwd doctor`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct DoctorArgs {
+    /// Only this RDMA device (default: $QFWD_RDMA_DEVICE, else every device).
+    #[arg(long)]
+    pub device: Option<String>,
+    /// Do not open devices with ibverbs (by default, with the `rdma` feature, each mlx5
+    /// device gets a throwaway queue pair to read its BlueFlame register size).
+    #[arg(long)]
+    pub no_verbs: bool,
+    /// Do not look for GPUs.
+    #[arg(long)]
+    pub no_gpu: bool,
+    /// Where the kernel lists RDMA devices.
+    #[arg(long, default_value = sysfs::SYSFS_ROOT, hide = true)]
+    pub sysfs_root: PathBuf,
+}
+
+impl Default for DoctorArgs {
+    fn default() -> Self {
+        DoctorArgs {
+            device: None,
+            no_verbs: false,
+            no_gpu: false,
+            sysfs_root: PathBuf::from(sysfs::SYSFS_ROOT),
+        }
+    }
+}
+
+/// Whether a doorbell mode can be used, and why (not).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Availability {
+    pub doorbell: Doorbell,
+    /// Where: `softnic` (CPU posting), `softnic+gpu`, `rdma` (real NIC).
+    pub path: &'static str,
+    pub usable: bool,
+    pub reason: String,
+}
+
+/// What a verbs probe of one device found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct VerbsProbe {
+    pub device: String,
+    /// BlueFlame half size from `mlx5dv_init_obj` (0: none), or why it is unknown.
+    pub bf_size: Result<u32, String>,
+}
+
+/// Everything `qfwd doctor` found.
+#[derive(Debug, Clone)]
+pub struct Report {
+    pub sysfs_root: PathBuf,
+    pub rdma_feature: bool,
+    pub devices: Vec<Device>,
+    /// Devices libibverbs lists (with the `rdma` feature).
+    pub verbs_devices: Option<Vec<String>>,
+    pub verbs_probes: Vec<VerbsProbe>,
+    /// One line per GPU, or why there is none.
+    pub gpus: Result<Vec<GpuLine>, String>,
+    pub doorbells: Vec<Availability>,
+}
+
+/// A GPU as the doctor reports it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GpuLine {
+    pub text: String,
+    pub pci_bus_id: String,
+    pub can_map_host_memory: bool,
+}
+
+impl Report {
+    /// Devices with at least one active RoCE (Ethernet) port.
+    pub fn roce_ready(&self) -> Vec<&Device> {
+        self.devices
+            .iter()
+            .filter(|d| d.ports.iter().any(|p| p.is_active() && p.is_roce()))
+            .collect()
+    }
+
+    pub fn render(&self) -> String {
+        let mut s = String::new();
+        let _ = writeln!(s, "== RDMA devices ({})", self.sysfs_root.display());
+        if self.devices.is_empty() {
+            let _ = writeln!(
+                s,
+                "  no RDMA device found (looked in {}: {})",
+                self.sysfs_root.display(),
+                sysfs::summary(&self.sysfs_root, &self.devices)
+            );
+        }
+        for d in &self.devices {
+            let _ = writeln!(
+                s,
+                "  {}  driver {}  firmware {}  PCI {}{}",
+                d.name,
+                d.driver.as_deref().unwrap_or("?"),
+                d.firmware.as_deref().unwrap_or("?"),
+                d.pci.as_deref().unwrap_or("?"),
+                numa(d.pci.as_deref())
+                    .map(|n| format!("  NUMA {n}"))
+                    .unwrap_or_default()
+            );
+            for p in &d.ports {
+                let _ = writeln!(
+                    s,
+                    "    port {}: {} ({}), {}, {}",
+                    p.number, p.state, p.phys_state, p.link_layer, p.rate
+                );
+                for g in &p.gids {
+                    let _ = writeln!(
+                        s,
+                        "      gid[{}] {} {}{}",
+                        g.index,
+                        g.gid,
+                        g.kind.as_deref().unwrap_or("?"),
+                        g.netdev
+                            .as_deref()
+                            .map(|n| format!(" on {n}"))
+                            .unwrap_or_default()
+                    );
+                }
+            }
+        }
+        if !self.rdma_feature {
+            let _ = writeln!(
+                s,
+                "  this qfwd was built without the `rdma` feature: no ibverbs (rebuild with \
+                 `cargo build --features rdma`, which needs libibverbs-dev)"
+            );
+        }
+        match &self.verbs_devices {
+            Some(v) if v.is_empty() => {
+                let _ = writeln!(s, "  libibverbs lists no device");
+            }
+            Some(v) => {
+                let _ = writeln!(s, "  libibverbs lists: {}", v.join(", "));
+            }
+            None => {}
+        }
+        for p in &self.verbs_probes {
+            let _ = match &p.bf_size {
+                Ok(0) => writeln!(s, "  {}: no BlueFlame register (bf.size 0)", p.device),
+                Ok(n) => writeln!(s, "  {}: BlueFlame register, {n} bytes per half", p.device),
+                Err(e) => writeln!(s, "  {}: BlueFlame size unknown: {e}", p.device),
+            };
+        }
+        let _ = writeln!(s, "== GPUs");
+        match &self.gpus {
+            Ok(g) if g.is_empty() => {
+                let _ = writeln!(s, "  none");
+            }
+            Ok(g) => {
+                for l in g {
+                    let _ = writeln!(
+                        s,
+                        "  {}{}",
+                        l.text,
+                        numa(Some(&l.pci_bus_id.to_ascii_lowercase()))
+                            .map(|n| format!("  NUMA {n}"))
+                            .unwrap_or_default()
+                    );
+                }
+            }
+            Err(e) => {
+                let _ = writeln!(s, "  {e}");
+            }
+        }
+        let _ = writeln!(s, "== Doorbell modes");
+        for a in &self.doorbells {
+            let _ = writeln!(
+                s,
+                "  {:<12} {:<12} {}  {}",
+                a.doorbell.as_str(),
+                a.path,
+                if a.usable { "yes" } else { "no " },
+                a.reason
+            );
+        }
+        s
+    }
+}
+
+/// NUMA node of a PCI function, from sysfs.
+fn numa(pci: Option<&str>) -> Option<String> {
+    let pci = pci?;
+    let v = std::fs::read_to_string(
+        Path::new("/sys/bus/pci/devices")
+            .join(pci)
+            .join("numa_node"),
+    )
+    .ok()?;
+    let v = v.trim();
+    (v != "-1").then(|| v.to_string())
+}
+
+fn gpus(args: &DoctorArgs) -> Result<Vec<GpuLine>, String> {
+    if args.no_gpu {
+        return Err("not looked for (--no-gpu)".into());
+    }
+    match crate::gpu::probe() {
+        Ok(Some(list)) => Ok(list
+            .iter()
+            .map(|g| GpuLine {
+                text: g.to_string(),
+                pci_bus_id: g.pci_bus_id.clone(),
+                can_map_host_memory: g.can_map_host_memory,
+            })
+            .collect()),
+        Ok(None) => {
+            Err(crate::gpu::unavailable_reason().unwrap_or_else(|| "no CUDA device".into()))
+        }
+        Err(e) => Err(e.to_string()),
+    }
+}
+
+#[cfg(feature = "rdma")]
+fn verbs(args: &DoctorArgs, devices: &[Device]) -> (Option<Vec<String>>, Vec<VerbsProbe>) {
+    use crate::rdma::verbs::{Context, Cq, Pd, Qp, QpKind};
+    let names = crate::rdma::verbs::device_names();
+    let mut probes = vec![];
+    if !args.no_verbs {
+        for d in devices.iter().filter(|d| d.is_mlx5()) {
+            let bf = (|| -> crate::Result<u32> {
+                let ctx = Context::open(Some(&d.name))?;
+                let pd = Pd::new(&ctx)?;
+                let cq = Cq::new(&ctx, 16)?;
+                let qp = Qp::new(&pd, &cq, &cq, QpKind::Uc, 16, 16, 64)?;
+                Ok(qp.mlx5_direct(&cq)?.bf_size)
+            })();
+            probes.push(VerbsProbe {
+                device: d.name.clone(),
+                bf_size: bf.map_err(|e| e.to_string()),
+            });
+        }
+    }
+    (Some(names), probes)
+}
+
+#[cfg(not(feature = "rdma"))]
+fn verbs(_args: &DoctorArgs, _devices: &[Device]) -> (Option<Vec<String>>, Vec<VerbsProbe>) {
+    (None, vec![])
+}
+
+/// Which doorbell modes can be used, on which path, and why not.
+pub fn doorbells(report: &Report) -> Vec<Availability> {
+    let mut out = vec![];
+    let gpu_ok = matches!(&report.gpus, Ok(g) if g.iter().any(|g| g.can_map_host_memory));
+    let gpu_why = match &report.gpus {
+        Ok(g) if g.iter().any(|g| g.can_map_host_memory) => String::new(),
+        Ok(g) if !g.is_empty() => "the GPU cannot map host memory".to_string(),
+        Ok(_) => "no GPU".to_string(),
+        Err(e) if e.starts_with("not looked") => "GPUs not looked for (--no-gpu)".to_string(),
+        Err(e) => e.clone(),
+    };
+    for d in Doorbell::ALL {
+        out.push(Availability {
+            doorbell: d,
+            path: "softnic",
+            usable: true,
+            reason: "CPU posting to the soft NIC (transport = softnic) works everywhere".into(),
+        });
+    }
+    for d in Doorbell::ALL {
+        out.push(Availability {
+            doorbell: d,
+            path: "softnic+gpu",
+            usable: gpu_ok,
+            reason: if gpu_ok {
+                "a GPU kernel posts to the soft NIC's mapped pages (device/doorbell.cu)".into()
+            } else {
+                gpu_why.clone()
+            },
+        });
+    }
+    let roce = report.roce_ready();
+    let mlx5: Vec<&&Device> = roce.iter().filter(|d| d.is_mlx5()).collect();
+    let names = |v: &[&&Device]| {
+        v.iter()
+            .map(|d| d.name.as_str())
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    for d in Doorbell::ALL {
+        let (usable, reason) = if !report.rdma_feature {
+            (false, "built without the `rdma` feature".to_string())
+        } else if roce.is_empty() {
+            (false, "no RDMA device with an active RoCE port".to_string())
+        } else {
+            match d {
+                Doorbell::CpuAssisted => (
+                    true,
+                    format!(
+                        "the GPU writes responses to host memory, a CPU thread posts them ({})",
+                        roce.iter().map(|d| d.name.as_str()).collect::<Vec<_>>().join(", ")
+                    ),
+                ),
+                Doorbell::Regular | Doorbell::BlueFlame if mlx5.is_empty() => {
+                    (false, "no mlx5 (ConnectX) device: its doorbells are the only ones qfwd rings".to_string())
+                }
+                Doorbell::Regular | Doorbell::BlueFlame if !gpu_ok => (false, gpu_why.clone()),
+                Doorbell::Regular => (
+                    true,
+                    format!(
+                        "GPU rings {} (UAR via cuMemHostRegister IOMEMORY: confirm with the GPU tests; \
+                         best when GPU and NIC share a PCIe switch)",
+                        names(&mlx5)
+                    ),
+                ),
+                Doorbell::BlueFlame => {
+                    let sizes: Vec<&VerbsProbe> = report.verbs_probes.iter().collect();
+                    match sizes.iter().find(|p| matches!(p.bf_size, Ok(n) if n > 0)) {
+                        Some(p) => (true, format!("{} has a BlueFlame register", p.device)),
+                        None if sizes.is_empty() => (
+                            true,
+                            format!("{} (BlueFlame size not probed: --no-verbs)", names(&mlx5)),
+                        ),
+                        None => (false, "no BlueFlame register on the mlx5 devices (bf.size 0)".to_string()),
+                    }
+                }
+            }
+        };
+        out.push(Availability {
+            doorbell: d,
+            path: "rdma",
+            usable,
+            reason,
+        });
+    }
+    out
+}
+
+/// Gathers the report.
+pub fn diagnose(args: &DoctorArgs) -> Report {
+    let mut devices = sysfs::devices_in(&args.sysfs_root);
+    let only = args
+        .device
+        .clone()
+        .or_else(|| std::env::var("QFWD_RDMA_DEVICE").ok());
+    if let Some(name) = &only {
+        devices.retain(|d| &d.name == name);
+    }
+    let (verbs_devices, verbs_probes) = verbs(args, &devices);
+    let mut report = Report {
+        sysfs_root: args.sysfs_root.clone(),
+        rdma_feature: cfg!(feature = "rdma"),
+        devices,
+        verbs_devices,
+        verbs_probes,
+        gpus: gpus(args),
+        doorbells: vec![],
+    };
+    report.doorbells = doorbells(&report);
+    report
+}
+
+/// `qfwd doctor`: prints the report.
+pub fn run(args: &DoctorArgs) -> crate::Result<()> {
+    print!("{}", diagnose(args).render());
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_host_without_rdma_or_gpu_still_gets_the_soft_nic() {
+        let args = DoctorArgs {
+            sysfs_root: PathBuf::from("/nonexistent/infiniband"),
+            no_gpu: true,
+            ..Default::default()
+        };
+        let r = diagnose(&args);
+        let text = r.render();
+        assert!(
+            text.contains("no RDMA device found (looked in /nonexistent/infiniband"),
+            "{text}"
+        );
+        for d in Doorbell::ALL {
+            assert!(r
+                .doorbells
+                .iter()
+                .any(|a| a.doorbell == d && a.path == "softnic" && a.usable));
+            assert!(r
+                .doorbells
+                .iter()
+                .any(|a| a.doorbell == d && a.path == "rdma" && !a.usable));
+        }
+        assert!(text.contains("cpu-assisted"), "{text}");
+    }
+
+    #[test]
+    fn an_active_mlx5_port_and_a_gpu_enable_gpu_doorbells() {
+        let mut r = diagnose(&DoctorArgs {
+            sysfs_root: PathBuf::from("/nonexistent"),
+            no_gpu: true,
+            ..Default::default()
+        });
+        r.rdma_feature = true;
+        r.devices = vec![Device {
+            name: "mlx5_0".into(),
+            driver: Some("mlx5_core".into()),
+            firmware: None,
+            pci: None,
+            ports: vec![sysfs::Port {
+                number: 1,
+                state: "4: ACTIVE".into(),
+                phys_state: "5: LinkUp".into(),
+                link_layer: "Ethernet".into(),
+                rate: "200 Gb/sec".into(),
+                gids: vec![],
+            }],
+        }];
+        r.gpus = Ok(vec![GpuLine {
+            text: "GPU 0".into(),
+            pci_bus_id: "0000:19:00.0".into(),
+            can_map_host_memory: true,
+        }]);
+        r.verbs_probes = vec![VerbsProbe {
+            device: "mlx5_0".into(),
+            bf_size: Ok(256),
+        }];
+        let a = doorbells(&r);
+        assert!(
+            a.iter().filter(|a| a.path == "rdma").all(|a| a.usable),
+            "{a:?}"
+        );
+        r.verbs_probes[0].bf_size = Ok(0);
+        let a = doorbells(&r);
+        let bf = a
+            .iter()
+            .find(|a| a.path == "rdma" && a.doorbell == Doorbell::BlueFlame)
+            .unwrap();
+        assert!(!bf.usable && bf.reason.contains("bf.size 0"));
+    }
+}

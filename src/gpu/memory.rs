@@ -1,0 +1,177 @@
+//! Memory the kernels use: pinned host memory mapped into the GPU's address space (the
+//! mailbox), and plain device memory (claim ticket, counters).
+//!
+//! Not `CudaContext::alloc_pinned` (DESIGN §5 lesson 4): that memory is write-combined and
+//! unmapped. The kernels get raw `u64` device addresses, never a `CudaSlice`: a kernel that
+//! never ends would make a `CudaSlice`'s drop wait forever.
+
+use std::ffi::c_void;
+use std::ptr::NonNull;
+use std::sync::Arc;
+
+use cudarc::driver::{result, sys};
+
+use super::context::GpuContext;
+use crate::mailbox::region::Region;
+use crate::{Error, Result};
+
+/// Zeroed pinned host memory, mapped for the device (`CU_MEMHOSTALLOC_DEVICEMAP |
+/// CU_MEMHOSTALLOC_PORTABLE`), freed on drop.
+///
+/// Dropping it while a kernel still uses it would let the kernel touch freed memory: the
+/// owners ([`super::PersistentKernel`]) stop their kernel first, and leak the buffer if the
+/// kernel does not stop.
+pub struct MappedHostBuffer {
+    ctx: Arc<GpuContext>,
+    host: NonNull<u8>,
+    device_ptr: u64,
+    len: usize,
+}
+
+// SAFETY: the buffer owns its allocation; host access goes through `Region`, which only
+// uses atomics and single 16-byte accesses, so sharing between threads is sound.
+unsafe impl Send for MappedHostBuffer {}
+// SAFETY: as above.
+unsafe impl Sync for MappedHostBuffer {}
+
+impl MappedHostBuffer {
+    pub fn new(ctx: &Arc<GpuContext>, len: usize) -> Result<MappedHostBuffer> {
+        let len = len.max(16);
+        ctx.bind()?;
+        let flags = sys::CU_MEMHOSTALLOC_DEVICEMAP | sys::CU_MEMHOSTALLOC_PORTABLE;
+        // SAFETY: plain allocation in the current (bound) context; freed in Drop.
+        let raw =
+            unsafe { result::malloc_host(len, flags) }.map_err(|source| Error::GpuHostAlloc {
+                device: ctx.index(),
+                bytes: len,
+                source,
+            })?;
+        let Some(host) = NonNull::new(raw as *mut u8) else {
+            return Err(Error::GpuUnavailable {
+                detail: "cuMemHostAlloc returned a null pointer".to_string(),
+            });
+        };
+        let mut buffer = MappedHostBuffer {
+            ctx: Arc::clone(ctx),
+            host,
+            device_ptr: 0,
+            len,
+        };
+        // From here on `buffer`'s Drop frees the allocation on every error path.
+        if host.as_ptr() as usize % 4096 != 0 {
+            return Err(Error::GpuUnavailable {
+                detail: format!("cuMemHostAlloc returned unaligned memory at {:p}", host),
+            });
+        }
+        // SAFETY: `len` bytes at `host` were just allocated and nothing else uses them yet.
+        unsafe { std::ptr::write_bytes(host.as_ptr(), 0, len) };
+        let mut device_ptr: sys::CUdeviceptr = 0;
+        // SAFETY: `host` was allocated with DEVICEMAP in this context; flags must be 0.
+        unsafe { sys::cuMemHostGetDevicePointer_v2(&mut device_ptr, raw, 0) }
+            .result()
+            .map_err(|source| ctx.error("cuMemHostGetDevicePointer", source))?;
+        buffer.device_ptr = device_ptr;
+        Ok(buffer)
+    }
+
+    /// The host view of the buffer.
+    pub fn region(&self) -> Region<'_> {
+        // SAFETY: `len` bytes at `host`, page-aligned, alive as long as self; the device
+        // side accesses them only with 16-byte volatile vector loads/stores and 4-byte
+        // volatile loads, the host side only through `Region`.
+        unsafe { Region::from_raw_parts(self.host, self.len) }
+    }
+
+    /// The same memory as the device addresses it.
+    pub fn device_ptr(&self) -> u64 {
+        self.device_ptr
+    }
+
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+}
+
+impl Drop for MappedHostBuffer {
+    fn drop(&mut self) {
+        if self.ctx.bind().is_ok() {
+            // SAFETY: allocated by cuMemHostAlloc in `new`, freed once; the owner made sure
+            // no kernel uses it any more. Errors cannot be reported from Drop.
+            let _ = unsafe { result::free_host(self.host.as_ptr() as *mut c_void) };
+        }
+    }
+}
+
+/// Zeroed device memory, freed on drop.
+pub struct DeviceBuffer {
+    ctx: Arc<GpuContext>,
+    device_ptr: u64,
+    len: usize,
+}
+
+// SAFETY: only a device address and a length; all access is through driver calls.
+unsafe impl Send for DeviceBuffer {}
+// SAFETY: as above.
+unsafe impl Sync for DeviceBuffer {}
+
+impl DeviceBuffer {
+    pub fn zeroed(ctx: &Arc<GpuContext>, len: usize) -> Result<DeviceBuffer> {
+        let len = len.max(16);
+        ctx.bind()?;
+        // SAFETY: plain allocation in the bound context; freed in Drop.
+        let device_ptr =
+            unsafe { result::malloc_sync(len) }.map_err(|source| Error::GpuDeviceAlloc {
+                device: ctx.index(),
+                bytes: len,
+                source,
+            })?;
+        let buffer = DeviceBuffer {
+            ctx: Arc::clone(ctx),
+            device_ptr,
+            len,
+        };
+        // SAFETY: `len` bytes at `device_ptr` were just allocated.
+        unsafe { result::memset_d8_sync(device_ptr, 0, len) }
+            .map_err(|source| ctx.error("cuMemsetD8", source))?;
+        Ok(buffer)
+    }
+
+    pub fn device_ptr(&self) -> u64 {
+        self.device_ptr
+    }
+
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Copies the buffer's first `out.len()` u64 words to the host (synchronous; off the
+    /// hot path: counters after a kernel stopped).
+    pub fn read_u64s(&self, out: &mut [u64]) -> Result<()> {
+        assert!(
+            std::mem::size_of_val(out) <= self.len,
+            "read past a device buffer"
+        );
+        self.ctx.bind()?;
+        // SAFETY: `out` is writable and no larger than the allocation (checked).
+        unsafe { result::memcpy_dtoh_sync(out, self.device_ptr) }
+            .map_err(|source| self.ctx.error("cuMemcpyDtoH", source))
+    }
+}
+
+impl Drop for DeviceBuffer {
+    fn drop(&mut self) {
+        if self.ctx.bind().is_ok() {
+            // SAFETY: allocated by cuMemAlloc in `zeroed`, freed once, no kernel uses it
+            // any more (the owner's contract). Errors cannot be reported from Drop.
+            let _ = unsafe { result::free_sync(self.device_ptr) };
+        }
+    }
+}

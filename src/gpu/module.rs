@@ -1,0 +1,301 @@
+//! RAII wrappers of the driver objects the kernels need: a loaded module and its
+//! functions, a non-blocking stream, an event, an instantiated CUDA graph.
+
+use std::ffi::c_void;
+use std::sync::Arc;
+
+use cudarc::driver::{result, sys, DriverError};
+
+use super::context::GpuContext;
+use super::nvrtc::{self, KernelSource};
+use crate::{Error, Result};
+
+/// A module compiled from one `device/*.cu` file and loaded into a context.
+pub struct Module {
+    ctx: Arc<GpuContext>,
+    module: sys::CUmodule,
+    file: &'static str,
+}
+
+// SAFETY: a CUmodule handle may be used from any thread of its context.
+unsafe impl Send for Module {}
+
+impl Module {
+    /// Compiles `source` with NVRTC for the context's device (cached per process) and
+    /// loads it.
+    pub fn compile_and_load(ctx: &Arc<GpuContext>, source: &KernelSource) -> Result<Module> {
+        let image = nvrtc::module_image(source, &ctx.arch())?;
+        ctx.bind()?;
+        // SAFETY: `image` is a CUBIN (or NUL-terminated PTX) produced by NVRTC, alive for
+        // the call; the driver copies it.
+        let module = unsafe { result::module::load_data(image.as_ptr() as *const c_void) }
+            .map_err(|source_error| Error::GpuModuleLoad {
+                device: ctx.index(),
+                file: source.file,
+                source: source_error,
+            })?;
+        Ok(Module {
+            ctx: Arc::clone(ctx),
+            module,
+            file: source.file,
+        })
+    }
+
+    /// A kernel of this module by its `extern "C"` name.
+    pub fn function(&self, name: &'static str) -> Result<Function> {
+        self.ctx.bind()?;
+        // SAFETY: the module is loaded and stays loaded while `self` lives; the function
+        // handle is only used by owners that also keep this module.
+        let function =
+            unsafe { result::module::get_function(self.module, nvrtc::kernel_name(name)) }
+                .map_err(|source| Error::GpuKernelMissing {
+                    device: self.ctx.index(),
+                    kernel: name,
+                    file: self.file,
+                    source,
+                })?;
+        Ok(Function { function, name })
+    }
+}
+
+impl Drop for Module {
+    fn drop(&mut self) {
+        if self.ctx.bind().is_ok() {
+            // SAFETY: loaded in `compile_and_load`, unloaded once; owners stop their kernels
+            // first. Errors cannot be reported from Drop.
+            let _ = unsafe { result::module::unload(self.module) };
+        }
+    }
+}
+
+/// A kernel handle. Valid while the [`Module`] it came from is loaded; owners keep both.
+#[derive(Clone, Copy)]
+pub struct Function {
+    function: sys::CUfunction,
+    name: &'static str,
+}
+
+// SAFETY: a CUfunction handle may be used from any thread of its context.
+unsafe impl Send for Function {}
+
+impl Function {
+    pub fn name(&self) -> &'static str {
+        self.name
+    }
+
+    /// Allows `bytes` of dynamic shared memory per block (needed above 48 KiB).
+    pub fn allow_dynamic_shared(&self, ctx: &GpuContext, bytes: u32) -> Result<()> {
+        ctx.bind()?;
+        // SAFETY: a live function handle (owner keeps its module).
+        unsafe {
+            result::function::set_function_attribute(
+                self.function,
+                sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                bytes as i32,
+            )
+        }
+        .map_err(|source| ctx.error("cuFuncSetAttribute", source))
+    }
+
+    /// Launches on `stream` with `params` (pointers to each argument value, which the
+    /// driver copies before returning).
+    ///
+    /// # Safety
+    ///
+    /// `params` must match the kernel's parameter list in number, order and size, and every
+    /// address passed in them must stay valid for as long as the kernel uses it.
+    pub unsafe fn launch(
+        &self,
+        ctx: &GpuContext,
+        stream: &Stream,
+        grid: u32,
+        block: u32,
+        shared_bytes: u32,
+        params: &mut [*mut c_void],
+    ) -> Result<()> {
+        ctx.bind()?;
+        // SAFETY: forwarded from the caller's contract; function and stream are live.
+        unsafe {
+            result::launch_kernel(
+                self.function,
+                (grid, 1, 1),
+                (block, 1, 1),
+                shared_bytes,
+                stream.raw(),
+                params,
+            )
+        }
+        .map_err(|source| Error::GpuLaunch {
+            device: ctx.index(),
+            kernel: self.name,
+            source,
+        })
+    }
+}
+
+/// A non-blocking stream (no implicit synchronization with the legacy default stream, so a
+/// never-ending kernel on it does not block other work).
+pub struct Stream {
+    ctx: Arc<GpuContext>,
+    stream: sys::CUstream,
+}
+
+// SAFETY: a CUstream may be used from any thread of its context.
+unsafe impl Send for Stream {}
+
+impl Stream {
+    pub fn new(ctx: &Arc<GpuContext>) -> Result<Stream> {
+        ctx.bind()?;
+        let stream = result::stream::create(result::stream::StreamKind::NonBlocking)
+            .map_err(|source| ctx.error("cuStreamCreate", source))?;
+        Ok(Stream {
+            ctx: Arc::clone(ctx),
+            stream,
+        })
+    }
+
+    pub(crate) fn raw(&self) -> sys::CUstream {
+        self.stream
+    }
+
+    /// `Ok(true)` when all work on the stream finished, `Ok(false)` while some runs, the
+    /// error a kernel on it failed with otherwise.
+    pub fn query(&self) -> std::result::Result<bool, DriverError> {
+        // SAFETY: a live stream.
+        match unsafe { sys::cuStreamQuery(self.stream) } {
+            sys::CUresult::CUDA_SUCCESS => Ok(true),
+            sys::CUresult::CUDA_ERROR_NOT_READY => Ok(false),
+            other => Err(DriverError(other)),
+        }
+    }
+}
+
+impl Drop for Stream {
+    fn drop(&mut self) {
+        if self.ctx.bind().is_ok() {
+            // SAFETY: created in `new`, destroyed once. Errors cannot be reported from Drop.
+            let _ = unsafe { result::stream::destroy(self.stream) };
+        }
+    }
+}
+
+/// An event without timing, to learn when the work before it on a stream finished.
+pub struct Event {
+    ctx: Arc<GpuContext>,
+    event: sys::CUevent,
+}
+
+// SAFETY: a CUevent may be used from any thread of its context.
+unsafe impl Send for Event {}
+
+impl Event {
+    pub fn new(ctx: &Arc<GpuContext>) -> Result<Event> {
+        ctx.bind()?;
+        let event = result::event::create(sys::CUevent_flags::CU_EVENT_DISABLE_TIMING)
+            .map_err(|source| ctx.error("cuEventCreate", source))?;
+        Ok(Event {
+            ctx: Arc::clone(ctx),
+            event,
+        })
+    }
+
+    pub fn record(&self, stream: &Stream) -> std::result::Result<(), DriverError> {
+        // SAFETY: live event and stream of the same context.
+        unsafe { result::event::record(self.event, stream.raw()) }
+    }
+
+    /// `Ok(true)` once the work before the last `record` finished.
+    pub fn query(&self) -> std::result::Result<bool, DriverError> {
+        // SAFETY: a live event.
+        match unsafe { sys::cuEventQuery(self.event) } {
+            sys::CUresult::CUDA_SUCCESS => Ok(true),
+            sys::CUresult::CUDA_ERROR_NOT_READY => Ok(false),
+            other => Err(DriverError(other)),
+        }
+    }
+}
+
+impl Drop for Event {
+    fn drop(&mut self) {
+        if self.ctx.bind().is_ok() {
+            // SAFETY: created in `new`, destroyed once.
+            let _ = unsafe { result::event::destroy(self.event) };
+        }
+    }
+}
+
+/// One kernel launch captured as a CUDA graph, instantiated for replay.
+pub struct GraphExec {
+    ctx: Arc<GpuContext>,
+    exec: sys::CUgraphExec,
+}
+
+// SAFETY: a CUgraphExec may be launched from any thread of its context.
+unsafe impl Send for GraphExec {}
+
+impl GraphExec {
+    /// Captures one launch of `function` with `params` on `stream` and instantiates it.
+    ///
+    /// # Safety
+    ///
+    /// As [`Function::launch`], for every replay of the graph: the addresses in `params`
+    /// must stay valid as long as the graph may be launched.
+    pub unsafe fn capture_launch(
+        ctx: &Arc<GpuContext>,
+        stream: &Stream,
+        function: &Function,
+        block: u32,
+        shared_bytes: u32,
+        params: &mut [*mut c_void],
+    ) -> Result<GraphExec> {
+        let graph_error = |op: &'static str, source: DriverError| Error::GpuGraph {
+            device: ctx.index(),
+            kernel: function.name(),
+            op,
+            source,
+        };
+        ctx.bind()?;
+        // SAFETY: a live stream of this context, not capturing yet.
+        unsafe {
+            result::stream::begin_capture(
+                stream.raw(),
+                sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL,
+            )
+        }
+        .map_err(|e| graph_error("cuStreamBeginCapture", e))?;
+        // SAFETY: forwarded from the caller's contract. Captured, not run.
+        let launched = unsafe { function.launch(ctx, stream, 1, block, shared_bytes, params) };
+        // SAFETY: the stream is capturing (begun above); end it whatever the launch did.
+        let graph = unsafe { result::stream::end_capture(stream.raw()) };
+        launched?;
+        let graph = graph.map_err(|e| graph_error("cuStreamEndCapture", e))?;
+        // SAFETY: `graph` was just captured.
+        let exec = unsafe { result::graph::instantiate(graph, sys::CUgraphInstantiate_flags(0)) };
+        // SAFETY: the template is not needed once instantiated (or failed to be).
+        let _ = unsafe { result::graph::destroy(graph) };
+        let exec = exec.map_err(|e| graph_error("cuGraphInstantiate", e))?;
+        let exec = GraphExec {
+            ctx: Arc::clone(ctx),
+            exec,
+        };
+        // SAFETY: live exec and stream; uploads ahead so the first replay costs no more.
+        unsafe { result::graph::upload(exec.exec, stream.raw()) }
+            .map_err(|e| graph_error("cuGraphUpload", e))?;
+        Ok(exec)
+    }
+
+    pub fn launch(&self, stream: &Stream) -> std::result::Result<(), DriverError> {
+        // SAFETY: live exec and stream of the same context; the params' addresses are kept
+        // valid by the owner (capture_launch's contract).
+        unsafe { result::graph::launch(self.exec, stream.raw()) }
+    }
+}
+
+impl Drop for GraphExec {
+    fn drop(&mut self) {
+        if self.ctx.bind().is_ok() {
+            // SAFETY: instantiated in `capture_launch`, destroyed once.
+            let _ = unsafe { result::graph::exec_destroy(self.exec) };
+        }
+    }
+}

@@ -1,0 +1,234 @@
+//! NVRTC: the `device/*.cu` sources, embedded in the binary, compiled at run time for the
+//! device's own architecture (no nvcc needed to build).
+//!
+//! `libnvrtc` is found at run time (`libnvrtc.so`, `libnvrtc.so.13`, ... on the library
+//! path; the PyPI wheel `nvidia-cuda-nvrtc` ships `libnvrtc.so.13`). Without it compiling
+//! is a clear [`Error::NvrtcUnavailable`], never a panic. Compiling for a real architecture
+//! (`sm_XX`) also yields a CUBIN, which loads on a driver older than this NVRTC (PTX from a
+//! newer NVRTC would not JIT there). Hosts without NVRTC can load prebuilt CUBINs from
+//! the folder named by `QFWD_KERNEL_DIR` ([`KERNEL_DIR_ENV`]).
+
+use std::ffi::{c_char, CString};
+use std::sync::{Arc, Mutex, OnceLock};
+
+use cudarc::nvrtc::{result, sys};
+
+use crate::{Error, Result};
+
+/// A device source file, embedded at build time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct KernelSource {
+    /// File name under `device/`.
+    pub file: &'static str,
+    pub source: &'static str,
+}
+
+/// The persistent kernel, the one-request kernel and their handlers.
+pub const FORWARD: KernelSource = KernelSource {
+    file: "forward.cu",
+    source: include_str!("../../device/forward.cu"),
+};
+
+/// The `device/*.cu` files `src/gpu` loads (CI compiles every `device/*.cu` anyway).
+pub const KERNEL_SOURCES: &[KernelSource] = &[FORWARD];
+
+/// Options every compilation uses, besides the architecture.
+const COMPILE_OPTIONS: &[&str] = &["--std=c++17", "--fmad=true", "--extra-device-vectorization"];
+
+/// What NVRTC produced.
+#[derive(Debug, Clone)]
+pub struct Compiled {
+    pub file: &'static str,
+    pub arch: String,
+    /// The PTX text.
+    pub ptx: String,
+    /// Machine code, when `arch` names a real architecture (`sm_XX`).
+    pub cubin: Option<Vec<u8>>,
+    /// NVRTC's log: empty for a clean compile; warnings otherwise.
+    pub log: String,
+}
+
+impl Compiled {
+    /// The image to hand to `cuModuleLoadData`: the CUBIN, or NUL-terminated PTX.
+    pub fn module_image(&self) -> Vec<u8> {
+        match &self.cubin {
+            Some(cubin) => cubin.clone(),
+            None => {
+                let mut ptx = self.ptx.clone().into_bytes();
+                ptx.push(0);
+                ptx
+            }
+        }
+    }
+
+    /// True when the log mentions a warning (CI fails on those).
+    pub fn has_warnings(&self) -> bool {
+        self.log.to_ascii_lowercase().contains("warning")
+    }
+}
+
+/// True when `libnvrtc` can be loaded.
+pub fn nvrtc_available() -> bool {
+    // SAFETY: only tries to dlopen the candidate library names, and closes them.
+    unsafe { sys::is_culib_present() }
+}
+
+fn unavailable() -> Error {
+    Error::NvrtcUnavailable {
+        detail: "libnvrtc.so not found on the library path (install the PyPI wheel \
+                 nvidia-cuda-nvrtc and put its lib folder on LD_LIBRARY_PATH, or a CUDA toolkit)"
+            .to_string(),
+    }
+}
+
+/// NVRTC's version, `(major, minor)`.
+pub fn nvrtc_version() -> Result<(i32, i32)> {
+    if !nvrtc_available() {
+        return Err(unavailable());
+    }
+    let (mut major, mut minor) = (0, 0);
+    // SAFETY: two valid out-pointers.
+    unsafe { sys::nvrtcVersion(&mut major, &mut minor) }
+        .result()
+        .map_err(|e| Error::NvrtcUnavailable {
+            detail: format!("nvrtcVersion failed: {e}"),
+        })?;
+    Ok((major, minor))
+}
+
+/// An NVRTC program, destroyed on drop. Keeps its source and name alive as NVRTC requires.
+struct Program {
+    prog: sys::nvrtcProgram,
+    _source: CString,
+    _name: CString,
+}
+
+impl Drop for Program {
+    fn drop(&mut self) {
+        // SAFETY: created by create_program, destroyed once. Nothing to do on failure.
+        let _ = unsafe { result::destroy_program(self.prog) };
+    }
+}
+
+fn c_chars_to_string(chars: &[c_char]) -> String {
+    let bytes: Vec<u8> = chars
+        .iter()
+        .take_while(|&&c| c != 0)
+        .map(|&c| c as u8)
+        .collect();
+    String::from_utf8_lossy(&bytes).into_owned()
+}
+
+/// Compiles `source` for `arch` (`sm_90`, `compute_90`, ...). Errors carry NVRTC's log.
+pub fn compile(source: &KernelSource, arch: &str) -> Result<Compiled> {
+    if !nvrtc_available() {
+        return Err(unavailable());
+    }
+    let failed = |detail: String, log: String| Error::NvrtcCompile {
+        file: source.file,
+        arch: arch.to_string(),
+        detail,
+        log,
+    };
+    let src = CString::new(source.source)
+        .map_err(|_| failed("the source contains a NUL byte".into(), String::new()))?;
+    let name = CString::new(source.file).expect("file names have no NUL");
+    let prog = result::create_program(&src, Some(&name))
+        .map_err(|e| failed(format!("nvrtcCreateProgram: {e}"), String::new()))?;
+    let program = Program {
+        prog,
+        _source: src,
+        _name: name,
+    };
+    let mut options: Vec<String> = vec![format!("--gpu-architecture={arch}")];
+    options.extend(COMPILE_OPTIONS.iter().map(|o| o.to_string()));
+    // SAFETY: `program.prog` is a live program; options are valid strings.
+    let compiled = unsafe { result::compile_program(program.prog, &options) };
+    // SAFETY: as above.
+    let log = unsafe { result::get_program_log(program.prog) }
+        .map(|l| c_chars_to_string(&l))
+        .unwrap_or_default();
+    if let Err(e) = compiled {
+        return Err(failed(format!("{e} (options {options:?})"), log));
+    }
+    // SAFETY: the program compiled.
+    let ptx = unsafe { result::get_ptx(program.prog) }
+        .map(|p| c_chars_to_string(&p))
+        .map_err(|e| failed(format!("nvrtcGetPTX: {e}"), log.clone()))?;
+    let cubin = if arch.starts_with("sm_") {
+        Some(cubin_of(&program).map_err(|e| failed(format!("nvrtcGetCUBIN: {e}"), log.clone()))?)
+    } else {
+        None
+    };
+    Ok(Compiled {
+        file: source.file,
+        arch: arch.to_string(),
+        ptx,
+        cubin,
+        log: log.trim().to_string(),
+    })
+}
+
+fn cubin_of(program: &Program) -> std::result::Result<Vec<u8>, result::NvrtcError> {
+    let mut size = 0usize;
+    // SAFETY: compiled program, valid out-pointer.
+    unsafe { sys::nvrtcGetCUBINSize(program.prog, &mut size) }.result()?;
+    let mut cubin = vec![0u8; size];
+    // SAFETY: the buffer holds the `size` bytes NVRTC reported.
+    unsafe { sys::nvrtcGetCUBIN(program.prog, cubin.as_mut_ptr() as *mut c_char) }.result()?;
+    Ok(cubin)
+}
+
+/// Environment variable naming a folder of prebuilt CUBINs (`forward.sm_90.cubin`, ...)
+/// to load instead of compiling: for hosts without libnvrtc. The files must come from the
+/// same `device/*.cu` (`tests/nvrtc_kernels.rs` writes them when `QFWD_WRITE_CUBIN_DIR` is
+/// set).
+pub const KERNEL_DIR_ENV: &str = "QFWD_KERNEL_DIR";
+
+/// The prebuilt CUBIN file name of `source` for `arch`.
+pub fn cubin_file_name(source: &KernelSource, arch: &str) -> String {
+    let stem = source.file.strip_suffix(".cu").unwrap_or(source.file);
+    format!("{stem}.{arch}.cubin")
+}
+
+fn prebuilt_image(source: &KernelSource, arch: &str) -> Result<Option<Vec<u8>>> {
+    let Some(dir) = std::env::var_os(KERNEL_DIR_ENV) else {
+        return Ok(None);
+    };
+    let path = std::path::Path::new(&dir).join(cubin_file_name(source, arch));
+    match std::fs::read(&path) {
+        Ok(image) => Ok(Some(image)),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(source) => Err(Error::Io {
+            what: format!("cannot read prebuilt kernel {}", path.display()),
+            source,
+        }),
+    }
+}
+
+/// The module image of `source` for `arch`: a prebuilt CUBIN from `QFWD_KERNEL_DIR` if
+/// there is one, else compiled by NVRTC, once per process (NVRTC takes a fraction of a
+/// second; backends are built more than once in tests and sweeps).
+pub(crate) fn module_image(source: &KernelSource, arch: &str) -> Result<Arc<Vec<u8>>> {
+    type Cache = Mutex<Vec<(&'static str, String, Arc<Vec<u8>>)>>;
+    static CACHE: OnceLock<Cache> = OnceLock::new();
+    let cache = CACHE.get_or_init(|| Mutex::new(Vec::new()));
+    let mut cache = cache.lock().unwrap_or_else(|p| p.into_inner());
+    if let Some((_, _, image)) = cache
+        .iter()
+        .find(|(f, a, _)| *f == source.file && a == arch)
+    {
+        return Ok(Arc::clone(image));
+    }
+    let image = match prebuilt_image(source, arch)? {
+        Some(image) => Arc::new(image),
+        None => Arc::new(compile(source, arch)?.module_image()),
+    };
+    cache.push((source.file, arch.to_string(), Arc::clone(&image)));
+    Ok(image)
+}
+
+/// `CStr` of a kernel name for `cuModuleGetFunction`.
+pub(crate) fn kernel_name(name: &'static str) -> CString {
+    CString::new(name).expect("kernel names have no NUL")
+}

@@ -1,0 +1,302 @@
+//! The CPU test double of the device side: host threads that follow the persistent
+//! kernel's slot protocol exactly, on the same memory layout, so CI tests the protocol
+//! (tags, wrap-around, torn writes, claims, stop sentinel, stall control) without a GPU.
+//!
+//! Each poller thread plays one warp of `qfwd_persistent` (device/forward.cu), step for
+//! step. Pollers form `pollers / pollers_per_slot` groups; group g serves sequence numbers
+//! g, g + G, ... and keeps a ticket (requests it claimed). A poller reads chunk 0 of its
+//! group's next slot; stops on the sentinel; follows the ticket if another poller of the
+//! group moved it; in inline mode reads the whole request and accepts it only when every
+//! chunk carries the tag, runs a side-effect-free handler, and claims it with a
+//! compare-and-swap on the ticket (the kernel overlaps the two), dropping the result if the
+//! claim is lost; in buffer mode claims on the flag, then reads the payload and runs the
+//! handler; publishes the response as tagged chunks. The tickets live in the double's own
+//! memory, as the kernel's live in device memory, not in the region. (The kernel skips the
+//! CAS in a group of one warp; the double always does it, uncontended there, so tests can
+//! read the tickets.) Idle pollers yield (CI machines have two cores).
+#![forbid(unsafe_code)]
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use crossbeam_utils::CachePadded;
+
+use super::backend::{MailboxDevice, PollerCounters};
+use super::layout::{device_code, tag_for, Layout, HEADER_BYTES, MAX_STALL_US, STOP_TAG};
+use super::protocol::{self, RequestRead};
+use super::region::{HostRegion, Region};
+use super::RxCompletion;
+use crate::backend::Topology;
+use crate::handler;
+use crate::wire::status;
+use crate::{Error, Result};
+
+/// Per group, the claim ticket: how many of the group's requests were claimed.
+struct Tickets {
+    groups: Box<[CachePadded<AtomicU64>]>,
+}
+
+/// Host threads standing in for the persistent kernel.
+pub struct CpuDouble {
+    memory: Arc<HostRegion>,
+    layout: Layout,
+    tickets: Arc<Tickets>,
+    threads: Vec<JoinHandle<PollerCounters>>,
+}
+
+impl CpuDouble {
+    /// Starts `pollers` poller threads (at least one), all polling the same next slot (one
+    /// group), over a zeroed region laid out as `layout`.
+    pub fn start(layout: Layout, pollers: usize) -> Result<CpuDouble> {
+        let pollers = pollers.max(1);
+        CpuDouble::start_grouped(layout, pollers, pollers)
+    }
+
+    /// Starts `pollers` poller threads in groups of `pollers_per_slot` (which must divide
+    /// `pollers`), as `GpuOptions::pollers_per_slot` arranges the kernel's warps.
+    pub fn start_grouped(
+        layout: Layout,
+        pollers: usize,
+        pollers_per_slot: usize,
+    ) -> Result<CpuDouble> {
+        if pollers == 0 || pollers_per_slot == 0 || pollers % pollers_per_slot != 0 {
+            return Err(Error::InvalidSetting {
+                key: "pollers_per_slot",
+                detail: format!("{pollers_per_slot} must divide pollers ({pollers})"),
+            });
+        }
+        let groups = pollers / pollers_per_slot;
+        let memory = Arc::new(HostRegion::zeroed(layout.total_bytes()));
+        let tickets = Arc::new(Tickets {
+            groups: (0..groups)
+                .map(|_| CachePadded::new(AtomicU64::new(0)))
+                .collect(),
+        });
+        let mut double = CpuDouble {
+            memory,
+            layout,
+            tickets,
+            threads: Vec::new(),
+        };
+        for i in 0..pollers {
+            let memory = Arc::clone(&double.memory);
+            let tickets = Arc::clone(&double.tickets);
+            let spawned = std::thread::Builder::new()
+                .name(format!("qfwd-double-{i}"))
+                .spawn(move || run_poller(&memory, layout, &tickets, i % groups));
+            match spawned {
+                Ok(t) => double.threads.push(t),
+                Err(source) => {
+                    return Err(Error::Io {
+                        what: format!("cannot start CPU double poller {i}"),
+                        source,
+                    })
+                }
+            }
+        }
+        Ok(double)
+    }
+
+    /// Requests claimed so far, all groups together (with one group: the next sequence
+    /// number no poller has taken).
+    pub fn claimed(&self) -> u64 {
+        self.tickets
+            .groups
+            .iter()
+            .map(|t| t.load(Ordering::Acquire))
+            .sum()
+    }
+}
+
+impl MailboxDevice for CpuDouble {
+    fn region(&self) -> Region<'_> {
+        self.memory.region()
+    }
+
+    fn layout(&self) -> Layout {
+        self.layout
+    }
+
+    /// The double runs the `gpu-persistent` protocol (on host threads).
+    fn topology(&self) -> Topology {
+        Topology::GpuPersistent
+    }
+
+    fn stop(&mut self) {
+        let region = self.memory.region();
+        protocol::write_stop(region, &self.layout);
+        protocol::release_stalls(region, &self.layout);
+    }
+
+    fn wait(&mut self, deadline: Instant) -> Result<Vec<PollerCounters>> {
+        let start = Instant::now();
+        while self.threads.iter().any(|t| !t.is_finished()) {
+            if Instant::now() >= deadline {
+                return Err(Error::MailboxDidNotStop {
+                    device_side: format!("CPU double ({} pollers)", self.threads.len()),
+                    waited_ms: start.elapsed().as_millis() as u64,
+                });
+            }
+            std::thread::sleep(Duration::from_micros(200));
+        }
+        Ok(self
+            .threads
+            .drain(..)
+            .map(|t| t.join().unwrap_or_default())
+            .collect())
+    }
+}
+
+impl Drop for CpuDouble {
+    fn drop(&mut self) {
+        self.stop();
+        // Bounded: a poller ends within one poll of the sentinel, a stall on release. If one
+        // did not, it keeps its Arc of the memory: leaked, never freed under it.
+        let _ = self.wait(Instant::now() + Duration::from_secs(5));
+    }
+}
+
+/// One poller: the CPU rendering of one warp of `qfwd_persistent`.
+fn run_poller(
+    memory: &HostRegion,
+    layout: Layout,
+    tickets: &Tickets,
+    group: usize,
+) -> PollerCounters {
+    let region = memory.region();
+    let slots = layout.slots();
+    let groups = tickets.groups.len();
+    let ticket = &*tickets.groups[group];
+    let seq_of = |k: u64| group as u64 + k * groups as u64;
+    let mut stage = vec![0u8; layout.req_slot_bytes()];
+    let mut result = vec![0u8; layout.max_result_len()];
+    let mut counters = PollerCounters::default();
+    let mut cursor = ticket.load(Ordering::Acquire);
+    loop {
+        counters.polls += 1;
+        let seq = seq_of(cursor);
+        let slot = (seq % slots as u64) as usize;
+        let want = tag_for(seq, slots);
+        let tag0 = protocol::poll_request_tag(region, &layout, slot);
+        let now = ticket.load(Ordering::Acquire);
+        if tag0 == STOP_TAG {
+            break;
+        }
+        if now != cursor {
+            cursor = now;
+            continue;
+        }
+        if tag0 != want {
+            std::thread::yield_now();
+            continue;
+        }
+        let respond = |read: RequestRead, stage: &[u8], result: &mut [u8]| match read {
+            RequestRead::Ready { code, arg_len } => dispatch(
+                code,
+                &stage[HEADER_BYTES..HEADER_BYTES + arg_len],
+                result,
+                region,
+                &layout,
+            ),
+            RequestRead::Oversized { .. } => (status::OVERSIZED, 0),
+            RequestRead::Torn => unreachable!("torn requests are read again"),
+        };
+        let (status, len) = match layout.rx() {
+            RxCompletion::Inline => {
+                let read = protocol::read_inline_request(region, &layout, slot, want, &mut stage);
+                if read == RequestRead::Torn {
+                    counters.torn += 1;
+                    std::thread::yield_now();
+                    continue;
+                }
+                // As the kernel: a side-effect-free handler runs before the claim is known
+                // (the kernel overlaps it with the CAS) and its result is dropped if the
+                // claim is lost; the stall waits for the claim.
+                let pure = !matches!(
+                    read,
+                    RequestRead::Ready {
+                        code: device_code::STALL,
+                        ..
+                    }
+                );
+                let early = pure.then(|| respond(read, &stage, &mut result));
+                if let Err(actual) = claim(ticket, cursor) {
+                    counters.lost_claims += 1;
+                    cursor = actual;
+                    continue;
+                }
+                match early {
+                    Some(response) => response,
+                    None => respond(read, &stage, &mut result),
+                }
+            }
+            RxCompletion::Buffer => {
+                // Flag seen: claim first, so only the winner reads the payload.
+                if let Err(actual) = claim(ticket, cursor) {
+                    counters.lost_claims += 1;
+                    cursor = actual;
+                    continue;
+                }
+                let read = protocol::read_buffer_request(region, &layout, slot, &mut stage);
+                respond(read, &stage, &mut result)
+            }
+        };
+        protocol::write_response(region, &layout, slot, want, status, &result[..len]);
+        counters.served += 1;
+        cursor += 1;
+    }
+    counters
+}
+
+/// Takes the group's request `cursor`, or returns the ticket's current value.
+#[inline]
+fn claim(ticket: &AtomicU64, cursor: u64) -> std::result::Result<u64, u64> {
+    ticket.compare_exchange(cursor, cursor + 1, Ordering::AcqRel, Ordering::Acquire)
+}
+
+/// The double's `qfwd_dispatch`: the same handlers, by the same device codes.
+fn dispatch(
+    code: u32,
+    arg: &[u8],
+    out: &mut [u8],
+    region: Region<'_>,
+    layout: &Layout,
+) -> (i32, usize) {
+    match code {
+        device_code::PARITY => {
+            if out.is_empty() {
+                return (status::BAD_ARGUMENT, 0);
+            }
+            out[0] = handler::parity(arg);
+            (status::OK, 1)
+        }
+        device_code::STALL => {
+            let word = |i: usize| {
+                arg.get(4 * i..4 * i + 4)
+                    .map(|w| u32::from_le_bytes([w[0], w[1], w[2], w[3]]))
+            };
+            let Some(micros) = word(0) else {
+                return (status::BAD_ARGUMENT, 0);
+            };
+            let budget = Duration::from_micros(micros.min(MAX_STALL_US) as u64);
+            let release = layout.release_word_offset();
+            let target = word(1)
+                .unwrap_or_else(|| region.load_u32(release, Ordering::Acquire).wrapping_add(1));
+            let released = || {
+                region
+                    .load_u32(release, Ordering::Acquire)
+                    .wrapping_sub(target) as i32
+                    >= 0
+            };
+            let start = Instant::now();
+            // Bounded by MAX_STALL_US; ends early on release.
+            while start.elapsed() < budget && !released() {
+                std::thread::yield_now();
+            }
+            (status::OK, 0)
+        }
+        _ => (status::UNKNOWN_FUNCTION, 0),
+    }
+}

@@ -1,0 +1,357 @@
+//! The mailbox memory layout and its sequence tags.
+//!
+//! One region holds, in order:
+//!
+//! ```text
+//! request ring   slots x req_slot_bytes    (host writes, device reads)
+//! response ring  slots x resp_slot_bytes   (device writes, host reads)
+//! control block  CONTROL_BYTES             (word 0: stall-release generation)
+//! ```
+//!
+//! Slot sizes are rounded up to whole cache lines so that two slots never share one.
+//! Everything is made of 16-byte chunks of four little-endian u32 words `{w0, w1, w2, tag}`.
+//!
+//! **Request slot, `inline` mode.** The request stream `[code: u32][arg_len: u32][arg...]`
+//! is cut into 12-byte pieces; chunk k carries piece k in `w0..w2` and the slot's tag in
+//! `tag`. Each chunk is written with one 16-byte store, so a chunk is either entirely old
+//! or entirely new; the device accepts a request only when chunks `0..ceil((8+arg_len)/12)`
+//! all carry the expected tag.
+//!
+//! **Request slot, `buffer` mode.** Chunk 0 is the flag chunk: only its `tag` word is used,
+//! as the flag. The stream `[code][arg_len][arg...]` follows from byte 16 as plain bytes.
+//! The host writes the stream first, then the flag (Release); the device polls the flag,
+//! then reads the stream.
+//!
+//! **Response slot (both modes).** The stream `[status: i32][result_len: u32][result...]`
+//! in tagged 12-byte pieces, exactly like an inline request, written by the device with one
+//! vector store per chunk and no system-scope fence. The host accepts it only when every
+//! chunk carries the request's tag.
+//!
+//! **Tags.** Sequence number `s` (the host's count of submissions) uses slot `s % slots`
+//! with tag `tag_for(s) = (s / slots) % TAG_PERIOD + 1`: never 0 (zeroed memory is never a
+//! request), never [`STOP_TAG`], and different on consecutive uses of a slot, so data left
+//! from the previous lap is never accepted after wrap-around. Tags repeat only every
+//! `TAG_PERIOD` laps; a chunk untouched for that long could alias, so on the first lap of
+//! every tag cycle (tag 1) the writer rewrites every chunk of the slot, request and
+//! response alike, which bounds a chunk's age to less than one cycle.
+//!
+//! **Stop.** Writing [`STOP_TAG`] into the tag word of chunk 0 of every request slot stops
+//! every poller wherever it is polling (DESIGN §5 lesson 3: the sentinel goes where the
+//! pollers already look, not into a separate word that costs another read).
+#![forbid(unsafe_code)]
+
+use super::RxCompletion;
+use crate::{Error, Result};
+
+/// Bytes in a chunk: the unit of every read and write of the protocol.
+pub const CHUNK_BYTES: usize = 16;
+/// Data bytes in a tagged chunk (three of its four words).
+pub const INLINE_DATA_BYTES: usize = 12;
+/// Bytes of the request header (`code`, `arg_len`) and of the response header
+/// (`status`, `result_len`).
+pub const HEADER_BYTES: usize = 8;
+/// Offset of the tag word inside a chunk.
+pub const TAG_WORD_OFFSET: usize = 12;
+/// Reserved tag: "stop polling". Never a sequence tag.
+pub const STOP_TAG: u32 = u32::MAX;
+/// Distinct sequence tags (1 ..= TAG_PERIOD).
+pub const TAG_PERIOD: u64 = u32::MAX as u64 - 1;
+/// The kernel reads a request with at most this many chunk loads per lane.
+pub const MAX_ROUNDS: usize = 8;
+/// Largest request slot: 32 lanes x [`MAX_ROUNDS`] chunks.
+pub const MAX_REQ_SLOT_BYTES: usize = 32 * MAX_ROUNDS * CHUNK_BYTES;
+/// Largest response slot.
+pub const MAX_RESP_SLOT_BYTES: usize = 4096;
+/// Slots are rounded up to whole cache lines.
+pub const CACHE_LINE: usize = 64;
+/// Size of the control block at the end of the region.
+pub const CONTROL_BYTES: usize = 64;
+/// Control word: stall-release generation (the host bumps it; a stalled handler ends).
+pub const CONTROL_RELEASE_OFFSET: usize = 0;
+/// Device state (device memory, GPU only): poller group g's claim ticket (u64) at
+/// `g * STATE_CLAIM_STRIDE`, each on its own 128-byte line.
+pub const STATE_CLAIM_STRIDE: usize = 128;
+/// Most poller groups.
+pub const MAX_GROUPS: usize = 32;
+/// Device state: per-poller counters start here.
+pub const STATE_COUNTERS_OFFSET: usize = MAX_GROUPS * STATE_CLAIM_STRIDE;
+/// Counters per poller in the device state: polls, served, torn reads, lost claims.
+pub const COUNTERS_PER_POLLER: usize = 4;
+/// Longest a debug stall may last, in microseconds.
+pub const MAX_STALL_US: u32 = 10_000_000;
+
+/// Device handler codes: what chunk 0's `w0` asks the device to run.
+pub mod device_code {
+    /// [`crate::handler::Handler::Parity`].
+    pub const PARITY: u32 = 1;
+    /// Debug: spin for `arg[0..4]` (u32 LE) microseconds, at most
+    /// [`super::MAX_STALL_US`], or until the release word reaches `arg[4..8]` (u32 LE; the
+    /// host passes the next generation, so a release that lands before the stall starts
+    /// still ends it). Tests the watchdog.
+    pub const STALL: u32 = 0xDEB0_0001;
+}
+
+/// The tag that sequence number `seq` carries in a ring of `slots` slots.
+#[inline]
+pub fn tag_for(seq: u64, slots: usize) -> u32 {
+    tag_for_lap(seq / slots as u64)
+}
+
+/// The tag of a slot's `lap`-th use.
+#[inline]
+pub fn tag_for_lap(lap: u64) -> u32 {
+    (lap % TAG_PERIOD) as u32 + 1
+}
+
+/// Tagged chunks that a stream of `bytes` bytes occupies.
+#[inline]
+pub fn inline_chunks(bytes: usize) -> usize {
+    bytes.div_ceil(INLINE_DATA_BYTES)
+}
+
+/// Sizes and offsets of one mailbox.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Layout {
+    slots: usize,
+    req_slot_bytes: usize,
+    resp_slot_bytes: usize,
+    rx: RxCompletion,
+}
+
+impl Layout {
+    /// A mailbox of `slots` request and response slots. Slot sizes are rounded up to whole
+    /// cache lines; a request slot holds at most [`MAX_REQ_SLOT_BYTES`].
+    pub fn new(
+        slots: usize,
+        req_slot_bytes: usize,
+        resp_slot_bytes: usize,
+        rx: RxCompletion,
+    ) -> Result<Layout> {
+        let bad = |detail: String| Err(Error::MailboxLayout { detail });
+        if slots == 0 || slots > 1 << 20 {
+            return bad(format!("{slots} slots: expected 1 ..= {}", 1 << 20));
+        }
+        let req = req_slot_bytes.max(CACHE_LINE).next_multiple_of(CACHE_LINE);
+        let resp = resp_slot_bytes.max(CACHE_LINE).next_multiple_of(CACHE_LINE);
+        if req > MAX_REQ_SLOT_BYTES {
+            return bad(format!(
+                "request slots of {req_slot_bytes} bytes: at most {MAX_REQ_SLOT_BYTES}"
+            ));
+        }
+        if resp > MAX_RESP_SLOT_BYTES {
+            return bad(format!(
+                "response slots of {resp_slot_bytes} bytes: at most {MAX_RESP_SLOT_BYTES}"
+            ));
+        }
+        Ok(Layout {
+            slots,
+            req_slot_bytes: req,
+            resp_slot_bytes: resp,
+            rx,
+        })
+    }
+
+    /// The request slot size (before rounding) that holds arguments of `max_arg_len` bytes.
+    pub fn req_slot_bytes_for(max_arg_len: usize, rx: RxCompletion) -> usize {
+        match rx {
+            RxCompletion::Inline => inline_chunks(HEADER_BYTES + max_arg_len) * CHUNK_BYTES,
+            RxCompletion::Buffer => CHUNK_BYTES + HEADER_BYTES + max_arg_len,
+        }
+    }
+
+    /// The response slot size (before rounding) that holds results of `max_result_len` bytes.
+    pub fn resp_slot_bytes_for(max_result_len: usize) -> usize {
+        inline_chunks(HEADER_BYTES + max_result_len) * CHUNK_BYTES
+    }
+
+    pub fn slots(&self) -> usize {
+        self.slots
+    }
+
+    pub fn rx(&self) -> RxCompletion {
+        self.rx
+    }
+
+    pub fn req_slot_bytes(&self) -> usize {
+        self.req_slot_bytes
+    }
+
+    pub fn resp_slot_bytes(&self) -> usize {
+        self.resp_slot_bytes
+    }
+
+    pub fn req_chunks(&self) -> usize {
+        self.req_slot_bytes / CHUNK_BYTES
+    }
+
+    pub fn resp_chunks(&self) -> usize {
+        self.resp_slot_bytes / CHUNK_BYTES
+    }
+
+    /// Largest argument a request slot holds.
+    pub fn max_arg_len(&self) -> usize {
+        match self.rx {
+            RxCompletion::Inline => self.req_chunks() * INLINE_DATA_BYTES - HEADER_BYTES,
+            RxCompletion::Buffer => self.req_slot_bytes - CHUNK_BYTES - HEADER_BYTES,
+        }
+    }
+
+    /// Largest result a response slot holds.
+    pub fn max_result_len(&self) -> usize {
+        self.resp_chunks() * INLINE_DATA_BYTES - HEADER_BYTES
+    }
+
+    pub fn req_ring_offset(&self) -> usize {
+        0
+    }
+
+    pub fn resp_ring_offset(&self) -> usize {
+        self.slots * self.req_slot_bytes
+    }
+
+    pub fn control_offset(&self) -> usize {
+        self.resp_ring_offset() + self.slots * self.resp_slot_bytes
+    }
+
+    /// Bytes of the whole region.
+    pub fn total_bytes(&self) -> usize {
+        self.control_offset() + CONTROL_BYTES
+    }
+
+    #[inline]
+    pub fn req_offset(&self, slot: usize) -> usize {
+        debug_assert!(slot < self.slots);
+        self.req_ring_offset() + slot * self.req_slot_bytes
+    }
+
+    #[inline]
+    pub fn resp_offset(&self, slot: usize) -> usize {
+        debug_assert!(slot < self.slots);
+        self.resp_ring_offset() + slot * self.resp_slot_bytes
+    }
+
+    #[inline]
+    pub fn release_word_offset(&self) -> usize {
+        self.control_offset() + CONTROL_RELEASE_OFFSET
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tags_are_never_zero_or_stop_and_change_every_lap() {
+        for lap in [
+            0,
+            1,
+            2,
+            TAG_PERIOD - 1,
+            TAG_PERIOD,
+            TAG_PERIOD + 1,
+            u64::MAX,
+        ] {
+            let t = tag_for_lap(lap);
+            assert_ne!(t, 0);
+            assert_ne!(t, STOP_TAG);
+            assert_ne!(t, tag_for_lap(lap.wrapping_add(1)), "lap {lap}");
+        }
+        assert_eq!(tag_for_lap(0), 1);
+        assert_eq!(tag_for_lap(TAG_PERIOD), 1);
+        assert_eq!(tag_for(0, 4), 1);
+        assert_eq!(tag_for(3, 4), 1);
+        assert_eq!(tag_for(4, 4), 2);
+    }
+
+    #[test]
+    fn default_slot_holds_one_kib_and_offsets_do_not_overlap() {
+        let req = Layout::req_slot_bytes_for(1024, RxCompletion::Inline);
+        let l = Layout::new(64, req, 64, RxCompletion::Inline).unwrap();
+        assert!(l.max_arg_len() >= 1024);
+        assert_eq!(l.req_slot_bytes() % CACHE_LINE, 0);
+        assert_eq!(l.resp_ring_offset(), 64 * l.req_slot_bytes());
+        assert_eq!(l.req_offset(63) + l.req_slot_bytes(), l.resp_ring_offset());
+        assert_eq!(l.resp_offset(63) + l.resp_slot_bytes(), l.control_offset());
+        assert_eq!(l.max_result_len(), 40);
+        let b = Layout::new(
+            8,
+            Layout::req_slot_bytes_for(1024, RxCompletion::Buffer),
+            64,
+            RxCompletion::Buffer,
+        )
+        .unwrap();
+        assert!(b.max_arg_len() >= 1024);
+    }
+
+    #[test]
+    fn layout_refuses_impossible_sizes() {
+        assert!(Layout::new(0, 64, 64, RxCompletion::Inline).is_err());
+        assert!(Layout::new(4, MAX_REQ_SLOT_BYTES + 1, 64, RxCompletion::Inline).is_err());
+        assert!(Layout::new(4, 64, MAX_RESP_SLOT_BYTES + 1, RxCompletion::Inline).is_err());
+        assert!(Layout::new(
+            4,
+            MAX_REQ_SLOT_BYTES,
+            MAX_RESP_SLOT_BYTES,
+            RxCompletion::Buffer
+        )
+        .is_ok());
+    }
+
+    /// The kernel mirrors these constants; a mismatch would be a silent protocol break.
+    #[test]
+    fn device_source_mirrors_the_protocol_constants() {
+        let src = include_str!("../../device/forward.cu");
+        let define = |name: &str| -> u64 {
+            let line = src
+                .lines()
+                .find(|l| l.split_whitespace().nth(1) == Some(name) && l.starts_with("#define"))
+                .unwrap_or_else(|| panic!("#define {name} missing from device/forward.cu"));
+            let value = line.split_whitespace().nth(2).unwrap();
+            let value = value.trim_start_matches('(').trim_end_matches(')');
+            let value = value.trim_end_matches("ull").trim_end_matches('u');
+            if let Some(hex) = value.strip_prefix("0x").or(value.strip_prefix("0X")) {
+                u64::from_str_radix(hex, 16).unwrap()
+            } else {
+                value.parse::<i64>().unwrap() as u64
+            }
+        };
+        use crate::wire::status;
+        let checks: &[(&str, u64)] = &[
+            ("QFWD_CHUNK_BYTES", CHUNK_BYTES as u64),
+            ("QFWD_INLINE_DATA_BYTES", INLINE_DATA_BYTES as u64),
+            ("QFWD_HEADER_BYTES", HEADER_BYTES as u64),
+            ("QFWD_STOP_TAG", STOP_TAG as u64),
+            ("QFWD_TAG_PERIOD", TAG_PERIOD),
+            ("QFWD_MAX_ROUNDS", MAX_ROUNDS as u64),
+            ("QFWD_CONTROL_RELEASE_OFFSET", CONTROL_RELEASE_OFFSET as u64),
+            ("QFWD_STATE_CLAIM_STRIDE", STATE_CLAIM_STRIDE as u64),
+            ("QFWD_MAX_GROUPS", MAX_GROUPS as u64),
+            ("QFWD_STATE_COUNTERS_OFFSET", STATE_COUNTERS_OFFSET as u64),
+            ("QFWD_COUNTERS_PER_POLLER", COUNTERS_PER_POLLER as u64),
+            ("QFWD_MAX_STALL_US", MAX_STALL_US as u64),
+            ("QFWD_CODE_PARITY", device_code::PARITY as u64),
+            ("QFWD_CODE_STALL", device_code::STALL as u64),
+            ("QFWD_STATUS_OK", status::OK as i64 as u64),
+            (
+                "QFWD_STATUS_BAD_ARGUMENT",
+                status::BAD_ARGUMENT as i64 as u64,
+            ),
+            (
+                "QFWD_STATUS_LENGTH_MISMATCH",
+                status::LENGTH_MISMATCH as i64 as u64,
+            ),
+            (
+                "QFWD_STATUS_UNKNOWN_FUNCTION",
+                status::UNKNOWN_FUNCTION as i64 as u64,
+            ),
+            ("QFWD_STATUS_OVERSIZED", status::OVERSIZED as i64 as u64),
+        ];
+        for &(name, want) in checks {
+            assert_eq!(define(name), want, "{name}");
+        }
+        assert_eq!(
+            crate::handler::Handler::Parity.device_code(),
+            device_code::PARITY
+        );
+    }
+}

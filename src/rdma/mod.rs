@@ -1,0 +1,24 @@
+//! RoCEv2 through ibverbs: the NVQLink data plane (DESIGN §6, `transport = rdma`).
+//!
+//! - [`control`]: the UDP control plane (endpoint exchange, START/STOP) and its codec;
+//!   built everywhere, unit-tested and fuzzed.
+//! - [`sysfs`]: RDMA devices, ports and GIDs as the kernel lists them; built everywhere
+//!   (`qfwd doctor` uses it without the feature).
+//! - with the `rdma` feature: [`verbs`] (device, PD, MR, CQ, QP in RAII types over
+//!   `rdma-sys`) and the transport: [`RdmaTransport`] (qfwd: requests as RDMA
+//!   WRITE-with-immediate into a registered ring, immediate = slot; responses as SENDs,
+//!   inline when they fit) and [`RdmaClient`] (the QPU side).
+//!
+//! Runtime: libibverbs (and the provider, libmlx5 on ConnectX) are linked when the feature
+//! is on. A host without an RDMA device gets [`crate::Error::NoRdmaDevice`], naming what
+//! was found under `/sys/class/infiniband`.
+
+pub mod control;
+pub mod sysfs;
+#[cfg(feature = "rdma")]
+mod transport;
+#[cfg(feature = "rdma")]
+pub mod verbs;
+
+#[cfg(feature = "rdma")]
+pub use transport::{RdmaClient, RdmaConfig, RdmaCounters, RdmaListener, RdmaTransport};

@@ -1,0 +1,32 @@
+//! The soft NIC: an mlx5-faithful NIC model in host memory (DESIGN §6, `transport =
+//! softnic`), so the doorbell paths (host and GPU) can be built and tested without a
+//! ConnectX.
+//!
+//! - [`NicRegion`]: the memory (base + length, allocated by the caller: a page-aligned
+//!   heap allocation for CPU tests, pinned GPU-mapped host memory on a GPU host). It holds
+//!   the UAR page, doorbell records, SQ, RQ, CQs and rings at the offsets of
+//!   [`NicLayout`].
+//! - [`SoftNic`]: the NIC thread (honours doorbell records and UAR doorbell writes,
+//!   executes BlueFlame copies, DMA-reads WQEs in regular mode, writes CQEs with owner
+//!   parity, error CQEs with a syndrome for malformed WQEs), bridging to a wire toward the
+//!   QPU side.
+//! - [`SendQueue`], [`CqConsumer`], [`RespProducer`]/[`RespConsumer`]: the host side of
+//!   the queues, the same sequences libmlx5 runs against hardware.
+//! - [`SoftNicTransport`]: the forwarder's end, a [`crate::transport::Transport`];
+//!   [`inproc`] and [`udp`] build one with its emulator-facing wire.
+//!
+//! Threads yield when idle and stop (bounded wait) when their owner is dropped. Only
+//! [`region`] contains `unsafe` code.
+
+pub mod layout;
+mod nic;
+pub mod poster;
+pub mod region;
+mod transport;
+mod worker;
+
+pub use layout::{device_params, ErrorPolicy, NicLayout, SoftNicConfig};
+pub use nic::{NicCounters, NicStats, SoftNic};
+pub use poster::{CqConsumer, RespConsumer, RespProducer, SendCounters, SendQueue};
+pub use region::NicRegion;
+pub use transport::{inproc, udp, SoftNicTransport, TransportCounters};

@@ -1,0 +1,352 @@
+//! The forwarder's side of the soft NIC, as a [`Transport`].
+//!
+//! Requests arrive as the NVQLink data plane delivers them: RDMA WRITE-with-immediate into
+//! a request ring, one `RESP_WR_IMM` CQE each (immediate = slot index); `try_recv` polls
+//! the receive CQ, copies the slot out and reposts the receive WQE. Responses leave as
+//! SENDs with the payload inline, announced by the configured doorbell:
+//!
+//! - `regular` / `blueflame`: `send` posts the WQE on the forwarder's thread;
+//! - `cpu-assisted`: `send` writes the response into the tagged response ring (as a GPU
+//!   would) and a proxy thread posts it (with a BlueFlame doorbell when the WQE fits one
+//!   half, as libmlx5 does for a single inline WQE).
+//!
+//! The QPU side is the NIC's wire: an in-process ring ([`inproc`]) or a UDP socket
+//! ([`udp`]); the emulator talks to it with the matching [`crate::transport::Client`].
+#![forbid(unsafe_code)]
+
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use super::layout::{NicLayout, SoftNicConfig, QP_DBREC};
+use super::nic::{NicCounters, SoftNic};
+use super::poster::{CqConsumer, RespConsumer, RespProducer, SendCounters, SendQueue};
+use super::region::NicRegion;
+use super::worker::Worker;
+use crate::forward::IdlePolicy;
+use crate::mlx5::layout::{data, qp_dbrec};
+use crate::mlx5::{CqeOpcode, DataSeg, Doorbell};
+use crate::transport::inproc::{self, InprocClient};
+use crate::transport::udp::{AllowedPeer, UdpTransport};
+use crate::transport::Transport;
+use crate::{Error, Result};
+
+/// Counters of the cpu-assisted proxy thread.
+#[derive(Debug, Default)]
+struct ProxyStats {
+    posted: AtomicU64,
+    post_failures: AtomicU64,
+    torn: AtomicU64,
+    completions: AtomicU64,
+    errors: AtomicU64,
+}
+
+enum Tx {
+    Direct(SendQueue),
+    Proxied {
+        ring: RespProducer,
+        proxy: Worker,
+        stats: Arc<ProxyStats>,
+    },
+}
+
+/// What the forwarder side has seen, beside the NIC's own counters.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct TransportCounters {
+    /// Requests taken from the receive CQ.
+    pub received: u64,
+    /// Receive CQEs that were not a write-with-immediate (errors included).
+    pub rx_unexpected: u64,
+    /// Responses posted (directly, or by the proxy).
+    pub posted: u64,
+    /// Send completions reaped (success).
+    pub completions: u64,
+    /// Error CQEs on the send side.
+    pub send_errors: u64,
+    /// Responses the proxy could not post, or found torn.
+    pub proxy_failures: u64,
+}
+
+/// The forwarder's end of a soft NIC (one QP): a [`Transport`] whose peer is the request
+/// slot index. Owns the NIC (and proxy) threads: dropping it stops them.
+pub struct SoftNicTransport {
+    // Field order is drop order: the proxy (inside `tx`) stops before the NIC.
+    tx: Tx,
+    nic: SoftNic,
+    region: NicRegion,
+    layout: NicLayout,
+    doorbell: Doorbell,
+    rx_cq: CqConsumer,
+    rq_pi: u16,
+    send_timeout: Duration,
+    received: u64,
+    rx_unexpected: u64,
+}
+
+impl SoftNicTransport {
+    /// Starts a soft NIC in `region` (at least [`NicLayout::len`] bytes; see
+    /// [`NicRegion::heap`]) with `wire` toward the QPU side, and returns the forwarder's end.
+    pub fn start<W>(config: &SoftNicConfig, region: NicRegion, wire: W) -> Result<SoftNicTransport>
+    where
+        W: Transport + Send + 'static,
+        W::Peer: PartialEq + Send,
+    {
+        let nic = SoftNic::start(config, region.clone(), wire)?;
+        let layout = *nic.layout();
+        let tx = match config.doorbell {
+            Doorbell::Regular | Doorbell::BlueFlame => {
+                Tx::Direct(SendQueue::new(&region, config, config.doorbell)?)
+            }
+            Doorbell::CpuAssisted => {
+                let ring = RespProducer::new(&region, &layout);
+                let stats = Arc::new(ProxyStats::default());
+                let mut sq = SendQueue::new(&region, config, Doorbell::BlueFlame)?;
+                let mut consumer = RespConsumer::new(&region, &layout);
+                let shared = stats.clone();
+                let idle = config.idle;
+                let wait = config.bf_wait;
+                let proxy =
+                    Worker::spawn("qfwd-softnic-proxy", config.stop_timeout, move |stop| {
+                        proxy_loop(&stop, &mut sq, &mut consumer, &shared, idle, wait)
+                    })?;
+                Tx::Proxied { ring, proxy, stats }
+            }
+        };
+        let rx_cq = CqConsumer::rx(&region, &layout);
+        let mut t = SoftNicTransport {
+            tx,
+            nic,
+            region,
+            layout,
+            doorbell: config.doorbell,
+            rx_cq,
+            rq_pi: 0,
+            send_timeout: config.send_timeout,
+            received: 0,
+            rx_unexpected: 0,
+        };
+        for _ in 0..layout.rx_slots {
+            t.post_receive();
+        }
+        Ok(t)
+    }
+
+    pub fn doorbell(&self) -> Doorbell {
+        self.doorbell
+    }
+
+    pub fn layout(&self) -> &NicLayout {
+        &self.layout
+    }
+
+    pub fn region(&self) -> &NicRegion {
+        &self.region
+    }
+
+    /// The NIC's counters.
+    pub fn nic_counters(&self) -> NicCounters {
+        self.nic.counters()
+    }
+
+    /// The forwarder side's counters.
+    pub fn counters(&self) -> TransportCounters {
+        let mut c = TransportCounters {
+            received: self.received,
+            rx_unexpected: self.rx_unexpected,
+            ..Default::default()
+        };
+        match &self.tx {
+            Tx::Direct(sq) => {
+                let s: SendCounters = sq.counters();
+                c.posted = s.posted;
+                c.completions = s.completions;
+                c.send_errors = s.errors;
+            }
+            Tx::Proxied { stats, .. } => {
+                c.posted = stats.posted.load(Ordering::Relaxed);
+                c.completions = stats.completions.load(Ordering::Relaxed);
+                c.send_errors = stats.errors.load(Ordering::Relaxed);
+                c.proxy_failures = stats.post_failures.load(Ordering::Relaxed)
+                    + stats.torn.load(Ordering::Relaxed);
+            }
+        }
+        c
+    }
+
+    /// Whether the NIC thread is running.
+    pub fn is_running(&self) -> bool {
+        self.nic.is_running()
+    }
+
+    /// Posts one receive WQE (a data segment naming its slot) and rings the RQ record.
+    fn post_receive(&mut self) {
+        let slot = self.rq_pi as u32 & (self.layout.rx_slots - 1);
+        let seg = DataSeg {
+            byte_count: self.layout.rx_slot_bytes as u32,
+            lkey: self.layout.mkey,
+            addr: self.region.host_addr(self.layout.rx_slot(slot)),
+        };
+        self.region
+            .write(self.layout.rq + slot as usize * data::SIZE, &seg.encode());
+        self.rq_pi = self.rq_pi.wrapping_add(1);
+        self.region.store_be32(
+            QP_DBREC + 4 * qp_dbrec::RCV,
+            self.rq_pi as u32,
+            Ordering::Release,
+        );
+    }
+}
+
+impl Drop for SoftNicTransport {
+    fn drop(&mut self) {
+        if let Tx::Proxied { proxy, .. } = &mut self.tx {
+            let _ = proxy.stop();
+        }
+        // The NIC stops when `self.nic` drops.
+    }
+}
+
+impl Transport for SoftNicTransport {
+    /// The request ring slot (the write's immediate).
+    type Peer = u32;
+
+    fn name(&self) -> &'static str {
+        "softnic"
+    }
+
+    /// A request longer than a ring slot was truncated by the NIC: its length is reported
+    /// as the slot size, so the forwarder answers it as malformed (length mismatch or
+    /// oversized).
+    #[inline]
+    fn try_recv(&mut self, buf: &mut [u8]) -> Result<Option<(usize, u32)>> {
+        let Some(c) = self.rx_cq.poll() else {
+            return Ok(None);
+        };
+        if c.opcode != CqeOpcode::RespWrImm {
+            self.rx_unexpected += 1;
+            self.post_receive();
+            return Ok(None);
+        }
+        let slot = c.imm & (self.layout.rx_slots - 1);
+        let len = (c.byte_cnt as usize).min(self.layout.rx_slot_bytes);
+        let copy = len.min(buf.len());
+        self.region
+            .read(self.layout.rx_slot(slot), &mut buf[..copy]);
+        self.post_receive();
+        self.received += 1;
+        Ok(Some((len, slot)))
+    }
+
+    fn is_allowed(&self, _peer: &u32) -> bool {
+        true
+    }
+
+    #[inline]
+    fn send(&mut self, _peer: u32, bytes: &[u8]) -> Result<()> {
+        match &mut self.tx {
+            Tx::Direct(sq) => sq.post_send(bytes),
+            Tx::Proxied { ring, .. } => {
+                if ring.push(bytes)? {
+                    return Ok(());
+                }
+                let started = Instant::now();
+                let mut polls = 0u64;
+                loop {
+                    std::thread::yield_now();
+                    polls += 1;
+                    if ring.push(bytes)? {
+                        return Ok(());
+                    }
+                    if started.elapsed() >= self.send_timeout {
+                        return Err(Error::SoftNicQueueFull {
+                            queue: "response ring",
+                            waited_us: started.elapsed().as_micros() as u64,
+                            polls,
+                        });
+                    }
+                }
+            }
+        }
+    }
+}
+
+fn proxy_loop(
+    stop: &std::sync::atomic::AtomicBool,
+    sq: &mut SendQueue,
+    ring: &mut RespConsumer,
+    stats: &ProxyStats,
+    idle: IdlePolicy,
+    wait: Duration,
+) {
+    let mut buf = vec![0u8; ring_capacity(ring)];
+    let mut idle_spins = 0u32;
+    while !stop.load(Ordering::Acquire) {
+        let before = ring.torn;
+        match ring.pop(&mut buf, wait) {
+            Some(n) => {
+                idle_spins = 0;
+                match sq.post_send(&buf[..n]) {
+                    Ok(()) => stats.posted.fetch_add(1, Ordering::Relaxed),
+                    Err(_) => stats.post_failures.fetch_add(1, Ordering::Relaxed),
+                };
+            }
+            None => {
+                if ring.torn != before {
+                    stats.torn.fetch_add(1, Ordering::Relaxed);
+                    continue;
+                }
+                if sq.reap() > 0 {
+                    let s = sq.counters();
+                    stats.completions.store(s.completions, Ordering::Relaxed);
+                    stats.errors.store(s.errors, Ordering::Relaxed);
+                    continue;
+                }
+                match idle {
+                    IdlePolicy::Spin => std::hint::spin_loop(),
+                    IdlePolicy::Yield => {
+                        idle_spins = idle_spins.saturating_add(1);
+                        if idle_spins > 20_000 {
+                            std::thread::sleep(Duration::from_micros(50));
+                        } else {
+                            std::thread::yield_now();
+                        }
+                    }
+                }
+            }
+        }
+    }
+    sq.reap();
+    let s = sq.counters();
+    stats.completions.store(s.completions, Ordering::Relaxed);
+    stats.errors.store(s.errors, Ordering::Relaxed);
+}
+
+fn ring_capacity(_ring: &RespConsumer) -> usize {
+    crate::transport::udp::MAX_DATAGRAM + 1
+}
+
+/// A soft NIC in a fresh heap region whose wire is an in-process ring: returns the
+/// emulator's client and the forwarder's transport.
+pub fn inproc(config: &SoftNicConfig) -> Result<(InprocClient, SoftNicTransport)> {
+    let layout = NicLayout::new(config)?;
+    let slot = layout.rx_slot_bytes.max(config.max_response_bytes as usize);
+    let (client, wire) = inproc::channel(2 * layout.rx_slots as usize, slot)?;
+    let region = NicRegion::heap(layout.len)?;
+    Ok((client, SoftNicTransport::start(config, region, wire)?))
+}
+
+/// A soft NIC in a fresh heap region whose wire is a UDP socket bound to `listen`:
+/// returns the bound address (for the emulator's `UdpClient`) and the transport. The QP
+/// connects to the first allowed peer that sends a request.
+pub fn udp(
+    config: &SoftNicConfig,
+    listen: SocketAddr,
+    allowlist: Vec<AllowedPeer>,
+) -> Result<(SocketAddr, SoftNicTransport)> {
+    let layout = NicLayout::new(config)?;
+    let wire = UdpTransport::bind(listen, allowlist)?;
+    let local = wire.local_addr();
+    let region = NicRegion::heap(layout.len)?;
+    Ok((local, SoftNicTransport::start(config, region, wire)?))
+}
