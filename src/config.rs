@@ -12,6 +12,7 @@ use crate::backend::Topology;
 use crate::forward::{ForwardConfig, IdlePolicy};
 use crate::gpu::GpuOptions;
 use crate::handler::{Handler, Registry};
+use crate::mlx5::Doorbell;
 use crate::mailbox::layout::MAX_REQ_SLOT_BYTES;
 use crate::mailbox::{Layout, RxCompletion};
 use crate::transport::udp::AllowedPeer;
@@ -59,6 +60,8 @@ pub struct RunConfig {
     pub pollers_per_slot: Option<u32>,
     /// GPU topologies: request slots (requests on the GPU at once).
     pub slots: usize,
+    /// softnic transport: how responses are announced to the NIC.
+    pub doorbell: Doorbell,
 }
 
 impl Default for RunConfig {
@@ -83,6 +86,7 @@ impl Default for RunConfig {
             pollers: GpuOptions::default().pollers,
             pollers_per_slot: None,
             slots: GpuOptions::default().slots,
+            doorbell: Doorbell::BlueFlame,
         }
     }
 }
@@ -182,6 +186,15 @@ impl RunConfig {
             r.register(name, Handler::by_name(name)?)?;
         }
         Ok(r)
+    }
+
+    /// The soft NIC's settings: request slots hold the largest request accepted.
+    pub fn softnic_config(&self) -> crate::softnic::SoftNicConfig {
+        crate::softnic::SoftNicConfig {
+            rx_slot_bytes: (crate::wire::HEADER_LEN + self.max_request_bytes).next_multiple_of(64) as u32,
+            idle: self.idle,
+            ..crate::softnic::SoftNicConfig::new(self.doorbell)
+        }
     }
 
     /// The loop's tunables.

@@ -12,6 +12,7 @@ use qfwd::backend::Topology;
 use qfwd::config::RunConfig;
 use qfwd::forward::IdlePolicy;
 use qfwd::mailbox::RxCompletion;
+use qfwd::mlx5::Doorbell;
 use qfwd::transport::TransportKind;
 
 #[derive(Parser)]
@@ -40,6 +41,8 @@ qfwd run --config lab.toml --duration 600\n  \
 qfwd run --topology gpu-persistent --pollers 8 --rx-completion inline --cores 2\n\n\
 Then point a QPU controller (or `qfwd-latency emulate --target 127.0.0.1:9000`) at it.")]
     Run(RunArgs),
+    /// Check this host: GPUs, RDMA devices, ports, GIDs, link state, usable doorbell modes.
+    Doctor(qfwd::doctor::DoctorArgs),
 }
 
 #[derive(Args)]
@@ -47,7 +50,8 @@ struct RunArgs {
     /// TOML file with the same keys as the flags (flags override it).
     #[arg(long, value_name = "FILE")]
     config: Option<PathBuf>,
-    /// QPU-facing transport: udp (the in-process ring is for the latency harness).
+    /// QPU-facing transport: udp, or softnic (udp through the soft NIC, responses posted
+    /// with --doorbell); the in-process ring is for the latency harness.
     #[arg(long)]
     transport: Option<TransportKind>,
     /// Address to listen on [default: 127.0.0.1:9000].
@@ -105,6 +109,9 @@ struct RunArgs {
     /// GPU topologies: request slots, i.e. requests on the GPU at once [default: 64].
     #[arg(long)]
     slots: Option<usize>,
+    /// softnic transport: cpu-assisted, regular or blueflame [default: blueflame].
+    #[arg(long)]
+    doorbell: Option<Doorbell>,
 }
 
 impl RunArgs {
@@ -167,6 +174,9 @@ impl RunArgs {
         if let Some(v) = self.slots {
             c.slots = v;
         }
+        if let Some(v) = self.doorbell {
+            c.doorbell = v;
+        }
         c.validate()?;
         Ok(c)
     }
@@ -182,7 +192,10 @@ fn run(args: RunArgs) -> qfwd::Result<()> {
                 .to_string(),
         });
     }
-    let running = qfwd::serve::spawn_udp(&config)?;
+    let running = match config.transport {
+        TransportKind::Softnic => qfwd::serve::spawn_softnic_udp(&config)?,
+        _ => qfwd::serve::spawn_udp(&config)?,
+    };
     eprintln!("qfwd: {}", running.description());
     let flag = running.stop_flag();
     for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
@@ -202,6 +215,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Run(a) => run(a),
+        Command::Doctor(a) => qfwd::doctor::run(&a),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

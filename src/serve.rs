@@ -90,6 +90,24 @@ pub fn spawn_udp(config: &RunConfig) -> Result<Running> {
     spawn(transport, config, Some(local), description)
 }
 
+/// Starts a soft NIC whose wire is a UDP socket, and the loop behind it.
+pub fn spawn_softnic_udp(config: &RunConfig) -> Result<Running> {
+    config.validate()?;
+    let (local, transport) =
+        crate::softnic::udp(&config.softnic_config(), config.listen, config.allowlist()?)?;
+    let description = format!("soft NIC ({} doorbell) on udp {local}", config.doorbell);
+    spawn(transport, config, Some(local), description)
+}
+
+/// Starts the loop behind a soft NIC whose wire is an in-process ring; returns the
+/// emulator's end of the ring too.
+pub fn spawn_softnic_inproc(config: &RunConfig) -> Result<(crate::transport::inproc::InprocClient, Running)> {
+    config.validate()?;
+    let (client, transport) = crate::softnic::inproc(&config.softnic_config())?;
+    let description = format!("soft NIC ({} doorbell) on an inproc ring", config.doorbell);
+    Ok((client, spawn(transport, config, None, description)?))
+}
+
 /// Starts the loop on its own thread, serving the forwarder end of an in-process
 /// channel.
 pub fn spawn_inproc(config: &RunConfig, server: InprocServer) -> Result<Running> {

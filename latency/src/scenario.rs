@@ -255,6 +255,12 @@ impl Point {
         if self.timeout_ms == 0 {
             return Err("timeout_ms must be at least 1".into());
         }
+        if self.doorbell != "-" {
+            self.doorbell.parse::<qfwd::mlx5::Doorbell>()?;
+        }
+        if self.transport == TransportKind::Softnic && self.launch != Launch::InProcess {
+            return Err("transport = \"softnic\" runs in-process in the harness".into());
+        }
         if !matches!(self.rx_completion.as_str(), "-" | "buffer" | "inline") {
             return Err(format!(
                 "rx_completion {:?}: expected buffer or inline",

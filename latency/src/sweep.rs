@@ -72,6 +72,7 @@ pub fn run_config(point: &Point) -> RunConfig {
         } else {
             point.slots
         },
+        doorbell: point.doorbell.parse().unwrap_or(defaults.doorbell),
         ..defaults
     }
 }
@@ -116,6 +117,13 @@ pub fn measure(
             let slot = HEADER_LEN + (point.payload_bytes as usize).max(64) + 64;
             let (mut client, server) = inproc::channel(4096, slot)?;
             let running = qfwd::serve::spawn_inproc(&config, server)?;
+            let outcome = emulator::run(&mut client, &workload, &load, &mut progress);
+            running.stop();
+            let stats = running.join()?;
+            (outcome?, Some(counts(&stats)))
+        }
+        (Launch::InProcess, TransportKind::Softnic) => {
+            let (mut client, running) = qfwd::serve::spawn_softnic_inproc(&config)?;
             let outcome = emulator::run(&mut client, &workload, &load, &mut progress);
             running.stop();
             let stats = running.join()?;
@@ -190,6 +198,7 @@ pub fn measure(
             }
             TransportKind::Udp => "kernel-udp".into(),
             TransportKind::Inproc => "none".into(),
+            TransportKind::Softnic => "softnic".into(),
         },
         pcie_path: "none".into(),
         host: prov.host.clone(),

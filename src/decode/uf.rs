@@ -175,8 +175,10 @@ pub struct UfScratch {
     next: Vec<u32>,
     head: Vec<u32>,
     tail: Vec<u32>,
-    /// At active roots: a lower bound of the fill times of the cluster's growing edges.
+    /// At active roots: a lower bound of the fill times of the cluster's growing edges;
+    /// per clustered vertex: the same for the edges it rated while active.
     cmin: Vec<u32>,
+    vmin: Vec<u32>,
     /// Per edge, in one 16-byte record (one cache access per edge).
     edges: Vec<EdgeState>,
     /// Active roots, and the next round's list.
@@ -317,6 +319,7 @@ impl UfScratch {
             head: Vec::new(),
             tail: Vec::new(),
             cmin: Vec::new(),
+            vmin: Vec::new(),
             edges: Vec::new(),
             roots: Vec::new(),
             roots_next: Vec::new(),
@@ -341,6 +344,7 @@ impl UfScratch {
             self.head.resize(nv, NONE);
             self.tail.resize(nv, NONE);
             self.cmin.resize(nv, NEVER);
+            self.vmin.resize(nv, NEVER);
             // Lists of vertices or clusters: each enters each list at most once per round.
             self.verts.resize(nv, 0);
             self.frontier.resize(nv, 0);
@@ -397,6 +401,7 @@ impl UfScratch {
             head,
             tail,
             cmin,
+            vmin,
             edges,
             roots,
             roots_next,
@@ -419,12 +424,13 @@ impl UfScratch {
             &mut fused[..],
             &mut order[..],
         );
-        let (csize, next, head, tail, cmin, edges) = (
+        let (csize, next, head, tail, cmin, vmin, edges) = (
             &mut csize[..],
             &mut next[..],
             &mut head[..],
             &mut tail[..],
             &mut cmin[..],
+            &mut vmin[..],
             &mut edges[..],
         );
         let (mut roots, mut roots_next) = (&mut roots[..], &mut roots_next[..]);
