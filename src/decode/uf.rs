@@ -175,10 +175,8 @@ pub struct UfScratch {
     next: Vec<u32>,
     head: Vec<u32>,
     tail: Vec<u32>,
-    /// At active roots: a lower bound of the fill times of the cluster's growing edges;
-    /// per clustered vertex: the same for the edges it rated while active.
+    /// At active roots: a lower bound of the fill times of the cluster's growing edges.
     cmin: Vec<u32>,
-    vmin: Vec<u32>,
     /// Per edge, in one 16-byte record (one cache access per edge).
     edges: Vec<EdgeState>,
     /// Active roots, and the next round's list.
@@ -319,7 +317,6 @@ impl UfScratch {
             head: Vec::new(),
             tail: Vec::new(),
             cmin: Vec::new(),
-            vmin: Vec::new(),
             edges: Vec::new(),
             roots: Vec::new(),
             roots_next: Vec::new(),
@@ -344,7 +341,6 @@ impl UfScratch {
             self.head.resize(nv, NONE);
             self.tail.resize(nv, NONE);
             self.cmin.resize(nv, NEVER);
-            self.vmin.resize(nv, NEVER);
             // Lists of vertices or clusters: each enters each list at most once per round.
             self.verts.resize(nv, 0);
             self.frontier.resize(nv, 0);
@@ -401,7 +397,6 @@ impl UfScratch {
             head,
             tail,
             cmin,
-            vmin,
             edges,
             roots,
             roots_next,
@@ -424,13 +419,12 @@ impl UfScratch {
             &mut fused[..],
             &mut order[..],
         );
-        let (csize, next, head, tail, cmin, vmin, edges) = (
+        let (csize, next, head, tail, cmin, edges) = (
             &mut csize[..],
             &mut next[..],
             &mut head[..],
             &mut tail[..],
             &mut cmin[..],
-            &mut vmin[..],
             &mut edges[..],
         );
         let (mut roots, mut roots_next) = (&mut roots[..], &mut roots_next[..]);
@@ -536,6 +530,7 @@ impl UfScratch {
             if tn == NEVER {
                 break;
             }
+            debug_assert!(tn >= t, "time went back from {t} to {tn}");
             t = tn;
             // The edges that fill now, from the clusters due now; refresh their bound.
             let mut n_fused = 0;
@@ -638,6 +633,11 @@ impl UfScratch {
             for p in 0..n_part {
                 let r = parent[part_head[p] as usize];
                 let now = u8::from(flags[r as usize] & (ODD | BOUNDARY) == ODD);
+                if now == 0 {
+                    // Inactive roots hold no bound, so a later merge cannot carry a stale
+                    // time from before `t` into an active cluster.
+                    cmin[r as usize] = NEVER;
+                }
                 if now != part_active[p] || (now == 1 && visited[r as usize] > 1) {
                     let (mut v, last) = (part_head[p], part_tail[p]);
                     loop {
