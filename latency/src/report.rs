@@ -16,7 +16,6 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use plotters::coord::ranged1d::{DefaultFormatting, KeyPointHint};
-use plotters::coord::types::RangedCoordf64;
 use plotters::prelude::*;
 
 use crate::record::{self, Row, COLUMNS};
@@ -899,7 +898,7 @@ impl Ranged for TickedAxis {
     }
 }
 
-type Chart<'a, 'b> = ChartContext<'a, SVGBackend<'b>, Cartesian2d<TickedAxis, RangedCoordf64>>;
+type Chart<'a, 'b> = ChartContext<'a, SVGBackend<'b>, Cartesian2d<TickedAxis, TickedAxis>>;
 
 fn draw_line<'a, 'b: 'a>(
     chart: &mut Chart<'a, 'b>,
@@ -971,7 +970,11 @@ fn draw_percentiles(path: &Path, spectra: &[Spectrum], y_desc: &str) -> Result<(
                     hi: f64::from(decades),
                     ticks,
                 },
-                0f64..max_y,
+                TickedAxis {
+                    lo: 0.0,
+                    hi: max_y,
+                    ticks: linear_ticks(0.0, max_y),
+                },
             )
             .map_err(|e| plot_err(path, e))?;
         chart
@@ -1074,6 +1077,26 @@ fn draw_rate(path: &Path, groups: &[RateGroup], y_desc: &str) -> Result<()> {
         .flat_map(|g| g.points.iter().map(|p| p.1.max(p.2)))
         .fold(0.0f64, f64::max);
     let max_y = if max_y > 0.0 { max_y * 1.1 } else { 1.0 };
+    // Past saturation latencies grow by orders of magnitude: a log latency axis keeps
+    // the unsaturated points readable.
+    let min_y = groups
+        .iter()
+        .flat_map(|g| g.points.iter().map(|p| p.1.min(p.2)))
+        .filter(|v| *v > 0.0)
+        .fold(f64::INFINITY, f64::min);
+    let y_log = min_y.is_finite() && max_y / min_y > 20.0;
+    let (y_lo, y_hi, y_ticks) = if y_log {
+        let (a, b) = ((min_y * 0.8).log10(), max_y.log10());
+        (a, b, log_ticks(10f64.powf(a), 10f64.powf(b)))
+    } else {
+        (0.0, max_y, linear_ticks(0.0, max_y))
+    };
+    let ty = move |us: f64| if y_log { us.max(1e-9).log10() } else { us };
+    let y_desc = if y_log {
+        format!("{y_desc}, log scale")
+    } else {
+        y_desc.to_string()
+    };
     let x_desc = if log {
         "offered rate (requests/s, log scale)"
     } else {
@@ -1100,22 +1123,34 @@ fn draw_rate(path: &Path, groups: &[RateGroup], y_desc: &str) -> Result<()> {
                     hi: x_hi,
                     ticks,
                 },
-                0f64..max_y,
+                TickedAxis {
+                    lo: y_lo,
+                    hi: y_hi,
+                    ticks: y_ticks,
+                },
             )
             .map_err(|e| plot_err(path, e))?;
         chart
             .configure_mesh()
             .x_desc(x_desc)
-            .y_desc(y_desc)
+            .y_desc(y_desc.as_str())
             .label_style(("sans-serif", 14))
             .axis_desc_style(("sans-serif", 16))
             .x_label_formatter(&|v: &f64| format_rate(if log { 10f64.powf(*v) } else { *v }))
+            .y_label_formatter(&|v: &f64| {
+                let us = if y_log { 10f64.powf(*v) } else { *v };
+                if us >= 100.0 {
+                    format!("{us:.0}")
+                } else {
+                    format!("{us:.2}")
+                }
+            })
             .draw()
             .map_err(|e| plot_err(path, e))?;
         for (i, g) in groups.iter().enumerate() {
             let color = palette_color(i);
-            let p50: Vec<(f64, f64)> = g.points.iter().map(|p| (tx(p.0), p.1)).collect();
-            let p99: Vec<(f64, f64)> = g.points.iter().map(|p| (tx(p.0), p.2)).collect();
+            let p50: Vec<(f64, f64)> = g.points.iter().map(|p| (tx(p.0), ty(p.1))).collect();
+            let p99: Vec<(f64, f64)> = g.points.iter().map(|p| (tx(p.0), ty(p.2))).collect();
             draw_line(
                 &mut chart,
                 p50.clone(),
