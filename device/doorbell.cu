@@ -20,9 +20,16 @@
 // taken the previous write to the half (its first word is the poison value again).
 //
 // Fences: one __threadfence_system() per post, after the WQE and doorbell-record stores
-// and before the doorbell, so the NIC that sees the doorbell sees both. This is not a
-// polling hot path (DESIGN §5 lesson 0 is about fences in kernels whose warps poll host
-// memory), but it is still the only one.
+// and before the doorbell, so the NIC that sees the doorbell sees both. DESIGN §5 lesson 0
+// keeps system fences out of kernels whose warps poll host memory; a post needs this one
+// (the mlx5 doorbell sequence), so the persistent kernel that posts (device/forward.cu with
+// QFWD_DEVICE_DOORBELL) is a separate program, and runs one poller warp per block so the
+// fence waits only for its own SM's outstanding host loads.
+//
+// Posting from the persistent kernel: qfwd_db_nic_begin / _write / _ring (below) serialize
+// the poller warps on one send queue with a lock in device memory; the posting lane stores
+// the mailbox completion between _write and _ring. qfwd_doorbell_nic_posts exercises them
+// from many warps at once.
 //
 // Compiled by NVRTC (no headers): only built-in types. Constants marked "mirror" must equal
 // the Rust ones in src/mlx5/layout.rs and src/softnic/layout.rs.
@@ -173,15 +180,13 @@ static __device__ __forceinline__ void qfwd_db_send_chunk(unsigned int c, unsign
 
 // ---- completions -----------------------------------------------------------------------
 
-// Takes the next send CQE if the NIC wrote it: returns 1 and its wqe_counter (and whether
-// it is an error), 0 when none. Reads the CQE's last 16 bytes in one load (op_own is its
-// last byte, the NIC writes it last), then frees the slot through the CQ doorbell record.
-static __device__ __forceinline__ unsigned int qfwd_db_poll_cq(struct QfwdSq* q, unsigned int* wqe_counter,
-                                                              unsigned int* is_error)
+// Takes the send CQE at the consumer index if `d` (the CQE's last 4 bytes: wqe_counter,
+// signature, op_own) says the NIC wrote it: returns 1 and its wqe_counter (and whether it
+// is an error), 0 when not. Frees the slot through the CQ doorbell record.
+static __device__ __forceinline__ unsigned int qfwd_db_take_cqe(struct QfwdSq* q, unsigned int d,
+                                                               unsigned int* wqe_counter,
+                                                               unsigned int* is_error)
 {
-    unsigned long long at = q->cq + (unsigned long long)(q->ci & (q->cqe_cnt - 1u)) * 64ull + 48ull;
-    unsigned int a, b, c, d;
-    qfwd_db_ld16(at, &a, &b, &c, &d);
     unsigned int op_own = d >> 24;
     unsigned int opcode = op_own >> 4;
     unsigned int owner = op_own & 1u;
@@ -197,7 +202,94 @@ static __device__ __forceinline__ unsigned int qfwd_db_poll_cq(struct QfwdSq* q,
     return 1u;
 }
 
+// The last 16 bytes of the CQE at the consumer index, in one load (op_own is its last
+// byte, the NIC writes that word last).
+static __device__ __forceinline__ unsigned int qfwd_db_load_cqe_tail(const struct QfwdSq* q)
+{
+    unsigned long long at = q->cq + (unsigned long long)(q->ci & (q->cqe_cnt - 1u)) * 64ull + 48ull;
+    unsigned int a, b, c, d;
+    qfwd_db_ld16(at, &a, &b, &c, &d);
+    return d;
+}
+
+// Takes the next send CQE if the NIC wrote it: returns 1 and its wqe_counter (and whether
+// it is an error), 0 when none.
+static __device__ __forceinline__ unsigned int qfwd_db_poll_cq(struct QfwdSq* q, unsigned int* wqe_counter,
+                                                              unsigned int* is_error)
+{
+    return qfwd_db_take_cqe(q, qfwd_db_load_cqe_tail(q), wqe_counter, is_error);
+}
+
 // ---- posting ---------------------------------------------------------------------------
+
+// The first word of the BlueFlame half the next doorbell goes to. With the soft NIC this is
+// the "has the NIC taken my last write here" check: load it before writing the WQE, so its
+// PCIe round trip overlaps the WQE stores and the fence (which waits for it anyway).
+static __device__ __forceinline__ unsigned long long qfwd_db_half_word(const struct QfwdSq* q)
+{
+    if (!q->softnic)
+        return QFWD_DB_BF_POISON;
+    return qfwd_db_ld8(q->bf + (unsigned long long)(q->half & 1u) * q->bf_size);
+}
+
+// Step 1: the WQE (inline SEND of `len` bytes, `bbs` WQEBBs) into the send queue at the
+// producer counter (both modes: the SQ copy is what a NIC falls back on), then the doorbell
+// record dbrec[1] = BE32(next WQEBB counter & 0xffff).
+static __device__ __forceinline__ void qfwd_db_write_wqe(const struct QfwdSq* q, const unsigned char* payload,
+                                                        unsigned int len, unsigned int signaled,
+                                                        unsigned int ds, unsigned int bbs)
+{
+    unsigned int w[4];
+    for (unsigned int c = 0u; c < bbs * 4u; c++) {
+        qfwd_db_send_chunk(c, q->pi, q->qpn, ds, signaled, payload, len, w);
+        unsigned long long at = q->sq +
+                                (unsigned long long)((q->pi + c / 4u) & (q->wqe_cnt - 1u)) * QFWD_DB_WQEBB +
+                                (unsigned long long)(c % 4u) * 16ull;
+        qfwd_db_st16(at, w[0], w[1], w[2], w[3]);
+    }
+    qfwd_db_st4(q->dbrec + 4ull, qfwd_db_bswap32((q->pi + bbs) & 0xffffu));
+}
+
+// Step 3 (after the fence): waits until the soft NIC took the last write to this half
+// (`half_word` is its first word, loaded before step 1), rings (8-byte control word, or
+// the whole WQE as a BlueFlame copy) and flips the half. Advances the producer counter
+// even when the register stays busy: the WQE and record are written, so the next doorbell
+// (it arms the SQ up to its own WQE) sends this one too.
+static __device__ unsigned int qfwd_db_ring(struct QfwdSq* q, unsigned int mode, const unsigned char* payload,
+                                           unsigned int len, unsigned int signaled, unsigned int ds,
+                                           unsigned int bbs, unsigned long long half_word,
+                                           unsigned long long* busy_spins)
+{
+    unsigned long long half = q->bf + (unsigned long long)(q->half & 1u) * q->bf_size;
+    unsigned int status = QFWD_DB_OK;
+    if (q->softnic && half_word != QFWD_DB_BF_POISON) {
+        // The soft NIC's register is one write deep: wait until it took the last one.
+        long long start = clock64();
+        while (qfwd_db_ld8(half) != QFWD_DB_BF_POISON) {
+            *busy_spins += 1ull;
+            if ((unsigned long long)(clock64() - start) > QFWD_DB_SPIN_LIMIT) {
+                status = QFWD_DB_ERR_REGISTER_BUSY;
+                break;
+            }
+        }
+    }
+    if (status == QFWD_DB_OK) {
+        unsigned int w[4];
+        if (mode == QFWD_DB_MODE_BLUEFLAME && bbs * QFWD_DB_WQEBB <= q->bf_size) {
+            for (unsigned int c = 0u; c < bbs * 4u; c++) {
+                qfwd_db_send_chunk(c, q->pi, q->qpn, ds, signaled, payload, len, w);
+                qfwd_db_st16(half + 16ull * c, w[0], w[1], w[2], w[3]);
+            }
+        } else {
+            qfwd_db_send_chunk(0u, q->pi, q->qpn, ds, signaled, payload, len, w);
+            qfwd_db_st8(half, ((unsigned long long)w[1] << 32) | (unsigned long long)w[0]);
+        }
+        // Alternate the halves.
+        q->half ^= 1u;
+    }
+    q->pi += bbs;
+    return status;
+}
 
 // Posts one SEND with `len` bytes inline and rings the doorbell (`mode` regular or
 // blueflame). The caller has made sure the SQ has room (see qfwd_db_reserve).
@@ -211,47 +303,14 @@ static __device__ unsigned int qfwd_db_post_send_inline(struct QfwdSq* q, unsign
         return QFWD_DB_ERR_BAD_MODE;
     unsigned int ds = qfwd_db_send_ds(len);
     unsigned int bbs = (ds * 16u + QFWD_DB_WQEBB - 1u) / QFWD_DB_WQEBB;
-    unsigned int chunks = bbs * 4u;
-    unsigned int pi = q->pi;
-    unsigned int w[4];
-
-    // 1. The WQE into the send queue (both modes: the SQ copy is what a NIC falls back on).
-    for (unsigned int c = 0u; c < chunks; c++) {
-        qfwd_db_send_chunk(c, pi, q->qpn, ds, signaled, payload, len, w);
-        unsigned long long at = q->sq +
-                                (unsigned long long)((pi + c / 4u) & (q->wqe_cnt - 1u)) * QFWD_DB_WQEBB +
-                                (unsigned long long)(c % 4u) * 16ull;
-        qfwd_db_st16(at, w[0], w[1], w[2], w[3]);
-    }
-    // 2. The doorbell record: dbrec[1] = BE32(next WQEBB counter & 0xffff).
-    unsigned int next = pi + bbs;
-    qfwd_db_st4(q->dbrec + 4ull, qfwd_db_bswap32(next & 0xffffu));
+    unsigned long long half_word = qfwd_db_half_word(q);
+    // 1-2. The WQE into the send queue, then the doorbell record.
+    qfwd_db_write_wqe(q, payload, len, signaled, ds, bbs);
     // 3. Make the WQE and the record visible to the NIC before the doorbell.
     __threadfence_system();
-
-    unsigned long long half = q->bf + (unsigned long long)(q->half & 1u) * q->bf_size;
-    if (q->softnic) {
-        // The soft NIC's register is one write deep: wait until it took the last one.
-        long long start = clock64();
-        while (qfwd_db_ld8(half) != QFWD_DB_BF_POISON) {
-            if ((unsigned long long)(clock64() - start) > QFWD_DB_SPIN_LIMIT)
-                return QFWD_DB_ERR_REGISTER_BUSY;
-        }
-    }
-    // 4. The doorbell.
-    if (mode == QFWD_DB_MODE_BLUEFLAME && bbs * QFWD_DB_WQEBB <= q->bf_size) {
-        for (unsigned int c = 0u; c < chunks; c++) {
-            qfwd_db_send_chunk(c, pi, q->qpn, ds, signaled, payload, len, w);
-            qfwd_db_st16(half + 16ull * c, w[0], w[1], w[2], w[3]);
-        }
-    } else {
-        qfwd_db_send_chunk(0u, pi, q->qpn, ds, signaled, payload, len, w);
-        qfwd_db_st8(half, ((unsigned long long)w[1] << 32) | (unsigned long long)w[0]);
-    }
-    // 5. Alternate the halves.
-    q->half ^= 1u;
-    q->pi = next;
-    return QFWD_DB_OK;
+    // 4-5. The doorbell, then alternate the halves.
+    unsigned long long spins = 0ull;
+    return qfwd_db_ring(q, mode, payload, len, signaled, ds, bbs, half_word, &spins);
 }
 
 // Waits (bounded) until the SQ has room for `bbs` WQEBBs, reaping completions; every WQE
@@ -303,6 +362,204 @@ static __device__ unsigned int qfwd_db_resp_push(unsigned long long ring, unsign
                      qfwd_db_bytes4(payload, len, at + 8u), tag);
     }
     qfwd_db_st16(slot, len, qfwd_db_bytes4(payload, len, 0u), qfwd_db_bytes4(payload, len, 4u), tag);
+    return QFWD_DB_OK;
+}
+
+// ---- posting from a persistent kernel (several warps) ----------------------------------
+//
+// The poller warps of `qfwd_persistent` (device/forward.cu, built with
+// QFWD_DEVICE_DOORBELL) share one send queue. Its description and state live in a block of
+// device memory (qfwd::softnic::DevicePosting::block writes the description; the state
+// starts zeroed):
+//   u64 [0] sq  [1] qp dbrec  [2] BlueFlame half 0  [3] send CQ  [4] send CQ dbrec
+//       [5] wqe_cnt  [6] cqe_cnt  [7] qpn  [8] bf_size  [9] softnic  [10] mode
+//       [11] signal_every
+//   byte QFWD_DB_NIC_LOCK: the posting lock (u32, 0 free / 1 held)
+//   byte QFWD_DB_NIC_STATE: u32 pi, half, ci, done, posts (read and written under the lock)
+//   byte QFWD_DB_NIC_COUNTERS: u64 counters QFWD_DB_CTR_* (written under the lock, except
+//        fallbacks: atomics)
+// One post at a time: the lock (a CAS in device memory, an L2 atomic) serializes the
+// producer-index claim, the WQE, the doorbell record and the doorbell, so WQEs reach the
+// NIC in index order and the BlueFlame halves alternate post by post; the soft NIC's
+// one-deep register is checked by the holder. A poster that cannot get the lock, or room
+// in the SQ, in time gives up before writing anything (the caller then publishes the
+// response for the host to send).
+#define QFWD_DB_NIC_LOCK 256u
+#define QFWD_DB_NIC_STATE 384u
+#define QFWD_DB_NIC_COUNTERS 512u
+#define QFWD_DB_NIC_BYTES 640u
+#define QFWD_DB_CTR_POSTED 0u
+#define QFWD_DB_CTR_FALLBACKS 1u
+#define QFWD_DB_CTR_LOCK_SPINS 2u
+#define QFWD_DB_CTR_ROOM_WAITS 3u
+#define QFWD_DB_CTR_BUSY_SPINS 4u
+#define QFWD_DB_CTR_CQES 5u
+#define QFWD_DB_CTR_ERROR_CQES 6u
+#define QFWD_DB_CTR_RING_TIMEOUTS 7u
+#define QFWD_DB_ERR_LOCK_TIMEOUT 6u
+// About 2^26 clock cycles (~35 ms at 1.9 GHz): the longest a poster waits for the lock.
+#define QFWD_DB_LOCK_LIMIT 0x4000000ull
+
+static __device__ __forceinline__ unsigned int qfwd_db_try_lock(unsigned long long lock)
+{
+    unsigned int old;
+    asm volatile("atom.acquire.gpu.global.cas.b32 %0, [%1], 0, 1;" : "=r"(old) : "l"(lock) : "memory");
+    return old == 0u;
+}
+
+static __device__ __forceinline__ void qfwd_db_unlock(unsigned long long lock)
+{
+    asm volatile("st.release.gpu.global.u32 [%0], 0;" : : "l"(lock) : "memory");
+}
+
+// Reaps the send CQE whose tail is `d` if the NIC wrote it (the caller holds the lock).
+// Every CQE frees the SQ up to its WQE; the WQE's own size is not known here, so one WQEBB
+// of it is counted (conservative: the rest is freed by the next CQE).
+static __device__ __forceinline__ unsigned int qfwd_db_reap_one(struct QfwdSq* q, unsigned int d,
+                                                               unsigned long long* ctr)
+{
+    unsigned int wc, is_error;
+    if (!qfwd_db_take_cqe(q, d, &wc, &is_error))
+        return 0u;
+    q->done = wc + 1u;
+    ctr[QFWD_DB_CTR_CQES] += 1ull;
+    ctr[QFWD_DB_CTR_ERROR_CQES] += is_error;
+    return 1u;
+}
+
+// One post in progress (between qfwd_db_nic_begin and qfwd_db_nic_ring), in registers of
+// the posting thread, which holds the lock.
+struct QfwdNicPost {
+    struct QfwdSq q;
+    unsigned int posts;
+    unsigned int mode;
+    unsigned int ds;
+    unsigned int bbs;
+    unsigned int signaled;
+    unsigned int reap;
+    unsigned int cqe_tail;
+    unsigned long long half_word;
+};
+
+// Step 1 of a post of `len` bytes (a whole CUQS datagram, one inline SEND) from one
+// thread: takes the posting lock and makes sure the SQ has room. Returns QFWD_DB_OK with
+// the lock held (then call qfwd_db_nic_write and qfwd_db_nic_ring, same thread), or
+// another QFWD_DB_* with nothing written and the lock free: the caller has the host send.
+static __device__ unsigned int qfwd_db_nic_begin(unsigned long long nic, unsigned int len,
+                                                struct QfwdNicPost* post)
+{
+    const unsigned long long* p = (const unsigned long long*)nic;
+    unsigned long long* ctr = (unsigned long long*)(nic + QFWD_DB_NIC_COUNTERS);
+    const unsigned int mode = (unsigned int)p[10];
+    if (len > QFWD_DB_MAX_INLINE || (mode != QFWD_DB_MODE_REGULAR && mode != QFWD_DB_MODE_BLUEFLAME)) {
+        atomicAdd(&ctr[QFWD_DB_CTR_FALLBACKS], 1ull);
+        return len > QFWD_DB_MAX_INLINE ? QFWD_DB_ERR_TOO_LONG : QFWD_DB_ERR_BAD_MODE;
+    }
+    const unsigned long long lock = nic + QFWD_DB_NIC_LOCK;
+    unsigned long long lock_spins = 0ull;
+    long long start = clock64();
+    while (!qfwd_db_try_lock(lock)) {
+        lock_spins += 1ull;
+        if ((unsigned long long)(clock64() - start) > QFWD_DB_LOCK_LIMIT) {
+            atomicAdd(&ctr[QFWD_DB_CTR_FALLBACKS], 1ull);
+            return QFWD_DB_ERR_LOCK_TIMEOUT;
+        }
+    }
+    // Held: the state is ours. Volatile accesses: another SM's holder wrote it (L2).
+    volatile unsigned int* st = (volatile unsigned int*)(nic + QFWD_DB_NIC_STATE);
+    struct QfwdSq* q = &post->q;
+    q->sq = p[0];
+    q->dbrec = p[1];
+    q->bf = p[2];
+    q->cq = p[3];
+    q->cq_dbrec = p[4];
+    q->wqe_cnt = (unsigned int)p[5];
+    q->cqe_cnt = (unsigned int)p[6];
+    q->qpn = (unsigned int)p[7];
+    q->bf_size = (unsigned int)p[8];
+    q->softnic = (unsigned int)p[9];
+    q->pi = st[0];
+    q->half = st[1];
+    q->ci = st[2];
+    q->done = st[3];
+    post->posts = st[4];
+    post->mode = mode;
+    ctr[QFWD_DB_CTR_LOCK_SPINS] += lock_spins;
+    post->ds = qfwd_db_send_ds(len);
+    post->bbs = (post->ds * 16u + QFWD_DB_WQEBB - 1u) / QFWD_DB_WQEBB;
+    post->signaled = (post->posts + 1u) % (unsigned int)p[11] == 0u ? 1u : 0u;
+    // Room in the SQ: reap completions (a PCIe read each) only when it is short.
+    if (((q->pi - q->done) & 0xffffu) + post->bbs > q->wqe_cnt) {
+        ctr[QFWD_DB_CTR_ROOM_WAITS] += 1ull;
+        start = clock64();
+        while (((q->pi - q->done) & 0xffffu) + post->bbs > q->wqe_cnt) {
+            if (!qfwd_db_reap_one(q, qfwd_db_load_cqe_tail(q), ctr) &&
+                (unsigned long long)(clock64() - start) > QFWD_DB_SPIN_LIMIT) {
+                st[2] = q->ci;
+                st[3] = q->done;
+                atomicAdd(&ctr[QFWD_DB_CTR_FALLBACKS], 1ull);
+                qfwd_db_unlock(lock);
+                return QFWD_DB_ERR_CQ_TIMEOUT;
+            }
+        }
+    }
+    return QFWD_DB_OK;
+}
+
+// Step 2: the WQE into the send queue and the doorbell record. Loads issued first and
+// consumed in step 3, after the fence, so their round trips overlap it (a system fence
+// waits for them anyway): the BlueFlame half's first word (the soft NIC's one-deep
+// register) and, when the SQ is half full, the next send CQE (completions are reaped
+// before the SQ runs out of room).
+static __device__ __forceinline__ void qfwd_db_nic_write(struct QfwdNicPost* post, const unsigned char* payload,
+                                                        unsigned int len)
+{
+    struct QfwdSq* q = &post->q;
+    post->half_word = qfwd_db_half_word(q);
+    post->reap = ((q->pi - q->done) & 0xffffu) * 2u >= q->wqe_cnt ? 1u : 0u;
+    post->cqe_tail = post->reap ? qfwd_db_load_cqe_tail(q) : 0u;
+    qfwd_db_write_wqe(q, payload, len, post->signaled, post->ds, post->bbs);
+}
+
+// Step 3: one system fence (the WQE, the record, and whatever the caller stored since
+// step 2 reach host memory before the doorbell: DESIGN §6 doorbell sequence), then the
+// doorbell, and the lock is released.
+static __device__ void qfwd_db_nic_ring(unsigned long long nic, struct QfwdNicPost* post,
+                                       const unsigned char* payload, unsigned int len)
+{
+    unsigned long long* ctr = (unsigned long long*)(nic + QFWD_DB_NIC_COUNTERS);
+    struct QfwdSq* q = &post->q;
+    __threadfence_system();
+    if (post->reap)
+        qfwd_db_reap_one(q, post->cqe_tail, ctr);
+    unsigned long long busy = 0ull;
+    if (qfwd_db_ring(q, post->mode, payload, len, post->signaled, post->ds, post->bbs, post->half_word, &busy) !=
+        QFWD_DB_OK)
+        ctr[QFWD_DB_CTR_RING_TIMEOUTS] += 1ull;
+    ctr[QFWD_DB_CTR_BUSY_SPINS] += busy;
+    ctr[QFWD_DB_CTR_POSTED] += 1ull;
+    volatile unsigned int* st = (volatile unsigned int*)(nic + QFWD_DB_NIC_STATE);
+    st[0] = q->pi;
+    st[1] = q->half;
+    st[2] = q->ci;
+    st[3] = q->done;
+    st[4] = post->posts + 1u;
+    qfwd_db_unlock(nic + QFWD_DB_NIC_LOCK);
+}
+
+// The three steps at once: sends `len` bytes as one inline SEND under the posting lock.
+// QFWD_DB_OK once the WQE is in the send queue and the doorbell rung (or, with a register
+// that stayed busy, left to the next doorbell: counted); another QFWD_DB_* when nothing
+// was written.
+static __device__ unsigned int qfwd_db_nic_post(unsigned long long nic, const unsigned char* payload,
+                                               unsigned int len)
+{
+    struct QfwdNicPost post;
+    const unsigned int status = qfwd_db_nic_begin(nic, len, &post);
+    if (status != QFWD_DB_OK)
+        return status;
+    qfwd_db_nic_write(&post, payload, len);
+    qfwd_db_nic_ring(nic, &post, payload, len);
     return QFWD_DB_OK;
 }
 
@@ -382,4 +639,29 @@ extern "C" __global__ void qfwd_doorbell_post_sends(const unsigned long long* pa
     result[2] = errors;
     result[3] = status;
     __threadfence_system();
+}
+
+// Posts `n` SENDs of `len` bytes (at most QFWD_DB_MAX_INLINE) from lane 0 of every warp of
+// the launch, all through the shared posting block `nic` (device memory, QFWD_DB_NIC_BYTES:
+// the description from qfwd::softnic::DevicePosting::block, the state zeroed): several
+// posters on one send queue, as the persistent kernel's warps are. Message m of warp w:
+// first 4 bytes (w << 16) | m little-endian, byte k >= 4 = (w * 7 + m + k) & 0xff.
+// result[w] = messages posted (qfwd_db_nic_post returned QFWD_DB_OK).
+extern "C" __global__ void qfwd_doorbell_nic_posts(unsigned long long nic, unsigned int n, unsigned int len,
+                                                   unsigned int* result)
+{
+    if ((threadIdx.x & 31u) != 0u)
+        return;
+    const unsigned int warp = (blockIdx.x * blockDim.x + threadIdx.x) / 32u;
+    unsigned char msg[QFWD_DB_MAX_INLINE];
+    const unsigned int l = len < QFWD_DB_MAX_INLINE ? len : QFWD_DB_MAX_INLINE;
+    unsigned int posted = 0u;
+    for (unsigned int m = 0u; m < n; m++) {
+        const unsigned int id = (warp << 16) | (m & 0xffffu);
+        for (unsigned int k = 0u; k < l; k++)
+            msg[k] = k < 4u ? (unsigned char)(id >> (8u * k)) : (unsigned char)((warp * 7u + m + k) & 0xffu);
+        if (qfwd_db_nic_post(nic, msg, l) == QFWD_DB_OK)
+            posted += 1u;
+    }
+    result[warp] = posted;
 }

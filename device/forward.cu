@@ -16,6 +16,15 @@
 //     each, and NO system-scope fence: the host accepts a response only when every
 //     chunk's tag matches, so ordering is a property of the data;
 //   * the claim word lives in device memory (an L2 atomic, not a PCIe round trip).
+//
+// GPU-initiated doorbells (DESIGN §6 `regular` / `blueflame`): built with
+// QFWD_DEVICE_DOORBELL defined and device/doorbell.cu before this file (src/gpu/nvrtc.rs,
+// FORWARD_DOORBELL), and launched with a NIC block (`nic` != 0), the persistent kernel
+// sends each response to the QPU itself: it builds the CUQS datagram (requests then carry
+// their request_id and ptp_timestamp after the argument), posts it as an inline SEND WQE
+// and rings the doorbell (device_answer below; one system fence per post, in
+// qfwd_db_nic_post), then publishes a one-chunk "already sent" completion for the host's
+// counters. Built without it (this file alone), the kernel never sends.
 
 typedef unsigned int u32;
 typedef unsigned long long u64;
@@ -33,6 +42,12 @@ typedef unsigned long long u64;
 #define QFWD_STATE_COUNTERS_OFFSET 4096u
 #define QFWD_COUNTERS_PER_POLLER 4u
 #define QFWD_MAX_STALL_US 10000000u
+#define QFWD_REPLY_ID_BYTES 12u
+#define QFWD_DEVICE_SENT 0x80000000u
+
+// ---- wire (mirror src/wire.rs) ---------------------------------------------------------
+#define QFWD_WIRE_HEADER_BYTES 24u
+#define QFWD_RESPONSE_MAGIC 0x43555153u
 
 // ---- device handler codes (mirror Handler::device_code and layout::device_code) --------
 #define QFWD_CODE_PARITY 1u
@@ -251,8 +266,12 @@ static __device__ int handler_stall(const u32* arg, u32 arg_len, u32* result_len
     return QFWD_STATUS_OK;
 }
 
+// The QEC decoders (lut: code 2, uf: code 3), one warp per request (device/decode.cu, an
+// NVRTC named header: src/gpu/nvrtc.rs).
+#include "decode.cu"
+
 // THE dispatch point: one case per device handler code (Handler::device_code on the
-// host). Decoders of later issues add their case here. Called by all 32 lanes of a warp
+// host). Called by all 32 lanes of a warp
 // with the same arguments; `arg` and `out` are the warp's shared-memory staging buffers.
 static __device__ int qfwd_dispatch(u32 code, const u32* arg, u32 arg_len, u32* out, u32 out_cap,
                                     u32* result_len, u64 control, u32 lane)
@@ -262,6 +281,10 @@ static __device__ int qfwd_dispatch(u32 code, const u32* arg, u32 arg_len, u32* 
         return handler_parity(arg, arg_len, out, out_cap, result_len, lane);
     case QFWD_CODE_STALL:
         return handler_stall(arg, arg_len, result_len, control, lane);
+    case QFWD_CODE_LUT:
+        return qfwd_decode_lut(arg, arg_len, out, out_cap, result_len, lane);
+    case QFWD_CODE_UF:
+        return qfwd_decode_uf(arg, arg_len, out, out_cap, result_len, lane);
     default:
         *result_len = 0u;
         return QFWD_STATUS_UNKNOWN_FUNCTION;
@@ -308,6 +331,75 @@ static __device__ __forceinline__ void publish_response(const u32* res, u64 resp
                     res[3u * k + 2u], tag);
     }
 }
+
+// Bytes of a request stream with an argument of `arg_len` bytes: `[code][arg_len][arg]`,
+// and with `reply` the padding and the trailer [request_id][ts lo][ts hi] (mirror
+// Layout::request_stream_bytes). 64-bit, so a corrupt length cannot wrap around.
+static __device__ __forceinline__ u64 request_stream_bytes(u32 arg_len, bool reply)
+{
+    if (reply) {
+        return (u64)QFWD_HEADER_BYTES + (((u64)arg_len + 3ull) & ~3ull) + QFWD_REPLY_ID_BYTES;
+    }
+    return (u64)QFWD_HEADER_BYTES + arg_len;
+}
+
+#ifdef QFWD_DEVICE_DOORBELL
+// Sends the response in `res` to the QPU through the NIC and publishes the one-chunk
+// "already sent" completion {status, DEVICE_SENT | result_len, 0, tag} (every chunk of the
+// slot on the first lap of a tag cycle, as publish_response does). `stage` holds the
+// request stream with its reply trailer; it is reused to build the CUQS datagram (24-byte
+// header + result). The completion is stored after the WQE and before the fence and
+// doorbell of the post, by the posting lane: the host can count (and reuse the slot) no
+// later than the QPU sees the answer. Returns false, having written nothing, when the
+// device cannot send it (the datagram does not fit one inline WQE or the stage, or no lock
+// or SQ room in time): the caller then publishes the response for the host to send.
+// Called by the whole warp.
+static __device__ bool device_answer(u64 nic, u32* stage, u32 arg_len, const u32* res,
+                                     u64 resp_slot, u32 resp_chunks, u32 stage_words, u32 tag,
+                                     u32 lane)
+{
+    const u32 result_len = res[1];
+    const u32 len = QFWD_WIRE_HEADER_BYTES + result_len;
+    if (len > QFWD_DB_MAX_INLINE || (len + 3u) / 4u > stage_words) {
+        return false;
+    }
+    const u32 id_word = (QFWD_HEADER_BYTES + ((arg_len + 3u) & ~3u)) / 4u;
+    const u32 request_id = stage[id_word];
+    const u32 ts_lo = stage[id_word + 1u];
+    const u32 ts_hi = stage[id_word + 2u];
+    __syncwarp();
+    for (u32 i = lane; i < (result_len + 3u) / 4u; i += QFWD_WARP) {
+        stage[6u + i] = res[2u + i];
+    }
+    if (lane == 0u) {
+        stage[0] = QFWD_RESPONSE_MAGIC;
+        stage[1] = res[0];
+        stage[2] = result_len;
+        stage[3] = request_id;
+        stage[4] = ts_lo;
+        stage[5] = ts_hi;
+    }
+    __syncwarp();
+    u32 status = 0u;
+    if (lane == 0u) {
+        const unsigned char* datagram = (const unsigned char*)stage;
+        struct QfwdNicPost post;
+        status = qfwd_db_nic_begin(nic, len, &post);
+        if (status == QFWD_DB_OK) {
+            qfwd_db_nic_write(&post, datagram, len);
+            const u32 n = tag == 1u ? resp_chunks : 1u;
+            for (u32 k = n; k-- > 0u;) {
+                const bool head = k == 0u;
+                store_chunk(resp_slot + (u64)QFWD_CHUNK_BYTES * k, head ? res[0] : 0u,
+                            head ? (QFWD_DEVICE_SENT | result_len) : 0u, 0u, tag);
+            }
+            qfwd_db_nic_ring(nic, &post, datagram, len);
+        }
+    }
+    status = __shfl_sync(QFWD_FULL_MASK, status, 0);
+    return status == QFWD_DB_OK;
+}
+#endif
 
 // Handlers with an effect beyond their response may run only after the claim is won; the
 // others (every decoder) run while the claim is in flight and are discarded if it is lost.
@@ -370,10 +462,21 @@ static __device__ __forceinline__ void position_follow(Position& p, u64 k, u32 g
 // g * QFWD_STATE_CLAIM_STRIDE; per-poller counters at QFWD_STATE_COUNTERS_OFFSET: polls,
 // served, torn reads, lost claims (written at exit: counting costs nothing in the hot path).
 // Dynamic shared memory: per warp req_slot_bytes (request staging) + resp_slot_bytes.
-extern "C" __global__ void qfwd_persistent(u64 req_ring, u64 resp_ring, u64 control, u64 state,
+// `nic`: 0, or (built with QFWD_DEVICE_DOORBELL) the device NIC block of device/doorbell.cu:
+// requests then carry the reply trailer and the kernel sends every response itself.
+// At most 16 warps a block (512 threads): ptxas then gives each thread up to 128
+// registers, which the uf decoder's unrolled loads use without spilling (src/gpu/
+// persistent.rs splits more pollers over several blocks). The doorbell build runs one warp
+// a block and keeps its own register allocation.
+#ifdef QFWD_DEVICE_DOORBELL
+#define QFWD_PERSISTENT_BOUNDS
+#else
+#define QFWD_PERSISTENT_BOUNDS __launch_bounds__(512)
+#endif
+extern "C" __global__ void QFWD_PERSISTENT_BOUNDS qfwd_persistent(u64 req_ring, u64 resp_ring, u64 control, u64 state,
                                            u32 slots, u32 req_slot_bytes, u32 resp_slot_bytes,
                                            u32 rx_inline, u32 poll_chunks, u32 pollers,
-                                           u32 pollers_per_slot, u32 stagger_ns)
+                                           u32 pollers_per_slot, u32 stagger_ns, u64 nic)
 {
     extern __shared__ u32 smem[];
     const u32 lane = threadIdx.x & (QFWD_WARP - 1u);
@@ -396,6 +499,7 @@ extern "C" __global__ void qfwd_persistent(u64 req_ring, u64 resp_ring, u64 cont
     // read); buffer mode polls the flag chunk only.
     const u32 first = rx_inline ? min_u32(poll_chunks, req_chunks) : 1u;
     const u32 payload_first = min_u32(poll_chunks, req_chunks - 1u);
+    const bool reply = nic != 0ull;
 
     u64 polls = 0ull, served = 0ull, torn = 0ull, lost = 0ull;
     // Start the warps of a group out of phase, so their reads of one slot arrive spread
@@ -443,7 +547,7 @@ extern "C" __global__ void qfwd_persistent(u64 req_ring, u64 resp_ring, u64 cont
         if (rx_inline) {
             code = __shfl_sync(QFWD_FULL_MASK, lc.c[0].x, 0);
             arg_len = __shfl_sync(QFWD_FULL_MASK, lc.c[0].y, 0);
-            const u64 need = chunks_for((u64)QFWD_HEADER_BYTES + arg_len, QFWD_INLINE_DATA_BYTES);
+            const u64 need = chunks_for(request_stream_bytes(arg_len, reply), QFWD_INLINE_DATA_BYTES);
             u32 n = 1u;
             if (need > req_chunks) {
                 early_status = QFWD_STATUS_OVERSIZED;
@@ -502,7 +606,7 @@ extern "C" __global__ void qfwd_persistent(u64 req_ring, u64 resp_ring, u64 cont
             }
             code = __shfl_sync(QFWD_FULL_MASK, lc.c[0].x, 0);
             arg_len = __shfl_sync(QFWD_FULL_MASK, lc.c[0].y, 0);
-            const u64 need = chunks_for((u64)QFWD_HEADER_BYTES + arg_len, QFWD_CHUNK_BYTES);
+            const u64 need = chunks_for(request_stream_bytes(arg_len, reply), QFWD_CHUNK_BYTES);
             if (need > req_chunks - 1u) {
                 early_status = QFWD_STATUS_OVERSIZED;
             } else {
@@ -513,7 +617,17 @@ extern "C" __global__ void qfwd_persistent(u64 req_ring, u64 resp_ring, u64 cont
             compute_response(code, arg_len, early_status, stage, res, resp_chunks, control,
                              lane);
         }
+#ifdef QFWD_DEVICE_DOORBELL
+        // The request's identity is staged unless it was oversized (then the host answers).
+        const bool sent = reply && early_status != QFWD_STATUS_OVERSIZED &&
+                          device_answer(nic, stage, arg_len, res, resp, resp_chunks, req_words,
+                                        want, lane);
+        if (!sent) {
+            publish_response(res, resp, resp_chunks, want, lane);
+        }
+#else
         publish_response(res, resp, resp_chunks, want, lane);
+#endif
         ++served;
         position_next(pos, groups, slots);
     }

@@ -28,18 +28,26 @@ ncores=$(nproc)
 srv_core=0
 cli_core=$(( ncores > 1 ? 1 : 0 ))
 
-cleanup() { pkill -f "sockperf server -i 127.0.0.1 -p $port_sp" 2>/dev/null || true; [ -n "${qpid:-}" ] && kill "$qpid" 2>/dev/null || true; }
+cleanup() { pkill -f "sockperf server" 2>/dev/null || true; [ -n "${qpid:-}" ] && kill "$qpid" 2>/dev/null || true; }
 trap cleanup EXIT
 
 # Prints "p50 p99" (µs) from sockperf's output.
+# Arguments: "block" (sockperf's defaults: epoll server, blocking recvfrom client) or
+# "busy" (non-blocking sockets polled with recvfrom in a loop on both sides, as qfwd does;
+# sockperf only takes -F r with a feed file).
 sockperf_run() {
-    local extra=("$@")
-    timeout 20 sockperf server -i 127.0.0.1 -p $port_sp --cpu-affinity $srv_core "${extra[@]}" >/dev/null 2>&1 &
+    local server_args=(-i 127.0.0.1 -p $port_sp) client_extra=()
+    if [ "$1" = busy ]; then
+        echo "U:127.0.0.1:$port_sp" > /tmp/qfwd-bench-feed.txt
+        server_args=(-f /tmp/qfwd-bench-feed.txt -F r --nonblocked)
+        client_extra=(--nonblocked)
+    fi
+    timeout $((secs + 25)) sockperf server "${server_args[@]}" --cpu-affinity $srv_core >/dev/null 2>&1 &
     local spid=$!
     sleep 1
     local log
     log=$(timeout $((secs + 20)) sockperf ping-pong -i 127.0.0.1 -p $port_sp -m 56 -t "$secs" --full-rtt \
-        --sender-affinity $cli_core --receiver-affinity $cli_core "${extra[@]}" 2>&1)
+        --sender-affinity $cli_core --receiver-affinity $cli_core "${client_extra[@]}" 2>&1)
     kill $spid 2>/dev/null || true
     wait $spid 2>/dev/null || true
     local p50 p99
@@ -48,8 +56,8 @@ sockperf_run() {
     echo "$p50 $p99"
 }
 
-read -r sp_block_p50 sp_block_p99 < <(sockperf_run)
-read -r sp_busy_p50 sp_busy_p99 < <(sockperf_run -F r --nonblocked --recv_looping_num -1)
+read -r sp_block_p50 sp_block_p99 < <(sockperf_run block)
+read -r sp_busy_p50 sp_busy_p99 < <(sockperf_run busy)
 
 target/release/qfwd run --listen 127.0.0.1:$port_q --cores $srv_core --stats-interval 0 --duration 300 2>/tmp/qfwd-bench.log &
 qpid=$!

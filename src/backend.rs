@@ -10,6 +10,7 @@ use std::fmt;
 use std::str::FromStr;
 
 use crate::handler::{Handler, MAX_RESULT_LEN};
+use crate::wire::RequestHeader;
 
 /// Where requests are computed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
@@ -74,8 +75,11 @@ pub struct Completion<'a> {
     pub token: u32,
     /// Wire status: 0, a handler error (> 0), or a protocol error (< 0).
     pub status: i32,
-    /// Result bytes (empty on error).
+    /// Result bytes (empty on error, and when `sent_by_device`).
     pub result: &'a [u8],
+    /// The device side already sent the response to the QPU (GPU-initiated doorbells):
+    /// the forwarder counts it answered and sends nothing.
+    pub sent_by_device: bool,
 }
 
 /// Something that computes requests.
@@ -87,6 +91,21 @@ pub trait Backend {
     /// means the backend refuses it (full ring: `OVERLOAD`; too large for a slot:
     /// `OVERSIZED`) and the forwarder answers with that status at once.
     fn submit(&mut self, token: u32, handler: &Handler, arg: &[u8]) -> Result<(), i32>;
+
+    /// [`Backend::submit`] with the request's header, for a backend whose device side
+    /// answers the QPU itself (it needs `request_id` and `ptp_timestamp` for the response
+    /// header). The default ignores the header.
+    #[inline]
+    fn submit_request(
+        &mut self,
+        token: u32,
+        header: &RequestHeader,
+        handler: &Handler,
+        arg: &[u8],
+    ) -> Result<(), i32> {
+        let _ = header;
+        self.submit(token, handler, arg)
+    }
 
     /// Reaps finished requests, calling `done` once for each; returns how many.
     fn poll<F: FnMut(Completion<'_>)>(&mut self, done: F) -> usize;
@@ -149,6 +168,7 @@ impl Backend for CpuBackend {
                 token,
                 status,
                 result: &self.results[start..start + len],
+                sent_by_device: false,
             });
         }
         self.pending.clear();

@@ -3,18 +3,19 @@
 #![forbid(unsafe_code)]
 
 use std::net::SocketAddr;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
 use crate::backend::Topology;
+use crate::decode::DecoderKind;
 use crate::forward::{ForwardConfig, IdlePolicy};
 use crate::gpu::GpuOptions;
 use crate::handler::{Handler, Registry};
-use crate::mlx5::Doorbell;
 use crate::mailbox::layout::MAX_REQ_SLOT_BYTES;
 use crate::mailbox::{Layout, RxCompletion};
+use crate::mlx5::Doorbell;
 use crate::transport::udp::AllowedPeer;
 use crate::transport::TransportKind;
 use crate::{Error, Result};
@@ -62,6 +63,12 @@ pub struct RunConfig {
     pub slots: usize,
     /// softnic transport: how responses are announced to the NIC.
     pub doorbell: Doorbell,
+    /// A QEC decoder to serve beside the handlers: `uf` or `lut` (needs `dem`).
+    pub decoder: Option<String>,
+    /// Stim detector error model the decoder is built from.
+    pub dem: Option<PathBuf>,
+    /// Name the decoder answers to (function_id = FNV-1a of it).
+    pub decoder_name: String,
 }
 
 impl Default for RunConfig {
@@ -87,6 +94,9 @@ impl Default for RunConfig {
             pollers_per_slot: None,
             slots: GpuOptions::default().slots,
             doorbell: Doorbell::BlueFlame,
+            decoder: None,
+            dem: None,
+            decoder_name: "decode".to_string(),
         }
     }
 }
@@ -136,7 +146,27 @@ impl RunConfig {
             }
         }
         self.allowlist()?;
-        self.registry()?;
+        // Names only: building a decoder (reading its model) waits for the start.
+        for name in &self.handlers {
+            Handler::by_name(name)?;
+        }
+        if self.decoder_kind()?.is_some() {
+            match &self.dem {
+                None => {
+                    return bad(
+                        "dem",
+                        "a decoder needs --dem FILE (a Stim detector error model)",
+                    )
+                }
+                Some(p) if !p.is_file() => {
+                    return Err(Error::InvalidSetting {
+                        key: "dem",
+                        detail: format!("{}: no such file", p.display()),
+                    })
+                }
+                Some(_) => {}
+            }
+        }
         if self.topology.needs_gpu() {
             self.gpu_options().validate()?;
         }
@@ -179,22 +209,52 @@ impl RunConfig {
             .collect()
     }
 
-    /// The handler registry the names ask for.
+    /// The handler registry the names ask for, plus the decoder if one is configured
+    /// (loading its model: the first call reads and builds it).
     pub fn registry(&self) -> Result<Registry> {
         let mut r = Registry::default();
         for name in &self.handlers {
             r.register(name, Handler::by_name(name)?)?;
         }
+        if let Some(kind) = self.decoder_kind()? {
+            let dem = self.dem.as_deref().ok_or_else(|| Error::InvalidSetting {
+                key: "dem",
+                detail: "a decoder needs --dem FILE (a Stim detector error model)".into(),
+            })?;
+            r.register(&self.decoder_name, Handler::decoder(dem, kind)?)?;
+        }
         Ok(r)
+    }
+
+    /// The configured decoder's kind, if any.
+    pub fn decoder_kind(&self) -> Result<Option<DecoderKind>> {
+        match &self.decoder {
+            None if self.dem.is_some() => Err(Error::InvalidSetting {
+                key: "decoder",
+                detail: "--dem given without --decoder (uf or lut)".into(),
+            }),
+            None => Ok(None),
+            Some(name) => name.parse().map(Some),
+        }
     }
 
     /// The soft NIC's settings: request slots hold the largest request accepted.
     pub fn softnic_config(&self) -> crate::softnic::SoftNicConfig {
         crate::softnic::SoftNicConfig {
-            rx_slot_bytes: (crate::wire::HEADER_LEN + self.max_request_bytes).next_multiple_of(64) as u32,
+            rx_slot_bytes: (crate::wire::HEADER_LEN + self.max_request_bytes).next_multiple_of(64)
+                as u32,
             idle: self.idle,
             ..crate::softnic::SoftNicConfig::new(self.doorbell)
         }
+    }
+
+    /// Whether the GPU sends the responses itself: `gpu-persistent` behind the soft NIC
+    /// with a `regular` or `blueflame` doorbell (the kernel rings it). With `cpu-assisted`,
+    /// or any other topology, the forwarding thread hands responses to the NIC.
+    pub fn device_posts(&self) -> bool {
+        self.transport == TransportKind::Softnic
+            && self.topology == Topology::GpuPersistent
+            && self.doorbell != Doorbell::CpuAssisted
     }
 
     /// The loop's tunables.
@@ -252,6 +312,27 @@ mod tests {
         let e = RunConfig::from_file(&p).unwrap_err().to_string();
         assert!(e.contains("a.toml") && e.contains("listne"), "{e}");
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn only_gpu_persistent_behind_the_soft_nic_rings_from_the_device() {
+        let mut c = RunConfig {
+            transport: TransportKind::Softnic,
+            topology: Topology::GpuPersistent,
+            doorbell: Doorbell::BlueFlame,
+            ..Default::default()
+        };
+        assert!(c.device_posts());
+        c.doorbell = Doorbell::Regular;
+        assert!(c.device_posts());
+        c.doorbell = Doorbell::CpuAssisted;
+        assert!(!c.device_posts());
+        c.doorbell = Doorbell::Regular;
+        c.topology = Topology::Cpu;
+        assert!(!c.device_posts());
+        c.topology = Topology::GpuPersistent;
+        c.transport = TransportKind::Udp;
+        assert!(!c.device_posts());
     }
 
     #[test]

@@ -239,7 +239,10 @@ impl<T: Transport, B: Backend> Forwarder<T, B> {
             self.answer_error(peer, &header, status::OVERLOAD, received_at);
             return;
         };
-        match self.backend.submit(token, handler, &self.rx[arg_range]) {
+        match self
+            .backend
+            .submit_request(token, &header, handler, &self.rx[arg_range])
+        {
             Ok(()) => {
                 self.in_flight[token as usize] = Some(InFlight {
                     peer,
@@ -275,6 +278,12 @@ impl<T: Transport, B: Backend> Forwarder<T, B> {
             free_tokens.push(c.token);
             if entry.answered {
                 stats.late_completions += 1;
+                return;
+            }
+            if c.sent_by_device {
+                // The device side already sent the response to the QPU (GPU-initiated
+                // doorbell): count it, send nothing.
+                stats.on_answered(c.status, entry.received_at.elapsed());
                 return;
             }
             let (code, result) = if c.result.len() > MAX_RESULT_LEN {
@@ -489,6 +498,7 @@ mod tests {
                     token: t,
                     status: 0,
                     result: &[1],
+                    sent_by_device: false,
                 });
             }
             n
@@ -590,5 +600,83 @@ mod tests {
         );
         assert_eq!(stats.answered_with(status::SHUTTING_DOWN), 1);
         assert!(stats.adds_up());
+    }
+
+    /// A backend whose device side sends every response itself: completes each request
+    /// as `sent_by_device`, the even ones with an error status.
+    struct DeviceSends {
+        held: Vec<(u32, u32)>,
+    }
+    impl Backend for DeviceSends {
+        fn topology(&self) -> crate::backend::Topology {
+            crate::backend::Topology::GpuPersistent
+        }
+        fn submit(&mut self, _: u32, _: &crate::handler::Handler, _: &[u8]) -> Result<(), i32> {
+            unreachable!("the forwarder hands over the header")
+        }
+        fn submit_request(
+            &mut self,
+            token: u32,
+            header: &RequestHeader,
+            _: &crate::handler::Handler,
+            _: &[u8],
+        ) -> Result<(), i32> {
+            self.held.push((token, header.request_id));
+            Ok(())
+        }
+        fn poll<F: FnMut(Completion<'_>)>(&mut self, mut done: F) -> usize {
+            let n = self.held.len();
+            for (token, id) in self.held.drain(..) {
+                done(Completion {
+                    token,
+                    status: if id % 2 == 0 { status::BAD_ARGUMENT } else { 0 },
+                    result: &[],
+                    sent_by_device: true,
+                });
+            }
+            n
+        }
+        fn in_flight(&self) -> usize {
+            self.held.len()
+        }
+        fn max_arg_len(&self) -> usize {
+            64
+        }
+    }
+
+    #[test]
+    fn completions_sent_by_the_device_are_counted_not_sent_again() {
+        let (mut client, server) = inproc::channel(16, 256).unwrap();
+        let mut fwd = Forwarder::new(
+            server,
+            DeviceSends { held: vec![] },
+            Registry::with_parity(),
+            ForwardConfig::default(),
+        );
+        let mut buf = [0u8; 64];
+        for id in 1..=5 {
+            let n = wire::write_request(&mut buf, function_id("parity"), id, 0, &[1]).unwrap();
+            client.send(&buf[..n]).unwrap();
+        }
+        // The forwarder itself still answers what never reaches the backend.
+        let n = wire::write_request(&mut buf, function_id("nope"), 6, 0, &[1]).unwrap();
+        client.send(&buf[..n]).unwrap();
+        fwd.poll_once().unwrap();
+        let r = response(&mut client).expect("the host answers the unknown function");
+        assert_eq!(
+            wire::parse_response(&r).unwrap().header.status,
+            status::UNKNOWN_FUNCTION
+        );
+        assert!(response(&mut client).is_none(), "no second send");
+        let s = fwd.stats();
+        assert_eq!(s.received, 6);
+        assert_eq!(s.answered_ok, 3);
+        assert_eq!(s.answered_with(status::BAD_ARGUMENT), 2);
+        assert_eq!(s.answered_with(status::UNKNOWN_FUNCTION), 1);
+        assert_eq!(
+            fwd.free_tokens.len(),
+            ForwardConfig::default().max_in_flight
+        );
+        assert!(s.adds_up());
     }
 }

@@ -38,11 +38,17 @@ enum Command {
 qfwd run --transport udp --listen 127.0.0.1:9000 --duration 60\n  \
 qfwd run --listen 0.0.0.0:9000 --allow 10.0.0.7 --cores 2 --stats-interval 5\n  \
 qfwd run --config lab.toml --duration 600\n  \
-qfwd run --topology gpu-persistent --pollers 8 --rx-completion inline --cores 2\n\n\
+qfwd run --topology gpu-persistent --pollers 8 --rx-completion inline --cores 2\n  \
+qfwd run --decoder uf --dem tests/fixtures/surface_d5_r5_z_p001.dem --name decode\n\n\
 Then point a QPU controller (or `qfwd-latency emulate --target 127.0.0.1:9000`) at it.")]
-    Run(RunArgs),
+    Run(Box<RunArgs>),
     /// Check this host: GPUs, RDMA devices, ports, GIDs, link state, usable doorbell modes.
     Doctor(qfwd::doctor::DoctorArgs),
+    /// Decode recorded shots offline and count logical errors (like `pymatching count_mistakes`).
+    #[command(after_help = "Example:\n  \
+qfwd decode --dem tests/fixtures/surface_d5_r5_z_p001.dem --dets tests/fixtures/surface_d5_r5_z_p001.b8 \\\n    \
+--obs tests/fixtures/surface_d5_r5_z_p001.obs.01 --decoder uf --format json")]
+    Decode(qfwd::decode::cli::DecodeArgs),
 }
 
 #[derive(Args)]
@@ -112,6 +118,16 @@ struct RunArgs {
     /// softnic transport: cpu-assisted, regular or blueflame [default: blueflame].
     #[arg(long)]
     doorbell: Option<Doorbell>,
+    /// Also serve a QEC decoder: uf (union-find) or lut (lookup table, <= 24 detectors).
+    /// Payload: bit-packed detection events + u32 event count; result: observable flips.
+    #[arg(long, value_name = "uf|lut")]
+    decoder: Option<String>,
+    /// Stim detector error model for --decoder (flattened, decompose_errors=True).
+    #[arg(long, value_name = "FILE")]
+    dem: Option<PathBuf>,
+    /// Name the decoder answers to; function_id = FNV-1a of it [default: decode].
+    #[arg(long, value_name = "NAME")]
+    name: Option<String>,
 }
 
 impl RunArgs {
@@ -177,6 +193,15 @@ impl RunArgs {
         if let Some(v) = self.doorbell {
             c.doorbell = v;
         }
+        if self.decoder.is_some() {
+            c.decoder = self.decoder;
+        }
+        if self.dem.is_some() {
+            c.dem = self.dem;
+        }
+        if let Some(v) = self.name {
+            c.decoder_name = v;
+        }
         c.validate()?;
         Ok(c)
     }
@@ -214,8 +239,9 @@ fn run(args: RunArgs) -> qfwd::Result<()> {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
-        Command::Run(a) => run(a),
+        Command::Run(a) => run(*a),
         Command::Doctor(a) => qfwd::doctor::run(&a),
+        Command::Decode(a) => qfwd::decode::cli::run(&a),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -14,6 +14,7 @@ use crate::config::RunConfig;
 use crate::forward::{Forwarder, StopWhen};
 use crate::gpu;
 use crate::handler::Registry;
+use crate::softnic::DevicePosting;
 use crate::stats::Stats;
 use crate::transport::inproc::InprocServer;
 use crate::transport::udp::UdpTransport;
@@ -87,32 +88,74 @@ pub fn spawn_udp(config: &RunConfig) -> Result<Running> {
         format!("allowing only {}", list.join(", "))
     };
     let description = format!("udp {local}; {allow}");
-    spawn(transport, config, Some(local), description)
+    spawn(transport, config, Some(local), description, None)
 }
 
-/// Starts a soft NIC whose wire is a UDP socket, and the loop behind it.
+/// Starts a soft NIC whose wire is a UDP socket, and the loop behind it. With
+/// `gpu-persistent` and a `regular` or `blueflame` doorbell the kernel rings the NIC
+/// itself ([`RunConfig::device_posts`]).
 pub fn spawn_softnic_udp(config: &RunConfig) -> Result<Running> {
     config.validate()?;
-    let (local, transport) =
-        crate::softnic::udp(&config.softnic_config(), config.listen, config.allowlist()?)?;
-    let description = format!("soft NIC ({} doorbell) on udp {local}", config.doorbell);
-    spawn(transport, config, Some(local), description)
+    let nic = config.softnic_config();
+    let region = softnic_region(config, &nic)?;
+    let (local, transport) = crate::softnic::udp_in(
+        &nic,
+        config.listen,
+        config.allowlist()?,
+        region,
+        config.device_posts(),
+    )?;
+    let description = format!("soft NIC ({}) on udp {local}", softnic_doorbell(config));
+    let posting = transport.device_posting();
+    spawn(transport, config, Some(local), description, posting)
 }
 
 /// Starts the loop behind a soft NIC whose wire is an in-process ring; returns the
-/// emulator's end of the ring too.
-pub fn spawn_softnic_inproc(config: &RunConfig) -> Result<(crate::transport::inproc::InprocClient, Running)> {
+/// emulator's end of the ring too. Device posting as in [`spawn_softnic_udp`].
+pub fn spawn_softnic_inproc(
+    config: &RunConfig,
+) -> Result<(crate::transport::inproc::InprocClient, Running)> {
     config.validate()?;
-    let (client, transport) = crate::softnic::inproc(&config.softnic_config())?;
-    let description = format!("soft NIC ({} doorbell) on an inproc ring", config.doorbell);
-    Ok((client, spawn(transport, config, None, description)?))
+    let nic = config.softnic_config();
+    let region = softnic_region(config, &nic)?;
+    let (client, transport) = crate::softnic::inproc_in(&nic, region, config.device_posts())?;
+    let description = format!("soft NIC ({}) on an inproc ring", softnic_doorbell(config));
+    let posting = transport.device_posting();
+    Ok((
+        client,
+        spawn(transport, config, None, description, posting)?,
+    ))
+}
+
+/// The soft NIC's memory: GPU-mapped pinned memory when the kernel posts to it, the heap
+/// otherwise.
+fn softnic_region(
+    config: &RunConfig,
+    nic: &crate::softnic::SoftNicConfig,
+) -> Result<crate::softnic::NicRegion> {
+    let len = crate::softnic::NicLayout::new(nic)?.len;
+    if config.device_posts() {
+        // A clear error (no GPU) before anything starts.
+        gpu_for(config)?;
+        gpu::mapped_nic_region(config.gpu_device, len)
+    } else {
+        crate::softnic::NicRegion::heap(len)
+    }
+}
+
+fn softnic_doorbell(config: &RunConfig) -> String {
+    if config.device_posts() {
+        format!("{} doorbell rung by the GPU", config.doorbell)
+    } else {
+        format!("{} doorbell", config.doorbell)
+    }
 }
 
 /// Starts the loop on its own thread, serving the forwarder end of an in-process
 /// channel.
 pub fn spawn_inproc(config: &RunConfig, server: InprocServer) -> Result<Running> {
     config.validate()?;
-    spawn(server, config, None, "inproc ring".to_string())
+    spawn(server, config, None, "inproc ring".to_string(), None)
 }
 
 fn spawn<T>(
@@ -120,6 +163,7 @@ fn spawn<T>(
     config: &RunConfig,
     local_addr: Option<SocketAddr>,
     where_: String,
+    nic: Option<DevicePosting>,
 ) -> Result<Running>
 where
     T: Transport + Send + 'static,
@@ -180,7 +224,7 @@ where
                     });
                 }
             }
-            serve_on_this_thread(transport, registry, &config, &flag)
+            serve_with_nic(transport, registry, &config, &flag, nic.as_ref())
         })
         .map_err(|source| Error::Io {
             what: "spawning the forwarding thread".to_string(),
@@ -201,26 +245,76 @@ pub fn serve_on_this_thread<T: Transport>(
     config: &RunConfig,
     stop: &AtomicBool,
 ) -> Result<Stats> {
+    serve_with_nic(transport, registry, config, stop, None)
+}
+
+/// [`serve_on_this_thread`]; with `nic` (the soft NIC's send queue, from
+/// [`crate::softnic::SoftNicTransport::device_posting`]) the `gpu-persistent` kernel sends
+/// every response through it itself.
+pub fn serve_with_nic<T: Transport>(
+    transport: T,
+    registry: Registry,
+    config: &RunConfig,
+    stop: &AtomicBool,
+    nic: Option<&DevicePosting>,
+) -> Result<Stats> {
+    if nic.is_some() && config.topology != Topology::GpuPersistent {
+        return Err(Error::InvalidSetting {
+            key: "topology",
+            detail: format!(
+                "{}: only gpu-persistent rings the NIC from the device",
+                config.topology
+            ),
+        });
+    }
     let fc = config.forward_config();
+    // Decoder models the GPU topologies upload once, at start.
+    let decoders = if config.topology.needs_gpu() {
+        gpu::decoder::registry_decoders(&registry)
+    } else {
+        Vec::new()
+    };
     match config.topology {
         Topology::Cpu => {
             let backend = CpuBackend::new(fc.batch, fc.max_request_bytes);
             run_loop(transport, backend, registry, config, stop).map(|(s, _)| s)
         }
         Topology::GpuLaunch => {
-            let backend = gpu::launch_backend(&config.gpu_options())?;
+            let backend = gpu::launch_backend_with(&config.gpu_options(), &decoders)?;
             run_loop(transport, backend, registry, config, stop).map(|(s, _)| s)
         }
         Topology::GpuGraph => {
-            let backend = gpu::graph_backend(&config.gpu_options())?;
+            let backend = gpu::graph_backend_with(&config.gpu_options(), &decoders)?;
             run_loop(transport, backend, registry, config, stop).map(|(s, _)| s)
         }
         Topology::GpuPersistent => {
-            let backend = gpu::persistent_backend(&config.gpu_options())?;
+            let backend = match nic {
+                Some(nic) => {
+                    let mut o = config.gpu_options();
+                    o.poll_chunks = o.poll_chunks.max(gpu::decoder::poll_chunks_for(&decoders));
+                    crate::mailbox::MailboxBackend::new(gpu::PersistentKernel::start_with(
+                        &o,
+                        Some(nic),
+                        &decoders,
+                        gpu::decoder::ScratchPlacement::Auto,
+                    )?)
+                }
+                None => gpu::persistent_backend_with(&config.gpu_options(), &decoders)?,
+            };
             let (stats, mut backend) = run_loop(transport, backend, registry, config, stop)?;
             // Stop the kernel with its sentinel and wait for it, so a kernel that does
             // not stop is reported rather than left spinning.
             backend.shutdown(KERNEL_STOP_TIMEOUT)?;
+            if let Some(c) = backend.device().nic_counters() {
+                eprintln!(
+                    "qfwd: GPU posting: {}",
+                    c.pairs()
+                        .iter()
+                        .map(|(k, v)| format!("{k} {v}"))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                );
+            }
             Ok(stats)
         }
     }

@@ -76,7 +76,7 @@ proptest! {
                     let mut results = Vec::new();
                     completed += b.poll(|c| results.push((c.token, c.status, c.result.to_vec())));
                     for (token, st, result) in results {
-                        check(qfwd::backend::Completion { token, status: st, result: &result }, &mut expected)?;
+                        check(qfwd::backend::Completion { token, status: st, result: &result, sent_by_device: false }, &mut expected)?;
                     }
                 }
             }
@@ -88,7 +88,7 @@ proptest! {
             let mut results = Vec::new();
             completed += b.poll(|c| results.push((c.token, c.status, c.result.to_vec())));
             for (token, st, result) in results {
-                check(qfwd::backend::Completion { token, status: st, result: &result }, &mut expected)?;
+                check(qfwd::backend::Completion { token, status: st, result: &result, sent_by_device: false }, &mut expected)?;
             }
             std::thread::yield_now();
         }

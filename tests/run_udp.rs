@@ -222,3 +222,59 @@ fn bad_flags_fail_with_a_message_not_a_panic() {
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("/nonexistent/qfwd.toml"));
 }
+
+#[test]
+fn serves_a_decoder_beside_parity() {
+    let dem = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/fixtures/surface_d3_r3_z_p005.dem"
+    );
+    let fwd = start(&["--decoder", "uf", "--dem", dem, "--name", "d3"]);
+    let sock = UdpSocket::bind("127.0.0.1:0").unwrap();
+    sock.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let decoder = qfwd::decode::Decoder::from_dem_path(
+        std::path::Path::new(dem),
+        qfwd::decode::DecoderKind::Uf,
+    )
+    .unwrap();
+    let mut scratch = decoder.new_scratch();
+    let mut buf = [0u8; 256];
+    // No events, then two events: answers equal the reference decoder's.
+    for (id, dets) in [(1u32, vec![0u8; 3]), (2, vec![0b0000_0011, 0, 0])] {
+        let arg = decoder.payload(&dets);
+        let n = wire::write_request(&mut buf, function_id("d3"), id, 0, &arg).unwrap();
+        let r = ask(&sock, fwd.addr, &buf[..n]).expect("answer");
+        let v = wire::parse_response(&r).unwrap();
+        assert_eq!(v.header.status, status::OK);
+        let want = decoder.result_bytes(decoder.decode(&mut scratch, &dets));
+        assert_eq!(v.result, &want[..]);
+    }
+    // A payload whose event count does not match the model.
+    let n =
+        wire::write_request(&mut buf, function_id("d3"), 3, 0, &[0, 0, 0, 25, 0, 0, 0]).unwrap();
+    let v = ask(&sock, fwd.addr, &buf[..n]).unwrap();
+    assert_eq!(
+        wire::parse_response(&v).unwrap().header.status,
+        status::BAD_ARGUMENT
+    );
+    // Parity is still served.
+    let n = wire::write_request(&mut buf, function_id("parity"), 4, 0, &[1]).unwrap();
+    assert!(ask(&sock, fwd.addr, &buf[..n]).is_some());
+    let summary = fwd.stop();
+    assert!(summary.contains("bad_argument"), "{summary}");
+
+    let out = Command::new(env!("CARGO_BIN_EXE_qfwd"))
+        .args([
+            "run",
+            "--decoder",
+            "uf",
+            "--dem",
+            "/nonexistent.dem",
+            "--duration",
+            "1",
+        ])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("/nonexistent.dem"));
+}

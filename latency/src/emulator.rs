@@ -101,6 +101,11 @@ impl Workload {
         self.function_id
     }
 
+    /// Argument bytes of the first request (all requests of a workload have the same size).
+    pub fn arg_len(&self) -> usize {
+        self.datagrams.first().map_or(0, |d| d.len() - HEADER_LEN)
+    }
+
     pub fn len(&self) -> usize {
         self.datagrams.len()
     }

@@ -48,7 +48,9 @@ enum Cmd {
 qfwd-latency emulate                                  # in-process forwarder, inproc ring\n  \
 qfwd-latency emulate --target 127.0.0.1:9000          # a running `qfwd run`\n  \
 qfwd-latency emulate --target 127.0.0.1:9000 --mode open-loop --rate 100000 --samples 1000000\n  \
-qfwd-latency emulate --transport udp --payload-bytes 1024 --csv results/one.csv")]
+qfwd-latency emulate --transport udp --payload-bytes 1024 --csv results/one.csv\n  \
+qfwd-latency emulate --decoder uf --dem tests/fixtures/surface_d5_r5_z_p001.dem \\\n      \
+--dets tests/fixtures/surface_d5_r5_z_p001.b8          # replay recorded rounds")]
     Emulate(EmulateArgs),
     /// Run every point of a scenario file; one CSV row + .hgrm per point.
     Sweep(sweep::SweepArgs),
@@ -97,6 +99,17 @@ struct EmulateArgs {
     /// Yield instead of spinning while idle (both sides): for machines short of cores.
     #[arg(long)]
     yield_when_idle: bool,
+    /// Replay recorded shots instead of random parity payloads: the decoder (uf or lut)
+    /// the forwarder serves, built from --dem; every correction is checked against the
+    /// CPU reference decoder.
+    #[arg(long, value_name = "uf|lut", requires_all = ["dem", "dets"])]
+    decoder: Option<String>,
+    /// Stim detector error model for --decoder.
+    #[arg(long, value_name = "FILE")]
+    dem: Option<PathBuf>,
+    /// Detection events to replay (Stim b8, or 01), one request per shot.
+    #[arg(long, value_name = "FILE")]
+    dets: Option<PathBuf>,
     /// Append the result as a summary CSV row (new file) here.
     #[arg(long, value_name = "FILE")]
     csv: Option<PathBuf>,
@@ -130,6 +143,9 @@ fn emulate(a: EmulateArgs) -> Result<()> {
         handler: a.handler,
         emulator_core: a.emulator_core,
         cores: a.forwarder_cores,
+        decoder: a.decoder.unwrap_or_else(|| "-".into()),
+        dem: a.dem,
+        dets: a.dets,
         idle,
         emulator_idle: idle,
         ..Point::defaults()

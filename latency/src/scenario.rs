@@ -96,9 +96,17 @@ pub struct Point {
     /// `cpu-assisted`, `regular`, `blueflame`; "-" where it does not apply.
     #[serde(default = "d_dash")]
     pub doorbell: String,
-    /// Decoder name; "-" for the parity handler.
+    /// Decoder served and called: `uf` or `lut` (needs `dem` and `dets`); "-" = the
+    /// parity handler with random payloads.
     #[serde(default = "d_dash")]
     pub decoder: String,
+    /// Stim detector error model for `decoder`.
+    #[serde(default)]
+    pub dem: Option<PathBuf>,
+    /// Recorded detection events (Stim `b8`, or `01`) replayed as requests; each answer is
+    /// checked against the CPU reference decoder.
+    #[serde(default)]
+    pub dets: Option<PathBuf>,
     #[serde(default = "d_batch")]
     pub batch: usize,
     #[serde(default = "d_max_in_flight")]
@@ -192,6 +200,8 @@ pub const FORWARDER_KEYS: &[&str] = &[
     "gpu_device",
     "doorbell",
     "decoder",
+    "dem",
+    "dets",
     "batch",
     "max_in_flight",
     "watchdog_us",
@@ -254,6 +264,16 @@ impl Point {
         }
         if self.timeout_ms == 0 {
             return Err("timeout_ms must be at least 1".into());
+        }
+        if self.decoder != "-" {
+            if !matches!(self.decoder.as_str(), "uf" | "lut") {
+                return Err(format!("decoder {:?}: expected uf or lut", self.decoder));
+            }
+            if self.dem.is_none() || self.dets.is_none() {
+                return Err(
+                    "a decoder point needs dem = \"FILE.dem\" and dets = \"FILE.b8\"".into(),
+                );
+            }
         }
         if self.doorbell != "-" {
             self.doorbell.parse::<qfwd::mlx5::Doorbell>()?;

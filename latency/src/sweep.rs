@@ -40,6 +40,9 @@ pub struct Measured {
     pub forwarder: Option<ForwarderCounts>,
 }
 
+/// Name a replayed decoder answers to (function_id = FNV-1a of it).
+pub const DECODER_NAME: &str = "decode";
+
 /// Distinct payloads cycled through per point.
 const WORKLOAD_POOL: usize = 1024;
 
@@ -73,6 +76,9 @@ pub fn run_config(point: &Point) -> RunConfig {
             point.slots
         },
         doorbell: point.doorbell.parse().unwrap_or(defaults.doorbell),
+        decoder: (point.decoder != "-").then(|| point.decoder.clone()),
+        dem: point.dem.clone(),
+        decoder_name: DECODER_NAME.to_string(),
         ..defaults
     }
 }
@@ -104,12 +110,23 @@ pub fn measure(
             });
         }
     }
-    let workload = Workload::parity(
-        &point.handler,
-        point.payload_bytes as usize,
-        WORKLOAD_POOL,
-        0x5eed ^ point.payload_bytes as u64,
-    );
+    let workload = match (&point.decoder[..], &point.dem, &point.dets) {
+        ("-", _, _) => Workload::parity(
+            &point.handler,
+            point.payload_bytes as usize,
+            WORKLOAD_POOL,
+            0x5eed ^ point.payload_bytes as u64,
+        ),
+        (decoder, Some(dem), Some(dets)) => {
+            crate::replay::workload_from_dem(dem, dets, decoder, DECODER_NAME, None)?
+        }
+        _ => {
+            return Err(Error::Emulator {
+                target: "local".into(),
+                detail: "a decoder point needs dem and dets".into(),
+            })
+        }
+    };
     let load = load_spec(point);
     let config = run_config(point);
     let (outcome, forwarder) = match (point.launch, point.transport) {
@@ -172,8 +189,18 @@ pub fn measure(
         },
         doorbell: point.doorbell.clone(),
         pollers: if persistent { config.pollers } else { 0 },
-        decoder: point.decoder.clone(),
-        payload_bytes: point.payload_bytes,
+        // The model names the code and distance; the decoder alone would not.
+        decoder: match &point.dem {
+            Some(dem) if point.decoder != "-" => format!(
+                "{}:{}",
+                point.decoder,
+                dem.file_stem()
+                    .map(|s| s.to_string_lossy())
+                    .unwrap_or_default()
+            ),
+            _ => point.decoder.clone(),
+        },
+        payload_bytes: workload.arg_len() as u32,
         mode: point.mode.to_string(),
         offered_rate_hz: point.rate_hz,
         achieved_rate_hz: outcome.achieved_rate_hz(),
@@ -285,6 +312,13 @@ impl ChildForwarder {
             .arg(point.watchdog_us.to_string())
             .arg("--max-request-bytes")
             .arg((point.payload_bytes as usize).max(4096).to_string());
+        if let (d, Some(dem)) = (&point.decoder, &point.dem) {
+            if d != "-" {
+                cmd.args(["--decoder", d, "--name", DECODER_NAME])
+                    .arg("--dem")
+                    .arg(dem);
+            }
+        }
         if !point.cores.is_empty() {
             let list: Vec<String> = point.cores.iter().map(|c| c.to_string()).collect();
             cmd.arg("--cores").arg(list.join(","));

@@ -197,3 +197,40 @@ fn emulate_runs_against_an_in_process_forwarder_by_default() {
     );
     assert_eq!(read_csv(&csv).unwrap()[0].samples, 300);
 }
+
+#[test]
+fn decoder_replay_checks_every_correction_against_the_reference() {
+    let dir = tempfile::tempdir().unwrap();
+    let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures");
+    let scenario = write(
+        dir.path(),
+        "dec.toml",
+        &format!(
+            "[forwarder]\nidle = \"yield\"\n[load]\nwarmup = 10\nsamples = 400\nemulator_idle = \"yield\"\n\
+             [[sweep]]\ndecoder = [\"uf\", \"lut\"]\ndem = [{:?}]\ndets = [{:?}]\n",
+            fixtures.join("surface_d3_r3_z_p005.dem").display().to_string(),
+            fixtures.join("surface_d3_r3_z_p005.b8").display().to_string(),
+        ),
+    );
+    let csv = dir.path().join("dec.csv");
+    let out = cli(&[
+        "sweep",
+        scenario.to_str().unwrap(),
+        "--out",
+        csv.to_str().unwrap(),
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let rows = read_csv(&csv).unwrap();
+    assert_eq!(rows.len(), 2);
+    for r in &rows {
+        assert_eq!((r.samples, r.errors, r.dropped), (400, 0, 0), "{r:?}");
+        // 24 detectors -> 3 bytes of events + a u32 count.
+        assert_eq!(r.payload_bytes, 7);
+    }
+    assert_eq!(rows[0].decoder, "uf:surface_d3_r3_z_p005");
+    assert_eq!(rows[1].decoder, "lut:surface_d3_r3_z_p005");
+}

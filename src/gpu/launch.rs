@@ -14,11 +14,13 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::context::GpuContext;
+use super::decoder::{DeviceDecoders, ScratchPlacement};
 use super::memory::MappedHostBuffer;
 use super::module::{Event, Function, GraphExec, Module, Stream};
 use super::nvrtc::FORWARD;
 use super::GpuOptions;
 use crate::backend::{Backend, Completion, Topology};
+use crate::decode::Decoder;
 use crate::handler::Handler;
 use crate::mailbox::layout::device_code;
 use crate::mailbox::ring::SlotRing;
@@ -48,8 +50,12 @@ pub struct LaunchBackend {
     function: Function,
     module: Option<Module>,
     memory: Option<MappedHostBuffer>,
+    /// The decoder models and the warp's state the kernel reads.
+    decoders: Option<DeviceDecoders>,
     ctx: Arc<GpuContext>,
     mode: LaunchMode,
+    /// Dynamic shared memory per launch: request and response staging, decoder state.
+    shared: u32,
     layout: Layout,
     poll_chunks: u32,
     ring: SlotRing,
@@ -62,6 +68,18 @@ impl LaunchBackend {
     /// slot. Uses `options.device`, `slots`, `slot_bytes`, `result_slot_bytes` and
     /// `poll_chunks`; requests are always in the inline layout.
     pub fn new(options: &GpuOptions, mode: LaunchMode) -> Result<LaunchBackend> {
+        LaunchBackend::with_decoders(options, mode, &[], ScratchPlacement::Auto)
+    }
+
+    /// [`LaunchBackend::new`], serving `decoders` too (handler device codes 2 and 3; at most
+    /// one model per decoder kind), their models uploaded once here; the one warp's `uf`
+    /// state is placed as `placement` says (see [`super::decoder`]).
+    pub fn with_decoders(
+        options: &GpuOptions,
+        mode: LaunchMode,
+        decoders: &[Arc<Decoder>],
+        placement: ScratchPlacement,
+    ) -> Result<LaunchBackend> {
         options.validate()?;
         let layout = Layout::new(
             options.slots,
@@ -72,6 +90,15 @@ impl LaunchBackend {
         let ctx = GpuContext::open(options.device)?;
         let module = Module::compile_and_load(&ctx, &FORWARD)?;
         let function = module.function(SERVE_ONCE_KERNEL)?;
+        let mut decoders = DeviceDecoders::upload(&ctx, decoders)?;
+        let mut shared = (layout.req_slot_bytes() + layout.resp_slot_bytes()) as u32;
+        if let Some(d) = decoders.as_mut() {
+            shared += d.place(&ctx, placement, shared, 1, 1)?;
+            d.install(&module)?;
+        }
+        if shared > 48 * 1024 {
+            function.allow_dynamic_shared(&ctx, shared)?;
+        }
         let memory = MappedHostBuffer::new(&ctx, layout.total_bytes())?;
         let stream = Stream::new(&ctx)?;
         let events = (0..layout.slots())
@@ -84,8 +111,10 @@ impl LaunchBackend {
             function,
             module: Some(module),
             memory: Some(memory),
+            decoders,
             ctx,
             mode,
+            shared,
             layout,
             poll_chunks: options.poll_chunks,
             ring: SlotRing::new(layout.slots()),
@@ -106,7 +135,7 @@ impl LaunchBackend {
     }
 
     fn shared_bytes(&self) -> u32 {
-        (self.layout.req_slot_bytes() + self.layout.resp_slot_bytes()) as u32
+        self.shared
     }
 
     /// The kernel's parameters for `slot`, and a closure over pointers to them.
@@ -298,6 +327,7 @@ impl Backend for LaunchBackend {
                         token: entry.token,
                         status: status::DECODER_TIMEOUT,
                         result: &[],
+                        sent_by_device: false,
                     });
                     continue;
                 }
@@ -321,6 +351,7 @@ impl Backend for LaunchBackend {
                 token: entry.token,
                 status: st,
                 result,
+                sent_by_device: false,
             });
         }
         self.ring.advance();
@@ -362,6 +393,7 @@ impl Drop for LaunchBackend {
             std::mem::forget(self.stream.take());
             std::mem::forget(self.module.take());
             std::mem::forget(self.memory.take());
+            std::mem::forget(self.decoders.take());
         }
     }
 }

@@ -13,6 +13,7 @@ use cudarc::driver::{result, sys};
 
 use super::context::GpuContext;
 use crate::mailbox::region::Region;
+use crate::softnic::NicRegion;
 use crate::{Error, Result};
 
 /// Zeroed pinned host memory, mapped for the device (`CU_MEMHOSTALLOC_DEVICEMAP |
@@ -87,6 +88,11 @@ impl MappedHostBuffer {
         self.device_ptr
     }
 
+    /// The host address of the buffer (page-aligned).
+    pub fn host_ptr(&self) -> NonNull<u8> {
+        self.host
+    }
+
     pub fn len(&self) -> usize {
         self.len
     }
@@ -94,6 +100,38 @@ impl MappedHostBuffer {
     pub fn is_empty(&self) -> bool {
         self.len == 0
     }
+}
+
+/// A soft NIC region ([`NicRegion`]) in fresh zeroed pinned memory that GPU `device` can
+/// address (for a kernel that rings the soft NIC's doorbells itself). The region owns the
+/// buffer: it is freed when the last clone of the region is dropped, so holders (the NIC
+/// thread, a kernel) keep it alive.
+pub fn mapped_nic_region(device: usize, len: usize) -> Result<NicRegion> {
+    let ctx = GpuContext::open(device)?;
+    let buffer = MappedHostBuffer::new(&ctx, len)?;
+    let base = buffer.host_ptr();
+    let len = buffer.len();
+    // SAFETY: `len` bytes at `base`, page-aligned (checked by `MappedHostBuffer::new`),
+    // valid until `buffer` (the owner handed over) is dropped; the NIC and the posters
+    // access them only through `NicRegion`'s atomics and the GPU's aligned volatile
+    // accesses of at most 16 bytes.
+    unsafe { NicRegion::from_raw_parts(base, len, Box::new(buffer)) }
+}
+
+/// The device address of host memory at `host` (pinned and mapped, e.g. by
+/// [`mapped_nic_region`]); an error naming `what` when the driver does not know it.
+pub fn device_address_of(ctx: &GpuContext, host: u64, what: &str) -> Result<u64> {
+    ctx.bind()?;
+    let mut device_ptr: sys::CUdeviceptr = 0;
+    // SAFETY: a query; the driver checks that `host` lies in a mapped pinned allocation.
+    unsafe { sys::cuMemHostGetDevicePointer_v2(&mut device_ptr, host as *mut c_void, 0) }
+        .result()
+        .map_err(|source| Error::GpuUnavailable {
+            detail: format!(
+                "{what} at {host:#x} is not pinned, GPU-mapped host memory                  (cuMemHostGetDevicePointer: {source}); allocate it with                  gpu::mapped_nic_region"
+            ),
+        })?;
+    Ok(device_ptr)
 }
 
 impl Drop for MappedHostBuffer {
@@ -150,6 +188,19 @@ impl DeviceBuffer {
 
     pub fn is_empty(&self) -> bool {
         self.len == 0
+    }
+
+    /// Copies `words` to the start of the buffer (synchronous; off the hot path: a
+    /// parameter block before a launch).
+    pub fn write_u64s(&self, words: &[u64]) -> Result<()> {
+        assert!(
+            std::mem::size_of_val(words) <= self.len,
+            "write past a device buffer"
+        );
+        self.ctx.bind()?;
+        // SAFETY: the destination holds the words (checked); `words` is readable.
+        unsafe { result::memcpy_htod_sync(self.device_ptr, words) }
+            .map_err(|source| self.ctx.error("cuMemcpyHtoD", source))
     }
 
     /// Copies the buffer's first `out.len()` u64 words to the host (synchronous; off the

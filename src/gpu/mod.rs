@@ -41,6 +41,7 @@
 //! stop persistent kernels before dropping other GPU objects of the same device.
 
 pub mod context;
+pub mod decoder;
 pub mod launch;
 pub mod memory;
 pub mod module;
@@ -51,7 +52,7 @@ use std::fmt;
 
 pub use context::GpuContext;
 pub use launch::{LaunchBackend, LaunchMode};
-pub use memory::{DeviceBuffer, MappedHostBuffer};
+pub use memory::{mapped_nic_region, DeviceBuffer, MappedHostBuffer};
 pub use module::{Event, Function, GraphExec, Module, Stream};
 pub use persistent::PersistentKernel;
 
@@ -81,7 +82,8 @@ pub struct GpuOptions {
     /// so G requests are served in parallel. More per slot: lower latency; more groups:
     /// more throughput (one group serves about one request per PCIe read round trip).
     pub pollers_per_slot: u32,
-    /// Warps per thread block (0: all pollers in one block).
+    /// Warps per thread block (0: all pollers in one block; one warp per block when the
+    /// kernel rings NIC doorbells itself).
     pub warps_per_block: u32,
     /// Chunks (16 B) a poll reads at once, 1 ..= 32: requests up to `12 * poll_chunks - 8`
     /// bytes (inline) arrive in one read; larger ones cost a second read.
@@ -154,6 +156,70 @@ impl GpuOptions {
 /// The `gpu-persistent` backend: a [`MailboxBackend`] over a running [`PersistentKernel`].
 pub fn persistent_backend(options: &GpuOptions) -> Result<MailboxBackend<PersistentKernel>> {
     Ok(MailboxBackend::new(PersistentKernel::start(options)?))
+}
+
+/// The `gpu-persistent` backend whose kernel sends every response through the soft NIC
+/// `nic` itself (GPU-initiated `regular` / `blueflame` doorbells; see
+/// [`PersistentKernel::start_with_nic`]). `nic` comes from
+/// [`crate::softnic::SoftNicTransport::device_posting`] of a transport whose region was
+/// allocated with [`mapped_nic_region`].
+pub fn persistent_backend_with_nic(
+    options: &GpuOptions,
+    nic: &crate::softnic::DevicePosting,
+) -> Result<MailboxBackend<PersistentKernel>> {
+    Ok(MailboxBackend::new(PersistentKernel::start_with_nic(
+        options,
+        Some(nic),
+    )?))
+}
+
+/// The `gpu-persistent` backend serving `decoders` too (QEC decoder handlers, device codes
+/// 2 and 3; at most one model per decoder kind, see [`decoder`]): their models are uploaded
+/// to the GPU once, here. `options.poll_chunks` is raised, if needed, so a decoder's request
+/// arrives in one PCIe read ([`decoder::poll_chunks_for`]). Pass
+/// [`decoder::registry_decoders`] of the registry the backend serves.
+pub fn persistent_backend_with(
+    options: &GpuOptions,
+    decoders: &[std::sync::Arc<crate::decode::Decoder>],
+) -> Result<MailboxBackend<PersistentKernel>> {
+    let mut o = options.clone();
+    o.poll_chunks = o.poll_chunks.max(decoder::poll_chunks_for(decoders));
+    Ok(MailboxBackend::new(PersistentKernel::start_with(
+        &o,
+        None,
+        decoders,
+        decoder::ScratchPlacement::Auto,
+    )?))
+}
+
+/// The `gpu-launch` backend serving `decoders` too (see [`persistent_backend_with`]).
+pub fn launch_backend_with(
+    options: &GpuOptions,
+    decoders: &[std::sync::Arc<crate::decode::Decoder>],
+) -> Result<LaunchBackend> {
+    let mut o = options.clone();
+    o.poll_chunks = o.poll_chunks.max(decoder::poll_chunks_for(decoders));
+    LaunchBackend::with_decoders(
+        &o,
+        LaunchMode::Kernel,
+        decoders,
+        decoder::ScratchPlacement::Auto,
+    )
+}
+
+/// The `gpu-graph` backend serving `decoders` too (see [`persistent_backend_with`]).
+pub fn graph_backend_with(
+    options: &GpuOptions,
+    decoders: &[std::sync::Arc<crate::decode::Decoder>],
+) -> Result<LaunchBackend> {
+    let mut o = options.clone();
+    o.poll_chunks = o.poll_chunks.max(decoder::poll_chunks_for(decoders));
+    LaunchBackend::with_decoders(
+        &o,
+        LaunchMode::Graph,
+        decoders,
+        decoder::ScratchPlacement::Auto,
+    )
 }
 
 /// The `gpu-launch` backend (one kernel launch per request).

@@ -56,6 +56,37 @@ impl Module {
                 })?;
         Ok(Function { function, name })
     }
+
+    /// Copies `bytes` into the module's `__device__` / `__constant__` variable `name`
+    /// (synchronous; before the kernels that read it are launched). The variable must be
+    /// exactly `bytes.len()` long.
+    pub fn write_global(&self, name: &'static str, bytes: &[u8]) -> Result<()> {
+        self.ctx.bind()?;
+        // SAFETY: the module is loaded; the name is a valid C string.
+        let (ptr, size) =
+            unsafe { result::module::get_global(self.module, nvrtc::kernel_name(name)) }.map_err(
+                |source| Error::GpuKernelMissing {
+                    device: self.ctx.index(),
+                    kernel: name,
+                    file: self.file,
+                    source,
+                },
+            )?;
+        if size != bytes.len() {
+            return Err(Error::GpuUnavailable {
+                detail: format!(
+                    "{name} in {} is {size} bytes, the host wrote {}: device and host sources \
+                     disagree",
+                    self.file,
+                    bytes.len()
+                ),
+            });
+        }
+        // SAFETY: `ptr` addresses `size` bytes of the module's memory (checked above);
+        // `bytes` is readable.
+        unsafe { result::memcpy_htod_sync(ptr, bytes) }
+            .map_err(|source| self.ctx.error("cuMemcpyHtoD", source))
+    }
 }
 
 impl Drop for Module {
@@ -81,6 +112,20 @@ unsafe impl Send for Function {}
 impl Function {
     pub fn name(&self) -> &'static str {
         self.name
+    }
+
+    /// The most threads a block of this kernel may have, given the registers it uses.
+    pub fn max_threads_per_block(&self, ctx: &GpuContext) -> Result<u32> {
+        ctx.bind()?;
+        // SAFETY: a live function handle (owner keeps its module).
+        let n = unsafe {
+            result::function::get_function_attribute(
+                self.function,
+                sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK,
+            )
+        }
+        .map_err(|source| ctx.error("cuFuncGetAttribute", source))?;
+        Ok(n.max(32) as u32)
     }
 
     /// Allows `bytes` of dynamic shared memory per block (needed above 48 KiB).

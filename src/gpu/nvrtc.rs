@@ -29,8 +29,33 @@ pub const FORWARD: KernelSource = KernelSource {
     source: include_str!("../../device/forward.cu"),
 };
 
-/// The `device/*.cu` files `src/gpu` loads (CI compiles every `device/*.cu` anyway).
-pub const KERNEL_SOURCES: &[KernelSource] = &[FORWARD];
+/// The persistent kernel with GPU-initiated doorbells (DESIGN §6 `regular` /
+/// `blueflame`): `device/doorbell.cu`'s posting functions and `device/forward.cu` in one
+/// program, with `QFWD_DEVICE_DOORBELL` defined. Not a file of its own: [`FORWARD`] stays
+/// free of system fences (`tests/nvrtc_kernels.rs` checks it); this one has one per post.
+pub const FORWARD_DOORBELL: KernelSource = KernelSource {
+    file: "forward-doorbell.cu",
+    source: concat!(
+        "#define QFWD_DEVICE_DOORBELL 1\n",
+        include_str!("../../device/doorbell.cu"),
+        "\n",
+        include_str!("../../device/forward.cu")
+    ),
+};
+
+/// The QEC decoders (`lut`, `uf`), `#include`d by `device/forward.cu` (see [`HEADERS`]).
+pub const DECODE: KernelSource = KernelSource {
+    file: "decode.cu",
+    source: include_str!("../../device/decode.cu"),
+};
+
+/// Device files another one may `#include "file"`: every compilation gets them as NVRTC
+/// named headers (NVRTC reads no files), so `forward.cu` and `decode.cu` are one program.
+pub const HEADERS: &[KernelSource] = &[DECODE];
+
+/// The `device/*.cu` files `src/gpu` loads (CI compiles every `device/*.cu` anyway; the
+/// combined [`FORWARD_DOORBELL`] is compiled by `tests/gpu_doorbells.rs`).
+pub const KERNEL_SOURCES: &[KernelSource] = &[FORWARD, DECODE];
 
 /// Options every compilation uses, besides the architecture.
 const COMPILE_OPTIONS: &[&str] = &["--std=c++17", "--fmad=true", "--extra-device-vectorization"];
@@ -96,11 +121,13 @@ pub fn nvrtc_version() -> Result<(i32, i32)> {
     Ok((major, minor))
 }
 
-/// An NVRTC program, destroyed on drop. Keeps its source and name alive as NVRTC requires.
+/// An NVRTC program, destroyed on drop. Keeps its source, name and headers alive as NVRTC
+/// requires.
 struct Program {
     prog: sys::nvrtcProgram,
     _source: CString,
     _name: CString,
+    _headers: Vec<(CString, CString)>,
 }
 
 impl Drop for Program {
@@ -133,12 +160,35 @@ pub fn compile(source: &KernelSource, arch: &str) -> Result<Compiled> {
     let src = CString::new(source.source)
         .map_err(|_| failed("the source contains a NUL byte".into(), String::new()))?;
     let name = CString::new(source.file).expect("file names have no NUL");
-    let prog = result::create_program(&src, Some(&name))
-        .map_err(|e| failed(format!("nvrtcCreateProgram: {e}"), String::new()))?;
+    let headers: Vec<(CString, CString)> = HEADERS
+        .iter()
+        .map(|h| {
+            let text = CString::new(h.source).expect("device sources have no NUL");
+            (text, CString::new(h.file).expect("file names have no NUL"))
+        })
+        .collect();
+    let texts: Vec<*const c_char> = headers.iter().map(|(t, _)| t.as_ptr()).collect();
+    let names: Vec<*const c_char> = headers.iter().map(|(_, n)| n.as_ptr()).collect();
+    let mut prog: sys::nvrtcProgram = std::ptr::null_mut();
+    // SAFETY: valid out-pointer; `src`, `name` and the header strings are NUL-terminated and
+    // outlive the program (moved into `Program` below); the two arrays hold `len` pointers.
+    unsafe {
+        sys::nvrtcCreateProgram(
+            &mut prog,
+            src.as_ptr(),
+            name.as_ptr(),
+            headers.len() as i32,
+            texts.as_ptr(),
+            names.as_ptr(),
+        )
+    }
+    .result()
+    .map_err(|e| failed(format!("nvrtcCreateProgram: {e}"), String::new()))?;
     let program = Program {
         prog,
         _source: src,
         _name: name,
+        _headers: headers,
     };
     let mut options: Vec<String> = vec![format!("--gpu-architecture={arch}")];
     options.extend(COMPILE_OPTIONS.iter().map(|o| o.to_string()));

@@ -1,5 +1,11 @@
 //! The running persistent kernel (`gpu-persistent`): launched once on its own stream, it
 //! spin-polls the request ring in mapped host memory until the stop sentinel.
+//!
+//! With a soft NIC's send queue ([`PersistentKernel::start_with_nic`]) it also sends every
+//! response to the QPU itself, ringing the NIC's doorbell (`regular` or `blueflame`) from
+//! the GPU: it runs `FORWARD_DOORBELL` (device/doorbell.cu + device/forward.cu), requests
+//! carry their wire identity (a reply layout), and the host only counts the "already sent"
+//! completions.
 
 use std::ffi::c_void;
 use std::sync::Arc;
@@ -8,13 +14,17 @@ use std::time::{Duration, Instant};
 use cudarc::driver::sys;
 
 use super::context::GpuContext;
-use super::memory::{DeviceBuffer, MappedHostBuffer};
+use super::decoder::{DeviceDecoders, ScratchPlacement};
+use super::memory::{device_address_of, DeviceBuffer, MappedHostBuffer};
 use super::module::{Module, Stream};
-use super::nvrtc::FORWARD;
+use super::nvrtc::{FORWARD, FORWARD_DOORBELL};
 use super::GpuOptions;
 use crate::backend::Topology;
+use crate::decode::Decoder;
 use crate::mailbox::layout::{COUNTERS_PER_POLLER, STATE_COUNTERS_OFFSET};
 use crate::mailbox::{protocol, Layout, MailboxDevice, PollerCounters, Region, RxCompletion};
+use crate::softnic::device::{BLOCK_BYTES, COUNTERS, COUNTERS_OFFSET};
+use crate::softnic::{DevicePostCounters, DevicePosting, NicRegion};
 use crate::{Error, Result};
 
 /// Kernel entry point in `device/forward.cu`.
@@ -36,18 +46,50 @@ pub struct PersistentKernel {
     module: Option<Module>,
     state: Option<DeviceBuffer>,
     memory: Option<MappedHostBuffer>,
+    /// The device posting block, and the NIC memory the kernel writes (kept alive).
+    nic: Option<(DeviceBuffer, NicRegion)>,
+    /// The decoder models and per-warp state the kernel reads.
+    decoders: Option<DeviceDecoders>,
     ctx: Arc<GpuContext>,
     layout: Layout,
     pollers: u32,
     running: bool,
     counters: Vec<PollerCounters>,
+    nic_counters: Option<DevicePostCounters>,
 }
 
 impl PersistentKernel {
     /// Compiles (NVRTC, cached) and launches the kernel over a fresh zeroed mailbox.
     pub fn start(options: &GpuOptions) -> Result<PersistentKernel> {
+        PersistentKernel::start_with_nic(options, None)
+    }
+
+    /// [`PersistentKernel::start`]; with `nic`, the kernel sends every response through
+    /// that soft NIC's send queue itself (GPU-initiated `regular` or `blueflame` doorbells).
+    /// The NIC's region must be GPU-mapped pinned memory ([`super::mapped_nic_region`]).
+    /// With a NIC, `warps_per_block = 0` means one warp per block: the system fence of each
+    /// post then waits only for its own SM's host loads, not for those of the other poller
+    /// warps (DESIGN §5: a fence's cost grows with the warps polling on its SM); and each
+    /// poll reads one more chunk, for the request's reply trailer.
+    pub fn start_with_nic(
+        options: &GpuOptions,
+        nic: Option<&DevicePosting>,
+    ) -> Result<PersistentKernel> {
+        PersistentKernel::start_with(options, nic, &[], ScratchPlacement::Auto)
+    }
+
+    /// [`PersistentKernel::start_with_nic`], serving `decoders` too (handler device codes
+    /// 2 and 3; at most one model per decoder kind): their models are uploaded to device
+    /// memory before the launch, and each poller warp's `uf` state is placed as `placement`
+    /// says (see [`super::decoder`]).
+    pub fn start_with(
+        options: &GpuOptions,
+        nic: Option<&DevicePosting>,
+        decoders: &[Arc<Decoder>],
+        placement: ScratchPlacement,
+    ) -> Result<PersistentKernel> {
         options.validate()?;
-        let layout = options.layout()?;
+        let layout = options.layout()?.with_reply(nic.is_some());
         let ctx = GpuContext::open(options.device)?;
         let maps =
             ctx.attribute(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_CAN_MAP_HOST_MEMORY)?;
@@ -60,9 +102,25 @@ impl PersistentKernel {
                 ),
             });
         }
-        let module = Module::compile_and_load(&ctx, &FORWARD)?;
+        let source = if nic.is_some() {
+            &FORWARD_DOORBELL
+        } else {
+            &FORWARD
+        };
+        let module = Module::compile_and_load(&ctx, source)?;
         let function = module.function(PERSISTENT_KERNEL)?;
+        let mut decoders = DeviceDecoders::upload(&ctx, decoders)?;
         let memory = MappedHostBuffer::new(&ctx, layout.total_bytes())?;
+        let nic = match nic {
+            Some(posting) => {
+                let region = posting.region().clone();
+                let base = device_address_of(&ctx, region.host_addr(0), "the soft NIC's region")?;
+                let block = DeviceBuffer::zeroed(&ctx, BLOCK_BYTES)?;
+                block.write_u64s(&posting.block(base))?;
+                Some((block, region))
+            }
+            None => None,
+        };
         let pollers = options.pollers;
         let state = DeviceBuffer::zeroed(
             &ctx,
@@ -71,11 +129,28 @@ impl PersistentKernel {
         let stream = Stream::new(&ctx)?;
 
         let warps_per_block = match options.warps_per_block {
+            0 if nic.is_some() => 1,
             0 => pollers,
             w => w.min(pollers),
         };
+        // No more warps in a block than the kernel's registers allow (512 threads: its
+        // __launch_bounds__): more pollers go to more blocks.
+        let warps_per_block = warps_per_block.min(function.max_threads_per_block(&ctx)? / 32);
         let blocks = pollers.div_ceil(warps_per_block);
-        let shared = warps_per_block * (layout.req_slot_bytes() + layout.resp_slot_bytes()) as u32;
+        let mut shared =
+            warps_per_block * (layout.req_slot_bytes() + layout.resp_slot_bytes()) as u32;
+        // The decoders' per-warp state follows the staging in shared memory, or goes to
+        // global memory when it does not fit (device/decode.cu).
+        if let Some(d) = decoders.as_mut() {
+            shared += d.place(
+                &ctx,
+                placement,
+                shared,
+                warps_per_block,
+                blocks * warps_per_block,
+            )?;
+            d.install(&module)?;
+        }
         if shared > DEFAULT_SHARED_LIMIT {
             let max = ctx.attribute(
                 sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN,
@@ -103,12 +178,19 @@ impl PersistentKernel {
         let mut req_slot_bytes = layout.req_slot_bytes() as u32;
         let mut resp_slot_bytes = layout.resp_slot_bytes() as u32;
         let mut rx_inline = u32::from(layout.rx() == RxCompletion::Inline);
-        let mut poll_chunks = options.poll_chunks;
+        // The reply trailer adds one chunk to a request: read one more per poll, so a
+        // request that arrives in one read without it still does.
+        let mut poll_chunks = if nic.is_some() {
+            (options.poll_chunks + 1).min(32)
+        } else {
+            options.poll_chunks
+        };
         let mut pollers_param = pollers;
         let mut pollers_per_slot = options.pollers_per_slot;
         // About one PCIe read round trip spread over a slot's pollers (DESIGN §5: ~1.7 µs).
         let mut stagger_ns = 1700 / pollers_per_slot;
-        let mut params: [*mut c_void; 12] = [
+        let mut nic_ptr = nic.as_ref().map_or(0, |(block, _)| block.device_ptr());
+        let mut params: [*mut c_void; 13] = [
             &mut req_ring as *mut u64 as *mut c_void,
             &mut resp_ring as *mut u64 as *mut c_void,
             &mut control as *mut u64 as *mut c_void,
@@ -121,21 +203,26 @@ impl PersistentKernel {
             &mut pollers_param as *mut u32 as *mut c_void,
             &mut pollers_per_slot as *mut u32 as *mut c_void,
             &mut stagger_ns as *mut u32 as *mut c_void,
+            &mut nic_ptr as *mut u64 as *mut c_void,
         ];
         let mut kernel = PersistentKernel {
             stream: None,
             module: None,
             state: None,
             memory: None,
+            nic: None,
+            decoders: None,
             ctx: Arc::clone(&ctx),
             layout,
             pollers,
             running: false,
             counters: Vec::new(),
+            nic_counters: None,
         };
-        // SAFETY: the 12 params match `qfwd_persistent(u64 x4, u32 x8)` in order and size;
-        // the addresses are of `memory` and `state`, which `kernel` owns from here on and
-        // frees only after the kernel stopped (or leaks, see Drop).
+        // SAFETY: the 13 params match `qfwd_persistent(u64 x4, u32 x8, u64)` in order and
+        // size; the addresses are of `memory`, `state` and the NIC block and region, which
+        // `kernel` owns from here on and frees only after the kernel stopped (or leaks, see
+        // Drop).
         unsafe {
             function.launch(
                 &ctx,
@@ -150,6 +237,8 @@ impl PersistentKernel {
         kernel.module = Some(module);
         kernel.state = Some(state);
         kernel.memory = Some(memory);
+        kernel.nic = nic;
+        kernel.decoders = decoders;
         kernel.running = true;
         // A kernel that cannot run (bad launch resources, a fault) shows up at once.
         std::thread::sleep(Duration::from_millis(1));
@@ -195,6 +284,21 @@ impl PersistentKernel {
         self.pollers
     }
 
+    /// Where the poller warps' `uf` decoder state lives (`None` without a `uf` decoder).
+    pub fn decoder_placement(&self) -> Option<ScratchPlacement> {
+        self.decoders.as_ref().and_then(DeviceDecoders::placement)
+    }
+
+    /// Whether the kernel sends responses through a soft NIC itself.
+    pub fn posts_to_nic(&self) -> bool {
+        self.nic.is_some()
+    }
+
+    /// What the kernel's posters counted, once it stopped (`None` before, or without a NIC).
+    pub fn nic_counters(&self) -> Option<DevicePostCounters> {
+        self.nic_counters
+    }
+
     /// True while the kernel has not been seen to finish.
     pub fn is_running(&self) -> bool {
         self.running
@@ -220,6 +324,7 @@ impl PersistentKernel {
                 Ok(true) => {
                     self.running = false;
                     self.counters = self.read_counters()?;
+                    self.nic_counters = self.read_nic_counters()?;
                 }
                 Ok(false) => {
                     if Instant::now() >= deadline {
@@ -264,6 +369,19 @@ impl PersistentKernel {
     }
 }
 
+impl PersistentKernel {
+    fn read_nic_counters(&self) -> Result<Option<DevicePostCounters>> {
+        let Some((block, _)) = &self.nic else {
+            return Ok(None);
+        };
+        let mut words = vec![0u64; COUNTERS_OFFSET / 8 + COUNTERS];
+        block.read_u64s(&mut words)?;
+        Ok(Some(DevicePostCounters::from_words(
+            &words[COUNTERS_OFFSET / 8..],
+        )))
+    }
+}
+
 impl MailboxDevice for PersistentKernel {
     fn region(&self) -> Region<'_> {
         self.memory().region()
@@ -302,6 +420,8 @@ impl Drop for PersistentKernel {
             );
             std::mem::forget(self.memory.take());
             std::mem::forget(self.state.take());
+            std::mem::forget(self.nic.take());
+            std::mem::forget(self.decoders.take());
             std::mem::forget(self.module.take());
             std::mem::forget(self.stream.take());
         }

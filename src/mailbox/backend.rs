@@ -6,12 +6,12 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use super::layout::{device_code, Layout};
-use super::protocol;
+use super::protocol::{self, ReplyTo};
 use super::region::Region;
 use super::ring::SlotRing;
 use crate::backend::{Backend, Completion, Topology};
 use crate::handler::Handler;
-use crate::wire::status;
+use crate::wire::{status, RequestHeader};
 use crate::Result;
 
 /// What a poller (a kernel warp, or a CPU double thread) counted while it ran.
@@ -101,6 +101,19 @@ impl<D: MailboxDevice> MailboxBackend<D> {
         code: u32,
         arg: &[u8],
     ) -> std::result::Result<(), i32> {
+        self.submit_code_to(token, code, arg, ReplyTo::default())
+    }
+
+    /// [`MailboxBackend::submit_code`] with the request's wire identity, which a reply
+    /// layout carries to the device side (it answers the QPU itself).
+    #[inline]
+    pub fn submit_code_to(
+        &mut self,
+        token: u32,
+        code: u32,
+        arg: &[u8],
+        reply: ReplyTo,
+    ) -> std::result::Result<(), i32> {
         if self.stopped {
             return Err(status::SHUTTING_DOWN);
         }
@@ -110,7 +123,15 @@ impl<D: MailboxDevice> MailboxBackend<D> {
         let Some((slot, tag)) = self.ring.reserve(token) else {
             return Err(status::OVERLOAD);
         };
-        protocol::write_request(self.device.region(), &self.layout, slot, tag, code, arg);
+        protocol::write_request_to(
+            self.device.region(),
+            &self.layout,
+            slot,
+            tag,
+            code,
+            arg,
+            reply,
+        );
         Ok(())
     }
 
@@ -172,6 +193,21 @@ impl<D: MailboxDevice> Backend for MailboxBackend<D> {
     }
 
     #[inline]
+    fn submit_request(
+        &mut self,
+        token: u32,
+        header: &RequestHeader,
+        handler: &Handler,
+        arg: &[u8],
+    ) -> std::result::Result<(), i32> {
+        let reply = ReplyTo {
+            request_id: header.request_id,
+            ptp_timestamp: header.ptp_timestamp,
+        };
+        self.submit_code_to(token, handler.device_code(), arg, reply)
+    }
+
+    #[inline]
     fn poll<F: FnMut(Completion<'_>)>(&mut self, mut done: F) -> usize {
         let region = self.device.region();
         let mut reaped = 0;
@@ -180,20 +216,21 @@ impl<D: MailboxDevice> Backend for MailboxBackend<D> {
             if !entry.pending {
                 continue;
             }
-            if let Some((status, len)) =
-                protocol::read_response(region, &self.layout, slot, entry.tag, &mut self.result)
+            if let Some(c) =
+                protocol::read_completion(region, &self.layout, slot, entry.tag, &mut self.result)
             {
                 self.ring.complete(slot);
                 reaped += 1;
-                let result = if status == status::OK {
-                    &self.result[..len]
+                let result = if c.status == status::OK {
+                    &self.result[..c.result_len]
                 } else {
                     &[][..]
                 };
                 done(Completion {
                     token: entry.token,
-                    status,
+                    status: c.status,
                     result,
+                    sent_by_device: c.sent_by_device,
                 });
             }
         }

@@ -14,10 +14,22 @@
 //! memory, as the kernel's live in device memory, not in the region. (The kernel skips the
 //! CAS in a group of one warp; the double always does it, uncontended there, so tests can
 //! read the tickets.) Idle pollers yield (CI machines have two cores).
+//!
+//! With a soft NIC's send queue ([`CpuDouble::start_with_nic`], the GPU-initiated doorbell
+//! path), requests carry their wire identity (a reply layout) and a poller sends each
+//! response itself, as the kernel's `device_answer` does: it builds the CUQS datagram,
+//! posts it as a SEND with the configured doorbell (the Rust poster, one poller at a time
+//! as the kernel's posting lock makes its warps do), and publishes a one-chunk "already
+//! sent" completion; when it cannot (identity unknown, no room in time), it publishes the
+//! response for the host to send.
+//!
+//! With decoders ([`CpuDouble::start_with_decoders`]) the pollers answer the decoder device
+//! codes (lut 2, uf 3) with the CPU decoders, which give the GPU decoders' answers: CI
+//! exercises the protocol with decoder payloads (`tests/decode_double.rs`).
 #![forbid(unsafe_code)]
 
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -29,7 +41,9 @@ use super::protocol::{self, RequestRead};
 use super::region::{HostRegion, Region};
 use super::RxCompletion;
 use crate::backend::Topology;
+use crate::decode::{Decoder, DecoderKind};
 use crate::handler;
+use crate::softnic::{DevicePostCounters, DevicePosting, SendQueue};
 use crate::wire::status;
 use crate::{Error, Result};
 
@@ -38,11 +52,69 @@ struct Tickets {
     groups: Box<[CachePadded<AtomicU64>]>,
 }
 
+/// The soft NIC's send queue, as the double's pollers share it (the kernel's posting
+/// block and lock).
+struct DoubleNic {
+    sq: Mutex<SendQueue>,
+    posted: AtomicU64,
+    fallbacks: AtomicU64,
+}
+
+impl DoubleNic {
+    /// Posts `datagram`, running `publish` (the completion) after the WQE and before the
+    /// doorbell, as the kernel does; false when it could not (nothing written, `publish`
+    /// not run: the caller publishes the response for the host).
+    fn send(&self, datagram: &[u8], publish: impl FnOnce()) -> bool {
+        let mut sq = self.sq.lock().unwrap_or_else(|p| p.into_inner());
+        match sq.post_send_notify(datagram, publish) {
+            Ok(()) => {
+                self.posted.fetch_add(1, Ordering::Relaxed);
+                true
+            }
+            Err(_) => {
+                self.fallbacks.fetch_add(1, Ordering::Relaxed);
+                false
+            }
+        }
+    }
+}
+
+/// The decoder models the double serves (at most one per kind, as the kernel's).
+#[derive(Default)]
+struct DoubleDecoders {
+    lut: Option<Arc<Decoder>>,
+    uf: Option<Arc<Decoder>>,
+}
+
+impl DoubleDecoders {
+    fn new(decoders: &[Arc<Decoder>]) -> Result<DoubleDecoders> {
+        let mut d = DoubleDecoders::default();
+        for dec in decoders {
+            let slot = match dec.kind() {
+                DecoderKind::Lut => &mut d.lut,
+                DecoderKind::Uf => &mut d.uf,
+            };
+            if slot.as_ref().is_some_and(|s| !Arc::ptr_eq(s, dec)) {
+                return Err(Error::InvalidSetting {
+                    key: "decoders",
+                    detail: format!(
+                        "two {} decoders for one device side: it holds one model per kind",
+                        dec.kind()
+                    ),
+                });
+            }
+            *slot = Some(Arc::clone(dec));
+        }
+        Ok(d)
+    }
+}
+
 /// Host threads standing in for the persistent kernel.
 pub struct CpuDouble {
     memory: Arc<HostRegion>,
     layout: Layout,
     tickets: Arc<Tickets>,
+    nic: Option<Arc<DoubleNic>>,
     threads: Vec<JoinHandle<PollerCounters>>,
 }
 
@@ -61,6 +133,52 @@ impl CpuDouble {
         pollers: usize,
         pollers_per_slot: usize,
     ) -> Result<CpuDouble> {
+        CpuDouble::start_inner(layout, pollers, pollers_per_slot, None, Default::default())
+    }
+
+    /// [`CpuDouble::start_grouped`] serving `decoders` too, by their device codes (lut 2,
+    /// uf 3) through the CPU decoders, as the kernel serves them through the GPU ones (same
+    /// answers): at most one model per decoder kind, as on the GPU.
+    pub fn start_with_decoders(
+        layout: Layout,
+        pollers: usize,
+        pollers_per_slot: usize,
+        decoders: &[Arc<Decoder>],
+    ) -> Result<CpuDouble> {
+        let d = DoubleDecoders::new(decoders)?;
+        CpuDouble::start_inner(layout, pollers, pollers_per_slot, None, Arc::new(d))
+    }
+
+    /// [`CpuDouble::start_grouped`] for the GPU-initiated doorbell path: the pollers send
+    /// every response themselves on `nic`'s send queue (see the module docs). The layout
+    /// becomes a reply layout ([`Layout::with_reply`]).
+    pub fn start_with_nic(
+        layout: Layout,
+        pollers: usize,
+        pollers_per_slot: usize,
+        nic: &DevicePosting,
+    ) -> Result<CpuDouble> {
+        let nic = DoubleNic {
+            sq: Mutex::new(nic.send_queue()?),
+            posted: AtomicU64::new(0),
+            fallbacks: AtomicU64::new(0),
+        };
+        CpuDouble::start_inner(
+            layout.with_reply(true),
+            pollers,
+            pollers_per_slot,
+            Some(Arc::new(nic)),
+            Default::default(),
+        )
+    }
+
+    fn start_inner(
+        layout: Layout,
+        pollers: usize,
+        pollers_per_slot: usize,
+        nic: Option<Arc<DoubleNic>>,
+        decoders: Arc<DoubleDecoders>,
+    ) -> Result<CpuDouble> {
         if pollers == 0 || pollers_per_slot == 0 || pollers % pollers_per_slot != 0 {
             return Err(Error::InvalidSetting {
                 key: "pollers_per_slot",
@@ -78,14 +196,26 @@ impl CpuDouble {
             memory,
             layout,
             tickets,
+            nic,
             threads: Vec::new(),
         };
         for i in 0..pollers {
             let memory = Arc::clone(&double.memory);
             let tickets = Arc::clone(&double.tickets);
+            let nic = double.nic.clone();
+            let decoders = Arc::clone(&decoders);
             let spawned = std::thread::Builder::new()
                 .name(format!("qfwd-double-{i}"))
-                .spawn(move || run_poller(&memory, layout, &tickets, i % groups));
+                .spawn(move || {
+                    run_poller(
+                        &memory,
+                        layout,
+                        &tickets,
+                        i % groups,
+                        nic.as_deref(),
+                        &decoders,
+                    )
+                });
             match spawned {
                 Ok(t) => double.threads.push(t),
                 Err(source) => {
@@ -97,6 +227,23 @@ impl CpuDouble {
             }
         }
         Ok(double)
+    }
+
+    /// What the pollers counted while posting to the NIC (`None` without one): `posted`
+    /// and `fallbacks`, the rest as the Rust poster sees it (CQEs it reaped, its waits).
+    pub fn nic_counters(&self) -> Option<DevicePostCounters> {
+        let nic = self.nic.as_ref()?;
+        let sq = nic.sq.lock().unwrap_or_else(|p| p.into_inner()).counters();
+        Some(DevicePostCounters {
+            posted: nic.posted.load(Ordering::Relaxed),
+            fallbacks: nic.fallbacks.load(Ordering::Relaxed),
+            room_waits: sq.full_spins,
+            busy_spins: sq.bf_busy_spins,
+            ring_timeouts: sq.ring_failures,
+            cqes: sq.completions + sq.errors,
+            error_cqes: sq.errors,
+            ..DevicePostCounters::default()
+        })
     }
 
     /// Requests claimed so far, all groups together (with one group: the next sequence
@@ -164,8 +311,11 @@ fn run_poller(
     layout: Layout,
     tickets: &Tickets,
     group: usize,
+    nic: Option<&DoubleNic>,
+    decoders: &DoubleDecoders,
 ) -> PollerCounters {
     let region = memory.region();
+    let mut datagram = vec![0u8; crate::wire::HEADER_LEN + layout.max_result_len()];
     let slots = layout.slots();
     let groups = tickets.groups.len();
     let ticket = &*tickets.groups[group];
@@ -199,11 +349,19 @@ fn run_poller(
                 result,
                 region,
                 &layout,
+                decoders,
             ),
             RequestRead::Oversized { .. } => (status::OVERSIZED, 0),
             RequestRead::Torn => unreachable!("torn requests are read again"),
         };
-        let (status, len) = match layout.rx() {
+        // The request's identity, when the device side answers the QPU itself.
+        let reply_to = |read: RequestRead, stage: &[u8]| match read {
+            RequestRead::Ready { arg_len, .. } if layout.reply() => {
+                Some(protocol::staged_reply_to(stage, arg_len))
+            }
+            _ => None,
+        };
+        let (status, len, to) = match layout.rx() {
             RxCompletion::Inline => {
                 let read = protocol::read_inline_request(region, &layout, slot, want, &mut stage);
                 if read == RequestRead::Torn {
@@ -227,10 +385,11 @@ fn run_poller(
                     cursor = actual;
                     continue;
                 }
-                match early {
+                let (status, len) = match early {
                     Some(response) => response,
                     None => respond(read, &stage, &mut result),
-                }
+                };
+                (status, len, reply_to(read, &stage))
             }
             RxCompletion::Buffer => {
                 // Flag seen: claim first, so only the winner reads the payload.
@@ -240,10 +399,35 @@ fn run_poller(
                     continue;
                 }
                 let read = protocol::read_buffer_request(region, &layout, slot, &mut stage);
-                respond(read, &stage, &mut result)
+                let (status, len) = respond(read, &stage, &mut result);
+                (status, len, reply_to(read, &stage))
             }
         };
-        protocol::write_response(region, &layout, slot, want, status, &result[..len]);
+        let sent = match (nic, to) {
+            (Some(nic), Some(to)) => {
+                let result = if status == status::OK {
+                    &result[..len]
+                } else {
+                    &[][..]
+                };
+                match crate::wire::write_response(
+                    &mut datagram,
+                    status,
+                    to.request_id,
+                    to.ptp_timestamp,
+                    result,
+                ) {
+                    Ok(n) => nic.send(&datagram[..n], || {
+                        protocol::write_sent_completion(region, &layout, slot, want, status, len)
+                    }),
+                    Err(_) => false,
+                }
+            }
+            _ => false,
+        };
+        if !sent {
+            protocol::write_response(region, &layout, slot, want, status, &result[..len]);
+        }
         counters.served += 1;
         cursor += 1;
     }
@@ -263,8 +447,21 @@ fn dispatch(
     out: &mut [u8],
     region: Region<'_>,
     layout: &Layout,
+    decoders: &DoubleDecoders,
 ) -> (i32, usize) {
     match code {
+        c if c == DecoderKind::Lut.device_code() || c == DecoderKind::Uf.device_code() => {
+            let d = if c == DecoderKind::Lut.device_code() {
+                &decoders.lut
+            } else {
+                &decoders.uf
+            };
+            match d.as_ref().map(|d| d.run_payload(arg, out)) {
+                Some(Ok(n)) => (status::OK, n),
+                Some(Err(st)) => (st, 0),
+                None => (status::UNKNOWN_FUNCTION, 0),
+            }
+        }
         device_code::PARITY => {
             if out.is_empty() {
                 return (status::BAD_ARGUMENT, 0);

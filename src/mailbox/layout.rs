@@ -35,6 +35,16 @@
 //! every tag cycle (tag 1) the writer rewrites every chunk of the slot, request and
 //! response alike, which bounds a chunk's age to less than one cycle.
 //!
+//! **Device answers (`reply` layouts).** When the device side sends each response to the
+//! QPU itself (GPU-initiated doorbells, DESIGN §6 `regular` / `blueflame`), it needs the
+//! request's wire identity to build the CUQS header. Then the request stream carries a
+//! trailer after the argument, padded to 4 bytes: `[request_id: u32][ptp_timestamp: u64]`
+//! ([`REPLY_ID_BYTES`]), so the stream is `[code][arg_len][arg...][pad][request_id][ts lo]
+//! [ts hi]`. The handler still sees `arg_len` bytes. After sending, the device publishes a
+//! one-chunk completion `{status, DEVICE_SENT | result_len, 0, tag}`
+//! ([`DEVICE_SENT`]): the host counts the request answered and sends nothing. (On the
+//! first lap of a tag cycle every chunk of the slot is rewritten, as for any response.)
+//!
 //! **Stop.** Writing [`STOP_TAG`] into the tag word of chunk 0 of every request slot stops
 //! every poller wherever it is polling (DESIGN §5 lesson 3: the sentinel goes where the
 //! pollers already look, not into a separate word that costs another read).
@@ -52,6 +62,12 @@ pub const INLINE_DATA_BYTES: usize = 12;
 pub const HEADER_BYTES: usize = 8;
 /// Offset of the tag word inside a chunk.
 pub const TAG_WORD_OFFSET: usize = 12;
+/// Bytes of the reply trailer of a `reply` layout's request: request_id (u32) and
+/// ptp_timestamp (u64), after the argument padded to 4 bytes.
+pub const REPLY_ID_BYTES: usize = 12;
+/// Flag in a completion's `result_len` word: the device side already sent the response to
+/// the QPU (the low 31 bits say how many result bytes it carried).
+pub const DEVICE_SENT: u32 = 0x8000_0000;
 /// Reserved tag: "stop polling". Never a sequence tag.
 pub const STOP_TAG: u32 = u32::MAX;
 /// Distinct sequence tags (1 ..= TAG_PERIOD).
@@ -116,6 +132,8 @@ pub struct Layout {
     req_slot_bytes: usize,
     resp_slot_bytes: usize,
     rx: RxCompletion,
+    /// Requests carry the reply trailer (the device side answers the QPU itself).
+    reply: bool,
 }
 
 impl Layout {
@@ -148,7 +166,36 @@ impl Layout {
             req_slot_bytes: req,
             resp_slot_bytes: resp,
             rx,
+            reply: false,
         })
+    }
+
+    /// The same layout with (or without) the reply trailer in every request (see the
+    /// module docs, "Device answers"). Costs [`REPLY_ID_BYTES`] (+ padding) of argument.
+    pub fn with_reply(self, reply: bool) -> Layout {
+        Layout { reply, ..self }
+    }
+
+    /// Whether requests carry the reply trailer.
+    pub fn reply(&self) -> bool {
+        self.reply
+    }
+
+    /// Bytes of the request stream `[code][arg_len][arg]` (plus, in a reply layout, the
+    /// padding and the trailer) for an argument of `arg_len` bytes.
+    #[inline]
+    pub fn request_stream_bytes(&self, arg_len: usize) -> usize {
+        if self.reply {
+            HEADER_BYTES + arg_len.next_multiple_of(4) + REPLY_ID_BYTES
+        } else {
+            HEADER_BYTES + arg_len
+        }
+    }
+
+    /// Stream word where the reply trailer starts, for an argument of `arg_len` bytes.
+    #[inline]
+    pub fn reply_word(arg_len: usize) -> usize {
+        (HEADER_BYTES + arg_len.next_multiple_of(4)) / 4
     }
 
     /// The request slot size (before rounding) that holds arguments of `max_arg_len` bytes.
@@ -190,10 +237,13 @@ impl Layout {
 
     /// Largest argument a request slot holds.
     pub fn max_arg_len(&self) -> usize {
-        match self.rx {
-            RxCompletion::Inline => self.req_chunks() * INLINE_DATA_BYTES - HEADER_BYTES,
-            RxCompletion::Buffer => self.req_slot_bytes - CHUNK_BYTES - HEADER_BYTES,
-        }
+        let stream = match self.rx {
+            RxCompletion::Inline => self.req_chunks() * INLINE_DATA_BYTES,
+            RxCompletion::Buffer => self.req_slot_bytes - CHUNK_BYTES,
+        };
+        // Both capacities are multiples of 4, so the padded argument fits exactly.
+        let trailer = if self.reply { REPLY_ID_BYTES } else { 0 };
+        stream - HEADER_BYTES - trailer
     }
 
     /// Largest result a response slot holds.
@@ -284,6 +334,32 @@ mod tests {
     }
 
     #[test]
+    fn reply_layouts_fit_the_trailer_in_every_slot() {
+        for rx in RxCompletion::ALL {
+            let plain = Layout::new(4, 128, 64, rx).unwrap();
+            let l = plain.with_reply(true);
+            assert!(l.reply() && !plain.reply());
+            assert_eq!(l.max_arg_len() + REPLY_ID_BYTES, plain.max_arg_len());
+            let capacity = match rx {
+                RxCompletion::Inline => l.req_chunks() * INLINE_DATA_BYTES,
+                RxCompletion::Buffer => l.req_slot_bytes() - CHUNK_BYTES,
+            };
+            for arg_len in 0..=l.max_arg_len() {
+                assert!(
+                    l.request_stream_bytes(arg_len) <= capacity,
+                    "{rx} {arg_len}"
+                );
+                assert_eq!(
+                    Layout::reply_word(arg_len) * 4 + REPLY_ID_BYTES,
+                    l.request_stream_bytes(arg_len)
+                );
+            }
+            assert_eq!(plain.request_stream_bytes(5), 13);
+            assert_eq!(l.request_stream_bytes(5), 8 + 8 + 12);
+        }
+    }
+
+    #[test]
     fn layout_refuses_impossible_sizes() {
         assert!(Layout::new(0, 64, 64, RxCompletion::Inline).is_err());
         assert!(Layout::new(4, MAX_REQ_SLOT_BYTES + 1, 64, RxCompletion::Inline).is_err());
@@ -329,6 +405,8 @@ mod tests {
             ("QFWD_STATE_COUNTERS_OFFSET", STATE_COUNTERS_OFFSET as u64),
             ("QFWD_COUNTERS_PER_POLLER", COUNTERS_PER_POLLER as u64),
             ("QFWD_MAX_STALL_US", MAX_STALL_US as u64),
+            ("QFWD_REPLY_ID_BYTES", REPLY_ID_BYTES as u64),
+            ("QFWD_DEVICE_SENT", DEVICE_SENT as u64),
             ("QFWD_CODE_PARITY", device_code::PARITY as u64),
             ("QFWD_CODE_STALL", device_code::STALL as u64),
             ("QFWD_STATUS_OK", status::OK as i64 as u64),

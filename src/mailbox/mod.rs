@@ -28,6 +28,7 @@ use std::str::FromStr;
 pub use backend::{MailboxBackend, MailboxDevice, PollerCounters};
 pub use double::CpuDouble;
 pub use layout::Layout;
+pub use protocol::ReplyTo;
 pub use region::{HostRegion, Region};
 
 /// How the consumer of a request learns that it is there (DESIGN §6, `rx_completion`).

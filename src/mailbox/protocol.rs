@@ -10,7 +10,8 @@
 use std::sync::atomic::Ordering;
 
 use super::layout::{
-    inline_chunks, Layout, CHUNK_BYTES, HEADER_BYTES, INLINE_DATA_BYTES, STOP_TAG, TAG_WORD_OFFSET,
+    inline_chunks, Layout, CHUNK_BYTES, DEVICE_SENT, HEADER_BYTES, INLINE_DATA_BYTES, STOP_TAG,
+    TAG_WORD_OFFSET,
 };
 use super::region::Region;
 use super::RxCompletion;
@@ -38,6 +39,46 @@ fn stream_word(head: [u32; 2], body: &[u8], j: usize) -> u32 {
         0 => head[0],
         1 => head[1],
         _ => byte_word(body, j - 2),
+    }
+}
+
+/// The request's wire identity, carried to a device side that answers the QPU itself (a
+/// `reply` layout, see [`super::layout`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct ReplyTo {
+    pub request_id: u32,
+    pub ptp_timestamp: u64,
+}
+
+impl ReplyTo {
+    fn words(&self) -> [u32; 3] {
+        [
+            self.request_id,
+            self.ptp_timestamp as u32,
+            (self.ptp_timestamp >> 32) as u32,
+        ]
+    }
+}
+
+/// A request stream: `[code][arg_len][arg...]`, then in a reply layout the padding and the
+/// trailer `[request_id][ts lo][ts hi]`.
+#[derive(Clone, Copy)]
+struct RequestStream<'a> {
+    head: [u32; 2],
+    arg: &'a [u8],
+    /// Stream word of the trailer, and the trailer.
+    trailer: Option<(usize, [u32; 3])>,
+}
+
+impl RequestStream<'_> {
+    #[inline]
+    fn word(&self, j: usize) -> u32 {
+        if let Some((at, t)) = self.trailer {
+            if (at..at + 3).contains(&j) {
+                return t[j - at];
+            }
+        }
+        stream_word(self.head, self.arg, j)
     }
 }
 
@@ -88,7 +129,8 @@ fn copy_body_words(out: &mut [u8], j: usize, words: &[u32]) {
 // ---- host side -------------------------------------------------------------------------
 
 /// Host: writes the request `(code, arg)` into `slot` for sequence tag `tag`. The caller
-/// owns the slot (its previous response was reaped) and checked `arg` fits.
+/// owns the slot (its previous response was reaped) and checked `arg` fits. In a reply
+/// layout the trailer is zero (see [`write_request_to`]).
 #[inline]
 pub fn write_request(
     region: Region<'_>,
@@ -98,7 +140,22 @@ pub fn write_request(
     code: u32,
     arg: &[u8],
 ) {
-    write_request_chunks(region, layout, slot, tag, code, arg, |_| true)
+    write_request_to(region, layout, slot, tag, code, arg, ReplyTo::default())
+}
+
+/// Host: [`write_request`] with the request's wire identity, which a reply layout carries
+/// in the trailer (other layouts ignore it).
+#[inline]
+pub fn write_request_to(
+    region: Region<'_>,
+    layout: &Layout,
+    slot: usize,
+    tag: u32,
+    code: u32,
+    arg: &[u8],
+    reply: ReplyTo,
+) {
+    write_request_stream(region, layout, slot, tag, code, arg, reply, |_| true)
 }
 
 /// [`write_request`], writing only the chunks `write(k)` selects (inline mode: chunk k of
@@ -110,6 +167,30 @@ pub fn write_request_chunks(
     tag: u32,
     code: u32,
     arg: &[u8],
+    write: impl FnMut(usize) -> bool,
+) {
+    write_request_stream(
+        region,
+        layout,
+        slot,
+        tag,
+        code,
+        arg,
+        ReplyTo::default(),
+        write,
+    )
+}
+
+#[allow(clippy::too_many_arguments)]
+#[inline]
+fn write_request_stream(
+    region: Region<'_>,
+    layout: &Layout,
+    slot: usize,
+    tag: u32,
+    code: u32,
+    arg: &[u8],
+    reply: ReplyTo,
     mut write: impl FnMut(usize) -> bool,
 ) {
     assert!(
@@ -117,27 +198,42 @@ pub fn write_request_chunks(
         "request larger than its slot"
     );
     let base = layout.req_offset(slot);
-    let head = [code, arg.len() as u32];
+    let stream = RequestStream {
+        head: [code, arg.len() as u32],
+        arg,
+        trailer: layout
+            .reply()
+            .then(|| (Layout::reply_word(arg.len()), reply.words())),
+    };
+    let bytes = layout.request_stream_bytes(arg.len());
     match layout.rx() {
         RxCompletion::Inline => {
-            let used = inline_chunks(HEADER_BYTES + arg.len());
+            let used = inline_chunks(bytes);
             // First lap of a tag cycle: rewrite the whole slot (see layout.rs, Tags).
             let chunks = if tag == 1 { layout.req_chunks() } else { used };
-            write_tagged_stream(region, base, tag, head, arg, chunks, &mut write);
+            for k in 0..chunks {
+                if write(k) {
+                    let j = 3 * k;
+                    region.store_chunk(
+                        base + k * CHUNK_BYTES,
+                        [stream.word(j), stream.word(j + 1), stream.word(j + 2), tag],
+                    );
+                }
+            }
         }
         RxCompletion::Buffer => {
             let payload = base + CHUNK_BYTES;
-            let chunks = (HEADER_BYTES + arg.len()).div_ceil(CHUNK_BYTES);
+            let chunks = bytes.div_ceil(CHUNK_BYTES);
             for k in 0..chunks {
                 if write(k) {
                     let j = 4 * k;
                     region.store_chunk(
                         payload + k * CHUNK_BYTES,
                         [
-                            stream_word(head, arg, j),
-                            stream_word(head, arg, j + 1),
-                            stream_word(head, arg, j + 2),
-                            stream_word(head, arg, j + 3),
+                            stream.word(j),
+                            stream.word(j + 1),
+                            stream.word(j + 2),
+                            stream.word(j + 3),
                         ],
                     );
                 }
@@ -153,7 +249,8 @@ pub fn write_request_chunks(
 
 /// Host: the response in `slot` if all its chunks carry `tag`. Returns `(status,
 /// result_len)` and leaves the result in `out[..result_len]`; `None` while incomplete.
-/// `out` must hold [`Layout::max_result_len`] bytes.
+/// `out` must hold [`Layout::max_result_len`] bytes. A completion the device already sent
+/// reads as `(status, 0)` (see [`read_completion`]).
 #[inline]
 pub fn read_response(
     region: Region<'_>,
@@ -162,16 +259,54 @@ pub fn read_response(
     tag: u32,
     out: &mut [u8],
 ) -> Option<(i32, usize)> {
+    read_completion(region, layout, slot, tag, out).map(|c| (c.status, c.result_len))
+}
+
+/// What a response slot says once complete.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SlotCompletion {
+    pub status: i32,
+    /// Result bytes in `out` (0 when the device sent the response itself).
+    pub result_len: usize,
+    /// The device side already sent the response to the QPU ([`DEVICE_SENT`]); the host
+    /// only counts it.
+    pub sent_by_device: bool,
+}
+
+/// Host: [`read_response`], telling a completion the device already sent (one chunk,
+/// [`DEVICE_SENT`] in its length word) from a response the host must send.
+#[inline]
+pub fn read_completion(
+    region: Region<'_>,
+    layout: &Layout,
+    slot: usize,
+    tag: u32,
+    out: &mut [u8],
+) -> Option<SlotCompletion> {
     let base = layout.resp_offset(slot);
     let first = region.load_chunk(base);
     if first[3] != tag {
         return None;
     }
     let status = first[0] as i32;
+    if first[1] & DEVICE_SENT != 0 {
+        return Some(SlotCompletion {
+            status,
+            result_len: 0,
+            sent_by_device: true,
+        });
+    }
     let len = first[1] as usize;
+    let done = |status, result_len| {
+        Some(SlotCompletion {
+            status,
+            result_len,
+            sent_by_device: false,
+        })
+    };
     if len > layout.max_result_len() || len > out.len() {
         // Complete but impossible: a device-side bug. Answer it rather than wait forever.
-        return Some((status::LENGTH_MISMATCH, 0));
+        return done(status::LENGTH_MISMATCH, 0);
     }
     let out = &mut out[..len];
     copy_body_words(out, 0, &first[..3]);
@@ -182,7 +317,7 @@ pub fn read_response(
         }
         copy_body_words(out, 3 * k, &chunk[..3]);
     }
-    Some((status, len))
+    done(status, len)
 }
 
 /// Host: stop sentinel into chunk 0 of every request slot, where every poller looks.
@@ -236,7 +371,10 @@ pub fn read_inline_request(
         return RequestRead::Torn;
     }
     let (code, arg_len) = (first[0], first[1] as usize);
-    let chunks = inline_chunks(HEADER_BYTES.saturating_add(arg_len));
+    if arg_len > layout.max_arg_len() {
+        return RequestRead::Oversized { code };
+    }
+    let chunks = inline_chunks(layout.request_stream_bytes(arg_len));
     if chunks > layout.req_chunks() {
         return RequestRead::Oversized { code };
     }
@@ -267,7 +405,10 @@ pub fn read_buffer_request(
     let payload = layout.req_offset(slot) + CHUNK_BYTES;
     let head = region.load_chunk(payload);
     let (code, arg_len) = (head[0], head[1] as usize);
-    let chunks = HEADER_BYTES.saturating_add(arg_len).div_ceil(CHUNK_BYTES);
+    if arg_len > layout.max_arg_len() {
+        return RequestRead::Oversized { code };
+    }
+    let chunks = layout.request_stream_bytes(arg_len).div_ceil(CHUNK_BYTES);
     if chunks > layout.req_chunks() - 1 {
         return RequestRead::Oversized { code };
     }
@@ -283,6 +424,44 @@ pub fn read_buffer_request(
         }
     }
     RequestRead::Ready { code, arg_len }
+}
+
+/// Device: the reply trailer of a request read into `stage` (a reply layout).
+#[inline]
+pub fn staged_reply_to(stage: &[u8], arg_len: usize) -> ReplyTo {
+    let at = 4 * Layout::reply_word(arg_len);
+    let w = |i: usize| {
+        let b = &stage[at + 4 * i..at + 4 * i + 4];
+        u32::from_le_bytes([b[0], b[1], b[2], b[3]])
+    };
+    ReplyTo {
+        request_id: w(0),
+        ptp_timestamp: w(1) as u64 | (w(2) as u64) << 32,
+    }
+}
+
+/// Device: publishes the completion of a response the device side already sent to the
+/// QPU: one chunk `{status, DEVICE_SENT | result_len, 0, tag}` (every chunk of the slot on
+/// the first lap of a tag cycle, as any response).
+#[inline]
+pub fn write_sent_completion(
+    region: Region<'_>,
+    layout: &Layout,
+    slot: usize,
+    tag: u32,
+    status: i32,
+    result_len: usize,
+) {
+    let base = layout.resp_offset(slot);
+    let chunks = if tag == 1 { layout.resp_chunks() } else { 1 };
+    for k in (0..chunks).rev() {
+        let words = if k == 0 {
+            [status as u32, DEVICE_SENT | result_len as u32, 0, tag]
+        } else {
+            [0, 0, 0, tag]
+        };
+        region.store_chunk(base + k * CHUNK_BYTES, words);
+    }
 }
 
 /// Device: publishes a response in `slot` with `tag`: tagged chunks, one 16-byte store each
@@ -409,6 +588,94 @@ mod tests {
         // Other laps write only what the stream needs.
         write_request(r, &l, 1, 2, device_code::PARITY, &[1]);
         assert_eq!(r.load_chunk(l.req_offset(1) + CHUNK_BYTES)[3], 0);
+    }
+
+    #[test]
+    fn reply_layouts_carry_the_wire_identity_after_the_argument() {
+        for rx in RxCompletion::ALL {
+            let l = layout(rx).with_reply(true);
+            let mem = HostRegion::zeroed(l.total_bytes());
+            let r = mem.region();
+            let mut stage = vec![0u8; l.req_slot_bytes()];
+            for len in [0usize, 1, 3, 4, 5, 13, l.max_arg_len()] {
+                let arg: Vec<u8> = (0..len).map(|i| (i * 5 + 3) as u8).collect();
+                let to = ReplyTo {
+                    request_id: 0xdead_0000 + len as u32,
+                    ptp_timestamp: 0x0123_4567_89ab_cdef ^ len as u64,
+                };
+                write_request_to(r, &l, 2, 7, device_code::PARITY, &arg, to);
+                let read = match rx {
+                    RxCompletion::Inline => read_inline_request(r, &l, 2, 7, &mut stage),
+                    RxCompletion::Buffer => read_buffer_request(r, &l, 2, &mut stage),
+                };
+                assert_eq!(
+                    read,
+                    RequestRead::Ready {
+                        code: device_code::PARITY,
+                        arg_len: len
+                    },
+                    "{rx} {len}"
+                );
+                assert_eq!(&stage[HEADER_BYTES..HEADER_BYTES + len], &arg[..]);
+                assert_eq!(staged_reply_to(&stage, len), to, "{rx} {len}");
+            }
+            // A header claiming more than fits with the trailer is oversized.
+            let plain = layout(rx);
+            let too_long = vec![0u8; plain.max_arg_len()];
+            write_request(r, &plain, 1, 3, device_code::PARITY, &too_long);
+            let read = match rx {
+                RxCompletion::Inline => read_inline_request(r, &l, 1, 3, &mut stage),
+                RxCompletion::Buffer => read_buffer_request(r, &l, 1, &mut stage),
+            };
+            assert_eq!(
+                read,
+                RequestRead::Oversized {
+                    code: device_code::PARITY
+                }
+            );
+        }
+    }
+
+    #[test]
+    fn sent_completions_read_as_sent_and_rewrite_the_slot_on_tag_one() {
+        let l = layout(RxCompletion::Inline).with_reply(true);
+        let mem = HostRegion::zeroed(l.total_bytes());
+        let r = mem.region();
+        let mut out = vec![0u8; l.max_result_len()];
+        write_response(r, &l, 3, 5, 0, &[1; 20]);
+        write_sent_completion(r, &l, 3, 6, status::UNKNOWN_FUNCTION, 0);
+        assert_eq!(
+            read_completion(r, &l, 3, 6, &mut out),
+            Some(SlotCompletion {
+                status: status::UNKNOWN_FUNCTION,
+                result_len: 0,
+                sent_by_device: true
+            })
+        );
+        assert_eq!(
+            read_response(r, &l, 3, 6, &mut out),
+            Some((status::UNKNOWN_FUNCTION, 0))
+        );
+        // Only chunk 0 is written on other laps.
+        assert_eq!(r.load_chunk(l.resp_offset(3) + CHUNK_BYTES)[3], 5);
+        write_sent_completion(r, &l, 3, 1, 0, 1);
+        for k in 0..l.resp_chunks() {
+            assert_eq!(r.load_chunk(l.resp_offset(3) + k * CHUNK_BYTES)[3], 1);
+        }
+        assert!(
+            read_completion(r, &l, 3, 1, &mut out)
+                .unwrap()
+                .sent_by_device
+        );
+        write_response(r, &l, 3, 2, 0, &[1]);
+        assert_eq!(
+            read_completion(r, &l, 3, 2, &mut out),
+            Some(SlotCompletion {
+                status: 0,
+                result_len: 1,
+                sent_by_device: false
+            })
+        );
     }
 
     #[test]

@@ -13,11 +13,16 @@
 //! - [`SendQueue`], [`CqConsumer`], [`RespProducer`]/[`RespConsumer`]: the host side of
 //!   the queues, the same sequences libmlx5 runs against hardware.
 //! - [`SoftNicTransport`]: the forwarder's end, a [`crate::transport::Transport`];
-//!   [`inproc`] and [`udp`] build one with its emulator-facing wire.
+//!   [`inproc`] and [`udp`] build one with its emulator-facing wire ([`inproc_in`] and
+//!   [`udp_in`] in memory the caller allocated, e.g. GPU-mapped).
+//! - [`DevicePosting`]: the send queue handed to a device side that posts its own
+//!   responses (GPU-initiated doorbells); the host then answers through the NIC's host
+//!   path.
 //!
 //! Threads yield when idle and stop (bounded wait) when their owner is dropped. Only
 //! [`region`] contains `unsafe` code.
 
+pub mod device;
 pub mod layout;
 mod nic;
 pub mod poster;
@@ -25,8 +30,9 @@ pub mod region;
 mod transport;
 mod worker;
 
+pub use device::{DevicePostCounters, DevicePosting};
 pub use layout::{device_params, ErrorPolicy, NicLayout, SoftNicConfig};
 pub use nic::{NicCounters, NicStats, SoftNic};
 pub use poster::{CqConsumer, RespConsumer, RespProducer, SendCounters, SendQueue};
 pub use region::NicRegion;
-pub use transport::{inproc, udp, SoftNicTransport, TransportCounters};
+pub use transport::{inproc, inproc_in, udp, udp_in, SoftNicTransport, TransportCounters};

@@ -20,6 +20,12 @@
 //! Release store of the word holding `op_own`; the NIC never writes past the CQ doorbell
 //! record's consumer index.
 //!
+//! Host path. When a device side owns the send queue (GPU-initiated doorbells), the host's
+//! own answers (malformed requests, overload, watchdog) cannot go through that SQ: two
+//! producers would race for its producer index. They go through the tagged response ring
+//! instead, which the NIC thread drains and puts on the wire directly, standing for a
+//! second QP that the host owns on a ConnectX ([`SoftNic::start_with_host_path`]).
+//!
 //! Receive side. A request from the wire (the emulator-facing transport) consumes one
 //! receive WQE (credit from the RQ doorbell record), is written into the next request-ring
 //! slot as an RDMA WRITE-with-immediate would, and completes with a `RESP_WR_IMM` CQE whose
@@ -35,6 +41,7 @@ use super::layout::{
     ErrorPolicy, NicLayout, SoftNicConfig, BF_HALVES, BF_POISON, BF_POISON_HI, QP_DBREC,
     RX_CQ_DBREC, TX_CQ_DBREC,
 };
+use super::poster::RespConsumer;
 use super::region::NicRegion;
 use super::worker::Worker;
 use crate::forward::IdlePolicy;
@@ -119,6 +126,11 @@ counters! {
     rx_foreign_drops,
     /// Receive errors reported by the wire.
     wire_recv_errors,
+    /// Responses taken from the host path (the response ring, when a device side owns the
+    /// SQ) and put on the wire.
+    host_sends,
+    /// Host-path responses found torn or too long (lost).
+    host_torn,
     /// Loop iterations that found nothing to do.
     idle_polls,
 }
@@ -155,6 +167,8 @@ struct Nic<W: Transport> {
     wire_buf: Vec<u8>,
     payload: Vec<u8>,
     wqe: [u8; MAX_WQE_BYTES],
+    /// The host path (a device side owns the SQ).
+    host: Option<RespConsumer>,
 }
 
 /// A running soft NIC: its thread and counters. Dropping it stops the thread (waiting at
@@ -171,6 +185,34 @@ impl SoftNic {
     /// doorbell records zero) and starts the NIC thread, with `wire` as its link toward the
     /// QPU side. The QP "connects" to the first peer whose request arrives.
     pub fn start<W>(config: &SoftNicConfig, region: NicRegion, wire: W) -> Result<SoftNic>
+    where
+        W: Transport + Send + 'static,
+        W::Peer: PartialEq + Send,
+    {
+        SoftNic::start_inner(config, region, wire, false)
+    }
+
+    /// [`SoftNic::start`] for a NIC whose send queue a device side owns: the NIC thread
+    /// also drains the response ring (the host path, see the module docs) and sends what
+    /// it finds. No cpu-assisted proxy may run on the same region.
+    pub fn start_with_host_path<W>(
+        config: &SoftNicConfig,
+        region: NicRegion,
+        wire: W,
+    ) -> Result<SoftNic>
+    where
+        W: Transport + Send + 'static,
+        W::Peer: PartialEq + Send,
+    {
+        SoftNic::start_inner(config, region, wire, true)
+    }
+
+    fn start_inner<W>(
+        config: &SoftNicConfig,
+        region: NicRegion,
+        wire: W,
+        host_path: bool,
+    ) -> Result<SoftNic>
     where
         W: Transport + Send + 'static,
         W::Peer: PartialEq + Send,
@@ -197,8 +239,15 @@ impl SoftNic {
             rx_seq: 0,
             qp_error: false,
             wire_buf: vec![0; crate::transport::udp::MAX_DATAGRAM + 1],
-            payload: vec![0; layout.tx_buf_bytes.max(MAX_WQE_BYTES)],
+            payload: vec![
+                0;
+                layout
+                    .tx_buf_bytes
+                    .max(MAX_WQE_BYTES)
+                    .max(layout.resp_slot_bytes)
+            ],
             wqe: [0; MAX_WQE_BYTES],
+            host: host_path.then(|| RespConsumer::new(&region, &layout)),
         };
         let worker = Worker::spawn("qfwd-softnic", config.stop_timeout, move |stop| {
             nic.run(&stop)
@@ -254,6 +303,7 @@ where
             let mut worked = self.receive();
             worked |= self.take_doorbells();
             worked |= self.execute();
+            worked |= self.host_sends();
             if stop.load(Ordering::Acquire) {
                 break;
             }
@@ -339,6 +389,33 @@ where
             self.rx_seq = self.rx_seq.wrapping_add(1);
             bump(&self.stats.rx_messages);
         }
+        worked
+    }
+
+    // ---- host path ---------------------------------------------------------------------
+
+    /// Sends what the host put in the response ring (only when a device side owns the SQ).
+    fn host_sends(&mut self) -> bool {
+        let Some(mut ring) = self.host.take() else {
+            return false;
+        };
+        let mut worked = false;
+        for _ in 0..16 {
+            let torn = ring.torn;
+            match ring.pop(&mut self.payload, self.cfg.bf_wait) {
+                Some(n) => {
+                    bump(&self.stats.host_sends);
+                    self.transmit(n);
+                    worked = true;
+                }
+                None if ring.torn != torn => {
+                    bump(&self.stats.host_torn);
+                    worked = true;
+                }
+                None => break,
+            }
+        }
+        self.host = Some(ring);
         worked
     }
 

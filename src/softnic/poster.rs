@@ -98,6 +98,9 @@ pub struct SendCounters {
     pub full_spins: u64,
     /// Polls spent waiting for the NIC to take the previous write to a BlueFlame half.
     pub bf_busy_spins: u64,
+    /// Doorbells not rung because the register stayed busy (`post_send_notify`: the WQE
+    /// goes with the next doorbell).
+    pub ring_failures: u64,
 }
 
 /// Posts send WQEs and rings the doorbell, the way libmlx5 does (DESIGN §6):
@@ -185,6 +188,31 @@ impl SendQueue {
     /// Posts `payload` as one SEND: inline when it fits one BlueFlame half, otherwise
     /// from a TX buffer with a data segment. Signals every `signal_every` WQEs.
     pub fn post_send(&mut self, payload: &[u8]) -> Result<()> {
+        let wqe = self.build_send(payload)?;
+        self.post(wqe).map(|_| ())
+    }
+
+    /// [`post_send`](Self::post_send), running `notify` after the WQE and the doorbell
+    /// record are written and before the doorbell: what a poster wants visible no later
+    /// than the NIC sends (the GPU-doorbell path publishes its completion there). `Err`
+    /// means nothing was written and `notify` did not run; once it ran the WQE goes out
+    /// (a doorbell the busy register refused is left to the next one, counted in
+    /// [`SendCounters::ring_failures`]).
+    pub fn post_send_notify(&mut self, payload: &[u8], notify: impl FnOnce()) -> Result<()> {
+        let wqe = self.build_send(payload)?;
+        self.wait_for_room(wqe.wqebbs())?;
+        let wqe = self.write_wqe(wqe);
+        self.publish();
+        notify();
+        if self.ring(&wqe).is_err() {
+            self.counters.ring_failures += 1;
+        }
+        Ok(())
+    }
+
+    /// The SEND WQE for `payload` (inline, or a data segment naming a TX buffer it is
+    /// copied into), after waiting for room.
+    fn build_send(&mut self, payload: &[u8]) -> Result<Wqe> {
         let inline = payload.len() <= MAX_SEND_INLINE;
         let bbs = if inline {
             (16 + 4 + payload.len()).div_ceil(WQEBB) as u16
@@ -197,28 +225,28 @@ impl SendQueue {
         if signaled {
             self.since_signal = 0;
         }
-        let wqe = if inline {
-            opcode::SendInline::new(payload)
+        if inline {
+            return Ok(opcode::SendInline::new(payload)
                 .signaled(signaled)
-                .build()?
-        } else {
-            if payload.len() > self.l.tx_buf_bytes {
-                return Err(Error::SoftNic {
-                    what: "post_send",
-                    detail: format!(
-                        "response of {} bytes exceeds the {}-byte TX buffer (max_response_bytes)",
-                        payload.len(),
-                        self.l.tx_buf_bytes
-                    ),
-                });
-            }
-            let at = self.l.tx_buf(self.pi);
-            self.region.write(at, payload);
+                .build()?);
+        }
+        if payload.len() > self.l.tx_buf_bytes {
+            return Err(Error::SoftNic {
+                what: "post_send",
+                detail: format!(
+                    "response of {} bytes exceeds the {}-byte TX buffer (max_response_bytes)",
+                    payload.len(),
+                    self.l.tx_buf_bytes
+                ),
+            });
+        }
+        let at = self.l.tx_buf(self.pi);
+        self.region.write(at, payload);
+        Ok(
             opcode::Send::new(self.region.host_addr(at), self.l.mkey, payload.len() as u32)
                 .signaled(signaled)
-                .build()
-        };
-        self.post(wqe).map(|_| ())
+                .build(),
+        )
     }
 
     /// Posts a built WQE as it is (its signaled flag kept): stamps index and QPN, writes

@@ -8,7 +8,11 @@
 //! - `regular` / `blueflame`: `send` posts the WQE on the forwarder's thread;
 //! - `cpu-assisted`: `send` writes the response into the tagged response ring (as a GPU
 //!   would) and a proxy thread posts it (with a BlueFlame doorbell when the WQE fits one
-//!   half, as libmlx5 does for a single inline WQE).
+//!   half, as libmlx5 does for a single inline WQE);
+//! - device-posted ([`SoftNicTransport::start_device_posted`], `regular` / `blueflame`
+//!   rung by a GPU kernel): the device side owns the SQ ([`DevicePosting`]); `send`
+//!   (the forwarder's own answers: malformed, overload, watchdog) writes into the response
+//!   ring, which the NIC thread drains itself (its host path, a second QP on a ConnectX).
 //!
 //! The QPU side is the NIC's wire: an in-process ring ([`inproc`]) or a UDP socket
 //! ([`udp`]); the emulator talks to it with the matching [`crate::transport::Client`].
@@ -19,6 +23,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use super::device::DevicePosting;
 use super::layout::{NicLayout, SoftNicConfig, QP_DBREC};
 use super::nic::{NicCounters, SoftNic};
 use super::poster::{CqConsumer, RespConsumer, RespProducer, SendCounters, SendQueue};
@@ -49,6 +54,12 @@ enum Tx {
         proxy: Worker,
         stats: Arc<ProxyStats>,
     },
+    /// A device side owns the SQ; the host's answers take the NIC's host path.
+    Device {
+        ring: RespProducer,
+        posting: DevicePosting,
+        pushed: u64,
+    },
 }
 
 /// What the forwarder side has seen, beside the NIC's own counters.
@@ -58,7 +69,8 @@ pub struct TransportCounters {
     pub received: u64,
     /// Receive CQEs that were not a write-with-immediate (errors included).
     pub rx_unexpected: u64,
-    /// Responses posted (directly, or by the proxy).
+    /// Responses posted (directly, or by the proxy); device-posted: the host's own answers
+    /// handed to the NIC's host path (the device's posts are counted by the device).
     pub posted: u64,
     /// Send completions reaped (success).
     pub completions: u64,
@@ -93,12 +105,44 @@ impl SoftNicTransport {
         W::Peer: PartialEq + Send,
     {
         let nic = SoftNic::start(config, region.clone(), wire)?;
+        SoftNicTransport::assemble(config, region, nic, None)
+    }
+
+    /// Starts a soft NIC in `region` whose send queue a device side owns (GPU-initiated
+    /// doorbells, `regular` or `blueflame`): hand [`SoftNicTransport::device_posting`] to
+    /// it. The transport still receives; its `send` (the forwarder's own answers) goes
+    /// through the NIC's host path. For a GPU, `region` is pinned GPU-mapped memory.
+    pub fn start_device_posted<W>(
+        config: &SoftNicConfig,
+        region: NicRegion,
+        wire: W,
+    ) -> Result<SoftNicTransport>
+    where
+        W: Transport + Send + 'static,
+        W::Peer: PartialEq + Send,
+    {
+        let posting = DevicePosting::new(region.clone(), config)?;
+        let nic = SoftNic::start_with_host_path(config, region.clone(), wire)?;
+        SoftNicTransport::assemble(config, region, nic, Some(posting))
+    }
+
+    fn assemble(
+        config: &SoftNicConfig,
+        region: NicRegion,
+        nic: SoftNic,
+        device: Option<DevicePosting>,
+    ) -> Result<SoftNicTransport> {
         let layout = *nic.layout();
-        let tx = match config.doorbell {
-            Doorbell::Regular | Doorbell::BlueFlame => {
+        let tx = match (device, config.doorbell) {
+            (Some(posting), _) => Tx::Device {
+                ring: RespProducer::new(&region, &layout),
+                posting,
+                pushed: 0,
+            },
+            (None, Doorbell::Regular | Doorbell::BlueFlame) => {
                 Tx::Direct(SendQueue::new(&region, config, config.doorbell)?)
             }
-            Doorbell::CpuAssisted => {
+            (None, Doorbell::CpuAssisted) => {
                 let ring = RespProducer::new(&region, &layout);
                 let stats = Arc::new(ProxyStats::default());
                 let mut sq = SendQueue::new(&region, config, Doorbell::BlueFlame)?;
@@ -136,6 +180,15 @@ impl SoftNicTransport {
         self.doorbell
     }
 
+    /// The send queue as a device side posts to it, when this transport was started with
+    /// [`SoftNicTransport::start_device_posted`].
+    pub fn device_posting(&self) -> Option<DevicePosting> {
+        match &self.tx {
+            Tx::Device { posting, .. } => Some(posting.clone()),
+            _ => None,
+        }
+    }
+
     pub fn layout(&self) -> &NicLayout {
         &self.layout
     }
@@ -170,6 +223,7 @@ impl SoftNicTransport {
                 c.proxy_failures = stats.post_failures.load(Ordering::Relaxed)
                     + stats.torn.load(Ordering::Relaxed);
             }
+            Tx::Device { pushed, .. } => c.posted = *pushed,
         }
         c
     }
@@ -246,27 +300,35 @@ impl Transport for SoftNicTransport {
     fn send(&mut self, _peer: u32, bytes: &[u8]) -> Result<()> {
         match &mut self.tx {
             Tx::Direct(sq) => sq.post_send(bytes),
-            Tx::Proxied { ring, .. } => {
-                if ring.push(bytes)? {
-                    return Ok(());
-                }
-                let started = Instant::now();
-                let mut polls = 0u64;
-                loop {
-                    std::thread::yield_now();
-                    polls += 1;
-                    if ring.push(bytes)? {
-                        return Ok(());
-                    }
-                    if started.elapsed() >= self.send_timeout {
-                        return Err(Error::SoftNicQueueFull {
-                            queue: "response ring",
-                            waited_us: started.elapsed().as_micros() as u64,
-                            polls,
-                        });
-                    }
-                }
+            Tx::Proxied { ring, .. } => push_waiting(ring, bytes, self.send_timeout),
+            Tx::Device { ring, pushed, .. } => {
+                push_waiting(ring, bytes, self.send_timeout)?;
+                *pushed += 1;
+                Ok(())
             }
+        }
+    }
+}
+
+/// Pushes into the response ring, waiting (bounded) for room.
+fn push_waiting(ring: &mut RespProducer, bytes: &[u8], timeout: Duration) -> Result<()> {
+    if ring.push(bytes)? {
+        return Ok(());
+    }
+    let started = Instant::now();
+    let mut polls = 0u64;
+    loop {
+        std::thread::yield_now();
+        polls += 1;
+        if ring.push(bytes)? {
+            return Ok(());
+        }
+        if started.elapsed() >= timeout {
+            return Err(Error::SoftNicQueueFull {
+                queue: "response ring",
+                waited_us: started.elapsed().as_micros() as u64,
+                polls,
+            });
         }
     }
 }
@@ -330,10 +392,26 @@ fn ring_capacity(_ring: &RespConsumer) -> usize {
 /// emulator's client and the forwarder's transport.
 pub fn inproc(config: &SoftNicConfig) -> Result<(InprocClient, SoftNicTransport)> {
     let layout = NicLayout::new(config)?;
+    inproc_in(config, NicRegion::heap(layout.len)?, false)
+}
+
+/// [`inproc`] in `region` (at least [`NicLayout::len`] bytes: GPU-mapped memory for a
+/// kernel that posts), with the send queue handed to a device side when `device_posted`
+/// (see [`SoftNicTransport::start_device_posted`]).
+pub fn inproc_in(
+    config: &SoftNicConfig,
+    region: NicRegion,
+    device_posted: bool,
+) -> Result<(InprocClient, SoftNicTransport)> {
+    let layout = NicLayout::new(config)?;
     let slot = layout.rx_slot_bytes.max(config.max_response_bytes as usize);
     let (client, wire) = inproc::channel(2 * layout.rx_slots as usize, slot)?;
-    let region = NicRegion::heap(layout.len)?;
-    Ok((client, SoftNicTransport::start(config, region, wire)?))
+    let transport = if device_posted {
+        SoftNicTransport::start_device_posted(config, region, wire)?
+    } else {
+        SoftNicTransport::start(config, region, wire)?
+    };
+    Ok((client, transport))
 }
 
 /// A soft NIC in a fresh heap region whose wire is a UDP socket bound to `listen`:
@@ -345,8 +423,29 @@ pub fn udp(
     allowlist: Vec<AllowedPeer>,
 ) -> Result<(SocketAddr, SoftNicTransport)> {
     let layout = NicLayout::new(config)?;
+    udp_in(
+        config,
+        listen,
+        allowlist,
+        NicRegion::heap(layout.len)?,
+        false,
+    )
+}
+
+/// [`udp`] in `region`, with the send queue handed to a device side when `device_posted`.
+pub fn udp_in(
+    config: &SoftNicConfig,
+    listen: SocketAddr,
+    allowlist: Vec<AllowedPeer>,
+    region: NicRegion,
+    device_posted: bool,
+) -> Result<(SocketAddr, SoftNicTransport)> {
     let wire = UdpTransport::bind(listen, allowlist)?;
     let local = wire.local_addr();
-    let region = NicRegion::heap(layout.len)?;
-    Ok((local, SoftNicTransport::start(config, region, wire)?))
+    let transport = if device_posted {
+        SoftNicTransport::start_device_posted(config, region, wire)?
+    } else {
+        SoftNicTransport::start(config, region, wire)?
+    };
+    Ok((local, transport))
 }

@@ -51,10 +51,14 @@ impl FromStr for TransportKind {
             "udp" => Ok(TransportKind::Udp),
             "inproc" => Ok(TransportKind::Inproc),
             "softnic" => Ok(TransportKind::Softnic),
-            "rdma" => Err("transport \"rdma\" runs through the RDMA listener (feature `rdma`, \
+            "rdma" => Err(
+                "transport \"rdma\" runs through the RDMA listener (feature `rdma`, \
                            see the README's lab procedure); available here: udp, inproc, softnic"
-                .to_string()),
-            _ => Err(format!("unknown transport {s:?}; expected udp, inproc or softnic")),
+                    .to_string(),
+            ),
+            _ => Err(format!(
+                "unknown transport {s:?}; expected udp, inproc or softnic"
+            )),
         }
     }
 }

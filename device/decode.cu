@@ -1,0 +1,675 @@
+// qfwd device code: the QEC decoders `lut` and `uf` (handler device codes 2 and 3), run by
+// qfwd_dispatch in device/forward.cu, bit-identical to the CPU references src/decode/lut.rs
+// and src/decode/uf.rs (`UfScratch::decode_reference`, whose module docs are the
+// specification followed here step by step).
+//
+// Included by device/forward.cu (an NVRTC named header, src/gpu/nvrtc.rs), so the decoders
+// and the mailbox kernels are one program; also compiled on its own by
+// tests/nvrtc_kernels.rs. Self-contained: NVRTC has no system headers.
+//
+// ---- Shape: one warp per request ------------------------------------------------------
+// The persistent kernel's unit of work is a poller warp: it already holds the request in
+// its shared-memory stage and publishes the response as a warp, and several poller groups
+// serve requests in parallel. A decoder that took a whole block would need a hand-off
+// between warps (a queue in shared memory and block barriers, or poller warps that stop
+// polling), while at d = 3..7 a growth round has little parallel work: the frontier of a
+// d=7, p=0.001 shot holds ~20 vertex-edge pairs per round on average and ~70 at the 99th
+// percentile (d=5: ~15 / ~30), one or two warps' worth. What a round costs is its chain of
+// dependent shared-memory accesses (~30 cycles each), not its arithmetic, so extra warps
+// would idle while every round paid block barriers (`bar.sync`) instead of `__syncwarp`.
+// So each poller warp decodes its own request: lanes split the work of a round (frontier
+// vertices x incident edges, clusters' members, syndrome words), reductions are single
+// `redux.sync` instructions, and the few truly sequential steps (merging the clusters that
+// one round fused) run with the whole warp in lockstep.
+//
+// ---- Data -------------------------------------------------------------------------------
+// The model (read-only, device global memory, loaded once at backend start by
+// src/gpu/decoder.rs; read through the non-coherent cache, `__ldg`, and L1-resident once
+// warm) and the parameters (`qfwd_decoders`, constant memory, same file). Vertex and edge
+// ids are 16 bits (models up to 65534 vertices and edges; the host refuses larger ones), so
+// one 8-byte load gives an incident edge, its other end and its weight.
+//
+// Per-warp state ("scratch", offsets in the parameters): in dynamic shared memory after the
+// kernel's request/response staging, or, when that does not fit, in a global buffer (one
+// area per warp). The area is zeroed at the start of every decode that has a defect (16-byte
+// stores, a few per lane), so no reset bookkeeping is needed and garbage left in shared
+// memory by a previous launch is harmless. A syndrome without defects touches nothing.
+//
+// ---- How the specification maps onto a warp -------------------------------------------
+// Clusters: `cl[v]` = (root + 1) | flags << 16 (0: in no cluster), kept *flat*: every member
+// holds its cluster's root and flags, so "which cluster, is it active" is one read. A union
+// relabels both clusters' members (lanes over the cluster vertices). The root is the
+// cluster's smallest vertex, as in the specification (which the output never depends on).
+//   1. Defects: lanes over syndrome words.
+//   2a. Lanes over frontier vertices, each over its incident edges (12 at a time, loads
+//       issued together): frontier edges, `need`, the step `delta` = warp minimum. A
+//       frontier edge is listed once (from its lower end when both ends are active).
+//   2b. Lanes over the listed edges: grow by k * delta (k = active ends), collect `fused`.
+//   2c. For each fused edge in turn (the warp together): endpoints in no cluster join, the
+//       two clusters merge. The partition after the round does not depend on the order.
+//   3. Spanning forest: the BFS of the specification, level-synchronous. The trees are
+//      disjoint and each one's shape depends only on its own vertices' order, so all trees
+//      grow together: level 0 = the children of the boundary (full boundary edge) and the
+//      roots of the clusters that do not touch the boundary (each such cluster is one tree,
+//      and its smallest vertex, the cluster root, is the vertex step 3b would pick), in
+//      index order. A vertex reached by several vertices of a level takes the first of them
+//      in queue order (an atomicMax claim keyed by lane, windows in order), and each level
+//      is appended in (parent position, CSR position) order: the sequential BFS order.
+//   4. Peel, deepest level first: an edge is in the correction iff the subtree below it
+//      holds an odd number of defects, exactly what the sequential peel computes.
+
+typedef unsigned int u32;
+typedef unsigned long long u64;
+typedef unsigned short u16;
+typedef unsigned char u8;
+
+// ---- constants (mirror src/gpu/decoder.rs; a unit test there reads this file) ----------
+#define QFWD_CODE_LUT 2u
+#define QFWD_CODE_UF 3u
+#define QFWD_DEC_STATUS_OK 0
+#define QFWD_DEC_STATUS_BAD_ARGUMENT 1
+#define QFWD_DEC_STATUS_UNKNOWN_FUNCTION (-4)
+#define QFWD_DEC_NO_ID 0xFFFFu
+#define QFWD_DEC_NO_TREE 0xFFFFFFFFu
+#define QFWD_DEC_ODD 1u
+#define QFWD_DEC_BOUNDARY 2u
+#define QFWD_DEC_UNROLL 12u
+#define QFWD_DEC_MAX_DEGREE 60u
+#define QFWD_DEC_LOADED_LUT 1u
+#define QFWD_DEC_LOADED_UF 2u
+#define QFWD_DEC_MAX_RESULT_BYTES 8u
+
+#define QFWD_DEC_WARP 32u
+#define QFWD_DEC_FULL 0xFFFFFFFFu
+
+// The decoders' parameters (mirror `DecoderParams` in src/gpu/decoder.rs, #[repr(C)]).
+struct QfwdDecoderParams {
+    u64 lut_table;      // u8[2^n * lut_entry_bytes]: wire result of syndrome s at s * entry_bytes
+    u64 uf_adj_offset;  // u32[n + 2]: CSR row offsets (vertex n is the boundary)
+    u64 uf_adj;         // uint2[2E]: {edge | neighbour << 16, weight} per CSR entry
+    u64 uf_edges;       // uint2[E]: {u | v << 16, weight}
+    u64 uf_edge_obs;    // u64[E]: observable mask
+    u64 uf_boundary;    // u32[n]: boundary edge | its weight << 16 (edge QFWD_DEC_NO_ID: none)
+    u64 uf_scratch;     // global scratch (uf_scratch_warps areas), or 0: in shared memory
+    u32 lut_detectors;
+    u32 lut_entry_bytes;
+    u32 uf_detectors;
+    u32 uf_result_bytes;
+    u32 uf_scratch_bytes;  // one warp's area, a multiple of 16
+    u32 uf_scratch_warps;  // global scratch: areas, indexed by the warp's global index
+    u32 uf_smem_offset;    // shared scratch: dynamic shared byte offset of the block's warp 0
+    u32 uf_off_visited;    // u32[n + 1]   (cl: u32[n + 1] at offset 0)
+    u32 uf_off_defect;     // u32[n + 1]
+    u32 uf_off_vbits;      // u32[ceil((n + 1) / 32)]: cluster vertices as a bitmap
+    u32 uf_off_growth;     // u16[E]
+    u32 uf_clear_bytes;    // [0, clear_bytes) is zeroed per decode
+    u32 uf_off_tree;       // u32[n + 1]: forest edge | parent << 16
+    u32 uf_off_verts;      // u16[n + 1]: cluster vertices (sorted in step 3)
+    u32 uf_off_frontier;   // u16[n + 1]
+    u32 uf_off_order;      // u16[n + 1]: the forest in BFS order
+    u32 uf_off_levels;     // u16[n + 2]: where each BFS level starts in `order`
+    u32 uf_off_cand;       // u32[E]: frontier edges (edge | k << 16), then fused edges (u | v << 16)
+    u32 loaded;            // QFWD_DEC_LOADED_*
+    u32 reserved;
+};
+
+// Field offsets (the Rust test parses these lines and compares with `DecoderParams`).
+#define QFWD_DEC_FIELD(name, offset)                                                          \
+    static_assert(__builtin_offsetof(QfwdDecoderParams, name) == offset, #name);
+QFWD_DEC_FIELD(lut_table, 0)
+QFWD_DEC_FIELD(uf_adj_offset, 8)
+QFWD_DEC_FIELD(uf_adj, 16)
+QFWD_DEC_FIELD(uf_edges, 24)
+QFWD_DEC_FIELD(uf_edge_obs, 32)
+QFWD_DEC_FIELD(uf_boundary, 40)
+QFWD_DEC_FIELD(uf_scratch, 48)
+QFWD_DEC_FIELD(lut_detectors, 56)
+QFWD_DEC_FIELD(lut_entry_bytes, 60)
+QFWD_DEC_FIELD(uf_detectors, 64)
+QFWD_DEC_FIELD(uf_result_bytes, 68)
+QFWD_DEC_FIELD(uf_scratch_bytes, 72)
+QFWD_DEC_FIELD(uf_scratch_warps, 76)
+QFWD_DEC_FIELD(uf_smem_offset, 80)
+QFWD_DEC_FIELD(uf_off_visited, 84)
+QFWD_DEC_FIELD(uf_off_defect, 88)
+QFWD_DEC_FIELD(uf_off_vbits, 92)
+QFWD_DEC_FIELD(uf_off_growth, 96)
+QFWD_DEC_FIELD(uf_clear_bytes, 100)
+QFWD_DEC_FIELD(uf_off_tree, 104)
+QFWD_DEC_FIELD(uf_off_verts, 108)
+QFWD_DEC_FIELD(uf_off_frontier, 112)
+QFWD_DEC_FIELD(uf_off_order, 116)
+QFWD_DEC_FIELD(uf_off_levels, 120)
+QFWD_DEC_FIELD(uf_off_cand, 124)
+QFWD_DEC_FIELD(loaded, 128)
+QFWD_DEC_FIELD(reserved, 132)
+static_assert(sizeof(QfwdDecoderParams) == 136, "QfwdDecoderParams size");
+
+// Written by the host (cuModuleGetGlobal + a copy) before the kernels start.
+__constant__ QfwdDecoderParams qfwd_decoders;
+
+// The dynamic shared memory of the block (the same bytes as forward.cu's `smem`).
+extern __shared__ __align__(16) u8 qfwd_dec_smem[];
+
+// ---- warp helpers ------------------------------------------------------------------------
+
+static __device__ __forceinline__ u32 qfwd_dec_min(u32 a, u32 b) { return a < b ? a : b; }
+
+// Exclusive prefix sum over the lanes of `x` (x < 2^BITS), and the warp total: one ballot
+// per bit, no shuffle chain.
+template <u32 BITS>
+static __device__ __forceinline__ u32 qfwd_dec_scan(u32 x, u32 lane, u32* total)
+{
+    const u32 lt = (1u << lane) - 1u;
+    u32 ex = 0u, tot = 0u;
+#pragma unroll
+    for (u32 b = 0; b < BITS; ++b) {
+        const u32 m = __ballot_sync(QFWD_DEC_FULL, (x >> b) & 1u);
+        ex += (u32)__popc(m & lt) << b;
+        tot += (u32)__popc(m) << b;
+    }
+    *total = tot;
+    return ex;
+}
+
+// Word `i` of a bit-packed syndrome of `n` detectors, bits past `n` cleared.
+static __device__ __forceinline__ u32 qfwd_dec_word(const u32* arg, u32 i, u32 n)
+{
+    u32 w = arg[i];
+    const u32 rest = n - 32u * i;
+    if (rest < 32u) {
+        w &= (1u << rest) - 1u;
+    }
+    return w;
+}
+
+// The u32 little-endian count after `nb` syndrome bytes.
+static __device__ __forceinline__ u32 qfwd_dec_count(const u32* arg, u32 nb)
+{
+    const u8* b = (const u8*)arg;
+    return (u32)b[nb] | ((u32)b[nb + 1u] << 8) | ((u32)b[nb + 2u] << 16) |
+           ((u32)b[nb + 3u] << 24);
+}
+
+static __device__ __forceinline__ u32 qfwd_dec_cluster(u32 root, u32 flags)
+{
+    return (root + 1u) | (flags << 16);
+}
+
+// Entries [base, base + UNROLL) of a CSR row ending at `end`: edge, neighbour, weight
+// (past the row: edge 0, vertex 0 and an impossible weight). The loads are issued together.
+static __device__ __forceinline__ void qfwd_dec_row(const uint2* adj, u32 base, u32 end,
+                                                    u32 (&es)[QFWD_DEC_UNROLL],
+                                                    u32 (&ys)[QFWD_DEC_UNROLL],
+                                                    u32 (&ws)[QFWD_DEC_UNROLL])
+{
+#pragma unroll
+    for (u32 j = 0; j < QFWD_DEC_UNROLL; ++j) {
+        const uint2 a = base + j < end ? __ldg(adj + base + j) : make_uint2(0u, 0u);
+        es[j] = a.x & 0xFFFFu;
+        ys[j] = a.x >> 16;
+        ws[j] = base + j < end ? a.y : QFWD_DEC_FULL;
+    }
+}
+
+// ---- lut ---------------------------------------------------------------------------------
+
+// Syndrome -> the table entry, already in the wire's result format (src/decode/lut.rs).
+// (External linkage, like qfwd_decode_uf: this file compiled alone has no caller.)
+__device__ int qfwd_decode_lut(const u32* arg, u32 arg_len, u32* out, u32 out_cap,
+                                      u32* result_len, u32 lane)
+{
+    const QfwdDecoderParams& p = qfwd_decoders;
+    *result_len = 0u;
+    if ((p.loaded & QFWD_DEC_LOADED_LUT) == 0u) {
+        return QFWD_DEC_STATUS_UNKNOWN_FUNCTION;
+    }
+    const u32 n = p.lut_detectors;
+    const u32 nb = (n + 7u) / 8u;
+    const u32 eb = p.lut_entry_bytes;
+    if (arg_len != nb + 4u || out_cap < eb || qfwd_dec_count(arg, nb) != n) {
+        return QFWD_DEC_STATUS_BAD_ARGUMENT;
+    }
+    const u8* bytes = (const u8*)arg;
+    u32 s = 0u;
+    for (u32 k = 0; k < nb; ++k) {
+        s |= (u32)bytes[k] << (8u * k);
+    }
+    s &= n >= 32u ? QFWD_DEC_FULL : (1u << n) - 1u;
+    const u8* entry = (const u8*)p.lut_table + (u64)s * eb;
+    if (lane < eb) {
+        ((u8*)out)[lane] = __ldg(entry + lane);
+    }
+    *result_len = eb;
+    return QFWD_DEC_STATUS_OK;
+}
+
+// ---- uf ----------------------------------------------------------------------------------
+
+// Decodes the syndrome in `arg` (validated) with the per-warp state at `s`; returns the
+// observable flips. All 32 lanes call it; every collective below is reached by all lanes.
+static __device__ __forceinline__ u64 qfwd_uf_run(u8* s, const u32* arg, u32 lane)
+{
+    const QfwdDecoderParams& p = qfwd_decoders;
+    const u32 n = p.uf_detectors;
+    const u32 bv = n; // the boundary vertex
+    const u32 nwords = (n + 31u) / 32u;
+    const u32 lt = (1u << lane) - 1u;
+    constexpr u32 U = QFWD_DEC_UNROLL;
+
+    u32* cl = (u32*)s;
+    u32* visited = (u32*)(s + p.uf_off_visited);
+    u32* defect = (u32*)(s + p.uf_off_defect);
+    u32* vbits = (u32*)(s + p.uf_off_vbits);
+    u16* growth = (u16*)(s + p.uf_off_growth);
+    u32* tree = (u32*)(s + p.uf_off_tree);
+    u16* verts = (u16*)(s + p.uf_off_verts);
+    u16* frontier = (u16*)(s + p.uf_off_frontier);
+    u16* order = (u16*)(s + p.uf_off_order);
+    u16* levels = (u16*)(s + p.uf_off_levels);
+    u32* cand = (u32*)(s + p.uf_off_cand);
+    const u32* adj_off = (const u32*)p.uf_adj_offset;
+    const uint2* adj = (const uint2*)p.uf_adj;
+    const uint2* edges = (const uint2*)p.uf_edges;
+    const u64* edge_obs = (const u64*)p.uf_edge_obs;
+    const u32* bnd = (const u32*)p.uf_boundary;
+
+    // 1. Defects. None: no flip, and nothing was touched.
+    u32 ndef = 0u;
+    for (u32 wb = 0; wb < nwords; wb += QFWD_DEC_WARP) {
+        const u32 i = wb + lane;
+        const u32 w = i < nwords ? qfwd_dec_word(arg, i, n) : 0u;
+        ndef += __reduce_add_sync(QFWD_DEC_FULL, (u32)__popc(w));
+    }
+    if (ndef == 0u) {
+        return 0ull;
+    }
+    {
+        uint4* z = (uint4*)s;
+        const uint4 zero = make_uint4(0u, 0u, 0u, 0u);
+        for (u32 i = lane; i < p.uf_clear_bytes / 16u; i += QFWD_DEC_WARP) {
+            z[i] = zero;
+        }
+    }
+    __syncwarp();
+    u32 n_verts = 0u;
+    for (u32 wb = 0; wb < nwords; wb += QFWD_DEC_WARP) {
+        const u32 i = wb + lane;
+        u32 w = i < nwords ? qfwd_dec_word(arg, i, n) : 0u;
+        u32 tot;
+        u32 pos = n_verts + qfwd_dec_scan<6>((u32)__popc(w), lane, &tot);
+        if (i < nwords) {
+            vbits[i] = w;
+        }
+        while (w != 0u) {
+            const u32 v = 32u * i + (u32)(__ffs(w) - 1);
+            w &= w - 1u;
+            cl[v] = qfwd_dec_cluster(v, QFWD_DEC_ODD);
+            defect[v] = 1u;
+            verts[pos] = (u16)v;
+            frontier[pos] = (u16)v;
+            ++pos;
+        }
+        n_verts += tot;
+    }
+    if (lane == 0u) {
+        cl[bv] = qfwd_dec_cluster(bv, QFWD_DEC_BOUNDARY);
+    }
+    u32 n_front = n_verts;
+    __syncwarp();
+
+    // 2. Growth rounds.
+    for (;;) {
+        // 2a. Frontier edges, the step, and the frontier without its spent vertices.
+        u32 delta = QFWD_DEC_FULL;
+        u32 n_cand = 0u, n_keep = 0u;
+        for (u32 fb = 0; fb < n_front; fb += QFWD_DEC_WARP) {
+            const u32 i = fb + lane;
+            const bool has = i < n_front;
+            const u32 v = has ? (u32)frontier[i] : 0u;
+            const u32 c = has ? cl[v] : 0u;
+            const bool active = has && (c >> 16) == QFWD_DEC_ODD;
+            const u32 r1 = c & 0xFFFFu;
+            u32 lo = 0u, hi = 0u;
+            if (active) {
+                lo = __ldg(adj_off + v);
+                hi = __ldg(adj_off + v + 1u);
+            }
+            const u32 chunks = __reduce_max_sync(QFWD_DEC_FULL, (hi - lo + U - 1u) / U);
+            bool any = false;
+            for (u32 ch = 0; ch < chunks; ++ch) {
+                const u32 base = lo + ch * U;
+                uint2 a[U];
+#pragma unroll
+                for (u32 j = 0; j < U; ++j) {
+                    a[j] = base + j < hi ? __ldg(adj + base + j) : make_uint2(0u, 0u);
+                }
+                u32 g[U], cu[U];
+#pragma unroll
+                for (u32 j = 0; j < U; ++j) {
+                    g[j] = 0u;
+                    cu[j] = 0u;
+                    if (base + j < hi) {
+                        g[j] = growth[a[j].x & 0xFFFFu];
+                        cu[j] = cl[a[j].x >> 16];
+                    }
+                }
+                u32 entry[U];
+                u32 cnt = 0u;
+#pragma unroll
+                for (u32 j = 0; j < U; ++j) {
+                    entry[j] = 0u;
+                    const u32 w = a[j].y; // 0 past the row: never a frontier edge
+                    if (g[j] < w && (cu[j] == 0u || (cu[j] & 0xFFFFu) != r1)) {
+                        const u32 u = a[j].x >> 16;
+                        const u32 k = (cu[j] >> 16) == QFWD_DEC_ODD ? 2u : 1u;
+                        // ceil((w - g) / k) for k in {1, 2}.
+                        delta = qfwd_dec_min(delta, (w - g[j] + k - 1u) >> (k - 1u));
+                        any = true;
+                        if (k == 1u || v < u) {
+                            entry[j] = (a[j].x & 0xFFFFu) | (k << 16);
+                            ++cnt;
+                        }
+                    }
+                }
+                u32 tot;
+                u32 pos = n_cand + qfwd_dec_scan<4>(cnt, lane, &tot);
+#pragma unroll
+                for (u32 j = 0; j < U; ++j) {
+                    if (entry[j] != 0u) {
+                        cand[pos++] = entry[j];
+                    }
+                }
+                n_cand += tot;
+            }
+            const bool keep = has && (!active || any);
+            const u32 km = __ballot_sync(QFWD_DEC_FULL, keep);
+            __syncwarp();
+            if (keep) {
+                frontier[n_keep + (u32)__popc(km & lt)] = (u16)v;
+            }
+            n_keep += (u32)__popc(km);
+        }
+        n_front = n_keep;
+        delta = __reduce_min_sync(QFWD_DEC_FULL, delta);
+        if (n_cand == 0u) {
+            break;
+        }
+        __syncwarp();
+
+        // 2b. Grow; the edges that fill form `fused` (written over the consumed entries).
+        u32 n_fused = 0u;
+        for (u32 cb = 0; cb < n_cand; cb += QFWD_DEC_WARP) {
+            const u32 i = cb + lane;
+            bool fused = false;
+            u32 uv = 0u;
+            if (i < n_cand) {
+                const u32 ce = cand[i];
+                const u32 e = ce & 0xFFFFu;
+                const uint2 ed = __ldg(edges + e);
+                const u32 ng = qfwd_dec_min((u32)growth[e] + (ce >> 16) * delta, ed.y);
+                growth[e] = (u16)ng;
+                fused = ng == ed.y;
+                uv = ed.x;
+            }
+            const u32 fm = __ballot_sync(QFWD_DEC_FULL, fused);
+            __syncwarp();
+            if (fused) {
+                cand[n_fused + (u32)__popc(fm & lt)] = uv;
+            }
+            n_fused += (u32)__popc(fm);
+        }
+        __syncwarp();
+
+        // 2c. Merge, one fused edge at a time.
+        for (u32 f = 0; f < n_fused; ++f) {
+            const u32 uv = cand[f];
+            const u32 x = uv & 0xFFFFu, y = uv >> 16;
+            u32 cx = cl[x], cy = cl[y];
+            const u32 jx = cx == 0u ? 1u : 0u;
+            const u32 jy = cy == 0u ? 1u : 0u;
+            if (jx) {
+                cx = qfwd_dec_cluster(x, 0u);
+            }
+            if (jy) {
+                cy = qfwd_dec_cluster(y, 0u);
+            }
+            const u32 rx = cx & 0xFFFFu, ry = cy & 0xFFFFu;
+            __syncwarp(); // every lane has read cl[x], cl[y] before any lane writes
+            if (rx != ry) {
+                const u32 fx = cx >> 16, fy = cy >> 16;
+                const u32 fl = ((fx ^ fy) & QFWD_DEC_ODD) | ((fx | fy) & QFWD_DEC_BOUNDARY);
+                const u32 nc = (rx < ry ? rx : ry) | (fl << 16);
+                for (u32 i = lane; i <= n_verts; i += QFWD_DEC_WARP) {
+                    const u32 v = i < n_verts ? (u32)verts[i] : bv;
+                    const u32 r = cl[v] & 0xFFFFu;
+                    if (r == rx || r == ry) {
+                        cl[v] = nc;
+                    }
+                }
+                if (lane == 0u) {
+                    u32 at = 0u;
+                    if (jx) {
+                        cl[x] = nc;
+                        verts[n_verts] = (u16)x;
+                        frontier[n_front] = (u16)x;
+                        vbits[x >> 5] |= 1u << (x & 31u);
+                        at = 1u;
+                    }
+                    if (jy) {
+                        cl[y] = nc;
+                        verts[n_verts + at] = (u16)y;
+                        frontier[n_front + at] = (u16)y;
+                        vbits[y >> 5] |= 1u << (y & 31u);
+                    }
+                }
+                n_verts += jx + jy;
+                n_front += jx + jy;
+            }
+            __syncwarp();
+        }
+    }
+
+    // 3. Spanning forest. Cluster vertices in index order (over `verts`), from the bitmap.
+    {
+        u32 ns = 0u;
+        for (u32 wb = 0; wb < nwords; wb += QFWD_DEC_WARP) {
+            const u32 i = wb + lane;
+            u32 w = i < nwords ? vbits[i] : 0u;
+            u32 tot;
+            u32 pos = ns + qfwd_dec_scan<6>((u32)__popc(w), lane, &tot);
+            __syncwarp();
+            while (w != 0u) {
+                verts[pos++] = (u16)(32u * i + (u32)(__ffs(w) - 1));
+                w &= w - 1u;
+            }
+            ns += tot;
+        }
+    }
+    if (lane == 0u) {
+        visited[bv] = 1u;
+    }
+    __syncwarp();
+    // Level 0: children of the boundary, and roots of the clusters away from it.
+    u32 n_order = 0u;
+    for (u32 sb = 0; sb < n_verts; sb += QFWD_DEC_WARP) {
+        const u32 i = sb + lane;
+        bool take = false;
+        u32 v = 0u, t = QFWD_DEC_NO_TREE;
+        if (i < n_verts) {
+            v = verts[i];
+            const u32 c = cl[v];
+            const u32 bd = __ldg(bnd + v);
+            const u32 be = bd & 0xFFFFu;
+            if (be != QFWD_DEC_NO_ID && (u32)growth[be] == (bd >> 16)) {
+                take = true;
+                t = be | (bv << 16);
+            } else if (((c >> 16) & QFWD_DEC_BOUNDARY) == 0u && (c & 0xFFFFu) == v + 1u) {
+                take = true;
+            }
+        }
+        const u32 m = __ballot_sync(QFWD_DEC_FULL, take);
+        if (take) {
+            const u32 at = n_order + (u32)__popc(m & lt);
+            order[at] = (u16)v;
+            visited[v] = 1u;
+            tree[v] = t;
+        }
+        n_order += (u32)__popc(m);
+    }
+    __syncwarp();
+    // BFS, a level at a time.
+    u32 n_levels = 0u;
+    {
+        u32 lo = 0u, hi = n_order;
+        while (lo < hi) {
+            if (lane == 0u) {
+                levels[n_levels] = (u16)lo;
+            }
+            ++n_levels;
+            u32 next = hi;
+            for (u32 xb = lo; xb < hi; xb += QFWD_DEC_WARP) {
+                const u32 i = xb + lane;
+                const bool has = i < hi;
+                const u32 x = has ? (u32)order[i] : 0u;
+                u32 a0 = 0u, a1 = 0u;
+                if (has) {
+                    a0 = __ldg(adj_off + x);
+                    a1 = __ldg(adj_off + x + 1u);
+                }
+                const u32 chunks = __reduce_max_sync(QFWD_DEC_FULL, (a1 - a0 + U - 1u) / U);
+                const u32 key = QFWD_DEC_WARP - lane;
+                u32 ys[U], es[U];
+                // Candidates: full edges to vertices unvisited before this window.
+                u64 candmask = 0ull;
+                for (u32 ch = 0; ch < chunks; ++ch) {
+                    u32 w[U];
+                    qfwd_dec_row(adj, a0 + ch * U, a1, es, ys, w);
+                    u32 g[U], vis[U];
+#pragma unroll
+                    for (u32 j = 0; j < U; ++j) {
+                        g[j] = growth[es[j]];
+                        vis[j] = visited[ys[j]];
+                    }
+#pragma unroll
+                    for (u32 j = 0; j < U; ++j) {
+                        if (vis[j] == 0u && g[j] == w[j]) {
+                            candmask |= 1ull << (ch * U + j);
+                        }
+                    }
+                }
+                __syncwarp();
+                // Claims: a vertex goes to the smallest lane (the first x in queue order).
+                for (u32 ch = 0; ch < chunks; ++ch) {
+                    if (chunks > 1u) {
+                        u32 w[U];
+                        qfwd_dec_row(adj, a0 + ch * U, a1, es, ys, w);
+                    }
+#pragma unroll
+                    for (u32 j = 0; j < U; ++j) {
+                        if (((candmask >> (ch * U + j)) & 1ull) != 0ull) {
+                            atomicMax(visited + ys[j], key);
+                        }
+                    }
+                }
+                __syncwarp();
+                // Winners, appended in (lane, CSR) order.
+                u32 cnt = 0u;
+                u64 winmask = 0ull;
+                for (u32 ch = 0; ch < chunks; ++ch) {
+                    if (chunks > 1u) {
+                        u32 w[U];
+                        qfwd_dec_row(adj, a0 + ch * U, a1, es, ys, w);
+                    }
+#pragma unroll
+                    for (u32 j = 0; j < U; ++j) {
+                        const u32 b = ch * U + j;
+                        if (((candmask >> b) & 1ull) != 0ull && visited[ys[j]] == key) {
+                            winmask |= 1ull << b;
+                            ++cnt;
+                        }
+                    }
+                }
+                u32 tot;
+                u32 pos = next + qfwd_dec_scan<6>(cnt, lane, &tot);
+                for (u32 ch = 0; ch < chunks; ++ch) {
+                    if (chunks > 1u) {
+                        u32 w[U];
+                        qfwd_dec_row(adj, a0 + ch * U, a1, es, ys, w);
+                    }
+#pragma unroll
+                    for (u32 j = 0; j < U; ++j) {
+                        if (((winmask >> (ch * U + j)) & 1ull) != 0ull) {
+                            order[pos++] = (u16)ys[j];
+                            tree[ys[j]] = es[j] | (x << 16);
+                        }
+                    }
+                }
+                next += tot;
+                __syncwarp();
+            }
+            lo = hi;
+            hi = next;
+        }
+        if (lane == 0u) {
+            levels[n_levels] = (u16)hi;
+        }
+    }
+    __syncwarp();
+
+    // 4. Peel, deepest level first: a vertex's defect bit is its subtree's parity by then.
+    u64 obs = 0ull;
+    for (u32 l = n_levels; l-- > 0u;) {
+        const u32 first = levels[l], end = levels[l + 1u];
+        for (u32 i = first + lane; i < end; i += QFWD_DEC_WARP) {
+            const u32 v = order[i];
+            const u32 t = tree[v];
+            if (t != QFWD_DEC_NO_TREE && (defect[v] & 1u) != 0u) {
+                obs ^= __ldg(edge_obs + (t & 0xFFFFu));
+                const u32 parent = t >> 16;
+                if (parent != bv) {
+                    atomicXor(defect + parent, 1u);
+                }
+            }
+        }
+        __syncwarp();
+    }
+    const u32 lo = __reduce_xor_sync(QFWD_DEC_FULL, (u32)obs);
+    const u32 hi = __reduce_xor_sync(QFWD_DEC_FULL, (u32)(obs >> 32));
+    return ((u64)hi << 32) | lo;
+}
+
+// Union-find (src/decode/uf.rs): validates the payload as `Decoder::run_payload` does, and
+// writes the observable flips bit-packed LSB first.
+__device__ int qfwd_decode_uf(const u32* arg, u32 arg_len, u32* out, u32 out_cap,
+                                     u32* result_len, u32 lane)
+{
+    const QfwdDecoderParams& p = qfwd_decoders;
+    *result_len = 0u;
+    if ((p.loaded & QFWD_DEC_LOADED_UF) == 0u) {
+        return QFWD_DEC_STATUS_UNKNOWN_FUNCTION;
+    }
+    const u32 n = p.uf_detectors;
+    const u32 nb = (n + 7u) / 8u;
+    if (arg_len != nb + 4u || out_cap < p.uf_result_bytes || qfwd_dec_count(arg, nb) != n) {
+        return QFWD_DEC_STATUS_BAD_ARGUMENT;
+    }
+    const u32 warp_in_block = threadIdx.x / QFWD_DEC_WARP;
+    u64 obs;
+    // Two call sites, so each inlined copy knows its state space (shared or global).
+    if (p.uf_scratch != 0ull) {
+        const u32 warp = blockIdx.x * (blockDim.x / QFWD_DEC_WARP) + warp_in_block;
+        if (warp >= p.uf_scratch_warps) {
+            return QFWD_DEC_STATUS_UNKNOWN_FUNCTION;
+        }
+        obs = qfwd_uf_run((u8*)p.uf_scratch + (u64)warp * p.uf_scratch_bytes, arg, lane);
+    } else {
+        obs = qfwd_uf_run(qfwd_dec_smem + p.uf_smem_offset + warp_in_block * p.uf_scratch_bytes,
+                          arg, lane);
+    }
+    if (lane < p.uf_result_bytes) {
+        ((u8*)out)[lane] = (u8)(obs >> (8u * lane));
+    }
+    *result_len = p.uf_result_bytes;
+    return QFWD_DEC_STATUS_OK;
+}

@@ -1,0 +1,766 @@
+//! GPU decoders, host side: a [`Decoder`]'s model flattened into the arrays
+//! `device/decode.cu` reads, uploaded once to device memory when a backend starts, and the
+//! parameter block (`qfwd_decoders`, constant memory) that tells the kernels where they are.
+//!
+//! The kernels dispatch on the handler's device code (lut 2, uf 3) and answer exactly what
+//! [`Decoder::run_payload`] answers: bit-packed observable flips, `BAD_ARGUMENT` for a
+//! payload that does not match the model. A decoder kind that was not uploaded answers
+//! `UNKNOWN_FUNCTION`.
+//!
+//! **One model per decoder kind per backend**: the constant block holds one `lut` and one
+//! `uf` model, so a backend serves at most one of each; [`DeviceDecoders::upload`] refuses
+//! two of a kind (register one decoder per appliance, or build one backend per model).
+//!
+//! **Per-warp state** of `uf` (see [`UfScratchLayout`]): in dynamic shared memory after the
+//! kernel's request/response staging when it fits the block's opt-in limit, else in a
+//! global buffer with one area per warp ([`ScratchPlacement`]). Each area is zeroed by the
+//! kernel at the start of every decode with a defect, so neither needs initializing.
+//!
+//! **Limits of the device models** (checked at upload; the CPU decoders have none of
+//! them): vertex and edge ids fit 16 bits (at most 65534 detectors and 65535 edges), a
+//! detector has at most [`MAX_DEGREE`] incident edges, `lut` at most 24 detectors (as on
+//! the CPU).
+
+use std::sync::Arc;
+
+use cudarc::driver::sys;
+
+use super::context::GpuContext;
+use super::memory::DeviceBuffer;
+use super::module::Module;
+use crate::decode::graph::NO_EDGE;
+use crate::decode::{Decoder, DecoderKind, MatchingGraph};
+use crate::handler::{Handler, Registry};
+use crate::{Error, Result};
+
+/// The constant-memory symbol of the parameter block in `device/decode.cu`.
+pub const PARAMS_SYMBOL: &str = "qfwd_decoders";
+/// "No edge" / "no vertex" in the device's 16-bit ids.
+pub const NO_ID: u32 = 0xFFFF;
+/// "No forest edge" (a tree root) in the device's `tree` array.
+pub const NO_TREE: u32 = u32::MAX;
+/// Incident edges a lane loads at once.
+pub const UNROLL: usize = 12;
+/// Most incident edges of a detector on the device (five loads of [`UNROLL`]).
+pub const MAX_DEGREE: usize = 60;
+/// `DecoderParams::loaded` bit: a `lut` model is loaded.
+pub const LOADED_LUT: u32 = 1;
+/// `DecoderParams::loaded` bit: a `uf` model is loaded.
+pub const LOADED_UF: u32 = 2;
+/// Largest result (64 observables).
+pub const MAX_RESULT_BYTES: usize = 8;
+
+// The device keeps a row's candidate edges in a u64 mask, a whole number of loads.
+const _: () = assert!(MAX_DEGREE % UNROLL == 0 && MAX_DEGREE <= 64);
+
+/// The parameter block of `device/decode.cu` (`struct QfwdDecoderParams`), field for field.
+/// Addresses are device addresses (0: not loaded); offsets are bytes into one warp's
+/// `uf` state, as [`UfScratchLayout`] computes them.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct DecoderParams {
+    pub lut_table: u64,
+    pub uf_adj_offset: u64,
+    pub uf_adj: u64,
+    pub uf_edges: u64,
+    pub uf_edge_obs: u64,
+    pub uf_boundary: u64,
+    /// Global per-warp state, or 0: in dynamic shared memory.
+    pub uf_scratch: u64,
+    pub lut_detectors: u32,
+    pub lut_entry_bytes: u32,
+    pub uf_detectors: u32,
+    pub uf_result_bytes: u32,
+    pub uf_scratch_bytes: u32,
+    pub uf_scratch_warps: u32,
+    pub uf_smem_offset: u32,
+    pub uf_off_visited: u32,
+    pub uf_off_defect: u32,
+    pub uf_off_vbits: u32,
+    pub uf_off_growth: u32,
+    pub uf_clear_bytes: u32,
+    pub uf_off_tree: u32,
+    pub uf_off_verts: u32,
+    pub uf_off_frontier: u32,
+    pub uf_off_order: u32,
+    pub uf_off_levels: u32,
+    pub uf_off_cand: u32,
+    pub loaded: u32,
+    pub reserved: u32,
+}
+
+impl DecoderParams {
+    /// The block as the device lays it out (little-endian, `#[repr(C)]` order).
+    pub fn to_bytes(&self) -> Vec<u8> {
+        let mut b = Vec::with_capacity(std::mem::size_of::<DecoderParams>());
+        for x in [
+            self.lut_table,
+            self.uf_adj_offset,
+            self.uf_adj,
+            self.uf_edges,
+            self.uf_edge_obs,
+            self.uf_boundary,
+            self.uf_scratch,
+        ] {
+            b.extend_from_slice(&x.to_le_bytes());
+        }
+        for x in [
+            self.lut_detectors,
+            self.lut_entry_bytes,
+            self.uf_detectors,
+            self.uf_result_bytes,
+            self.uf_scratch_bytes,
+            self.uf_scratch_warps,
+            self.uf_smem_offset,
+            self.uf_off_visited,
+            self.uf_off_defect,
+            self.uf_off_vbits,
+            self.uf_off_growth,
+            self.uf_clear_bytes,
+            self.uf_off_tree,
+            self.uf_off_verts,
+            self.uf_off_frontier,
+            self.uf_off_order,
+            self.uf_off_levels,
+            self.uf_off_cand,
+            self.loaded,
+            self.reserved,
+        ] {
+            b.extend_from_slice(&x.to_le_bytes());
+        }
+        debug_assert_eq!(b.len(), std::mem::size_of::<DecoderParams>());
+        b
+    }
+}
+
+/// Where one warp's `uf` state lives, in bytes from the start of its area. `[0,
+/// clear_bytes)` is zeroed at the start of each decode with a defect; the rest is written
+/// before it is read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct UfScratchLayout {
+    /// `cl`: u32 per vertex at 0: cluster root + 1 and flags (0: no cluster).
+    pub visited: u32,
+    pub defect: u32,
+    pub vbits: u32,
+    pub growth: u32,
+    pub clear_bytes: u32,
+    pub tree: u32,
+    pub verts: u32,
+    pub frontier: u32,
+    pub order: u32,
+    pub levels: u32,
+    pub cand: u32,
+    /// The whole area, a multiple of 16.
+    pub bytes: u32,
+}
+
+impl UfScratchLayout {
+    /// The layout for `num_detectors` detectors (plus the boundary vertex) and `num_edges`.
+    pub fn new(num_detectors: usize, num_edges: usize) -> UfScratchLayout {
+        let nv = num_detectors + 1;
+        let r4 = |x: usize| x.next_multiple_of(4);
+        let r16 = |x: usize| x.next_multiple_of(16);
+        let visited = 4 * nv;
+        let defect = visited + 4 * nv;
+        let vbits = defect + 4 * nv;
+        let growth = vbits + 4 * nv.div_ceil(32);
+        let clear_bytes = r16(growth + 2 * num_edges);
+        let tree = clear_bytes;
+        let verts = tree + 4 * nv;
+        let frontier = verts + r4(2 * nv);
+        let order = frontier + r4(2 * nv);
+        let levels = order + r4(2 * nv);
+        let cand = levels + r4(2 * (nv + 1));
+        let bytes = r16(cand + 4 * num_edges.max(1));
+        let c = |x: usize| u32::try_from(x).expect("scratch offsets of a 16-bit model fit u32");
+        UfScratchLayout {
+            visited: c(visited),
+            defect: c(defect),
+            vbits: c(vbits),
+            growth: c(growth),
+            clear_bytes: c(clear_bytes),
+            tree: c(tree),
+            verts: c(verts),
+            frontier: c(frontier),
+            order: c(order),
+            levels: c(levels),
+            cand: c(cand),
+            bytes: c(bytes),
+        }
+    }
+}
+
+/// A `uf` model in the device's layout (see `device/decode.cu`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UfDeviceModel {
+    pub num_detectors: u32,
+    pub result_bytes: u32,
+    /// CSR row offsets, `num_detectors + 2` entries.
+    pub adj_offset: Vec<u32>,
+    /// Per CSR entry `[edge | neighbour << 16, weight]`.
+    pub adj: Vec<[u32; 2]>,
+    /// Per edge `[u | v << 16, weight]`.
+    pub edges: Vec<[u32; 2]>,
+    pub edge_obs: Vec<u64>,
+    /// Per detector: its boundary edge | that edge's weight << 16 ([`NO_ID`] edge: none).
+    pub boundary: Vec<u32>,
+    pub layout: UfScratchLayout,
+}
+
+impl UfDeviceModel {
+    /// Flattens `g`; refuses a model outside the device limits (module docs).
+    pub fn new(g: &MatchingGraph) -> Result<UfDeviceModel> {
+        let refuse = |detail: String| Error::DecoderModel {
+            file: g.source().to_string(),
+            detail: format!("{detail}; the CPU uf decoder has no such limit (--backend cpu)"),
+        };
+        let n = g.num_detectors();
+        let ne = g.num_edges();
+        if n + 1 > NO_ID as usize {
+            return Err(refuse(format!(
+                "{n} detectors: the GPU uf decoder holds at most {} (16-bit vertex ids)",
+                NO_ID - 1
+            )));
+        }
+        if ne > NO_ID as usize {
+            return Err(refuse(format!(
+                "{ne} edges: the GPU uf decoder holds at most {} (16-bit edge ids)",
+                NO_ID
+            )));
+        }
+        let off = g.adj_offset();
+        if let Some(v) = (0..n).find(|&v| (off[v + 1] - off[v]) as usize > MAX_DEGREE) {
+            return Err(refuse(format!(
+                "detector D{v} has {} incident edges: the GPU uf decoder handles at most \
+                 {MAX_DEGREE}",
+                off[v + 1] - off[v]
+            )));
+        }
+        let w = g.edge_weight();
+        let adj = g
+            .adj_edge()
+            .iter()
+            .zip(g.adj_nbr())
+            .map(|(&e, &y)| [e | y << 16, w[e as usize]])
+            .collect();
+        let edges = g
+            .edge_u()
+            .iter()
+            .zip(g.edge_v())
+            .zip(w)
+            .map(|((&u, &v), &wt)| [u | v << 16, wt])
+            .collect();
+        let boundary = g
+            .boundary_edge()
+            .iter()
+            .map(|&e| {
+                if e == NO_EDGE {
+                    NO_ID
+                } else {
+                    e | w[e as usize] << 16
+                }
+            })
+            .collect();
+        Ok(UfDeviceModel {
+            num_detectors: n as u32,
+            result_bytes: g.num_observables().div_ceil(8) as u32,
+            adj_offset: off.to_vec(),
+            adj,
+            edges,
+            edge_obs: g.edge_obs().to_vec(),
+            boundary,
+            layout: UfScratchLayout::new(n, ne),
+        })
+    }
+}
+
+/// A model ready for upload: its arrays in one blob of u64 words (each array 16-byte
+/// aligned) and the parameter block with the arrays' *offsets into the blob* in place of
+/// device addresses ([`DeviceModels::params_at`] adds the base).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DeviceModels {
+    pub blob: Vec<u64>,
+    params: DecoderParams,
+    /// Which address fields hold blob offsets.
+    lut: bool,
+    uf: bool,
+}
+
+struct Blob(Vec<u64>);
+
+impl Blob {
+    /// Appends `bytes` at a 16-byte boundary; returns its byte offset.
+    fn push_bytes(&mut self, bytes: &[u8]) -> u64 {
+        if self.0.len() % 2 == 1 {
+            self.0.push(0);
+        }
+        let at = self.0.len() as u64 * 8;
+        for c in bytes.chunks(8) {
+            let mut w = [0u8; 8];
+            w[..c.len()].copy_from_slice(c);
+            self.0.push(u64::from_le_bytes(w));
+        }
+        at
+    }
+
+    fn push_u32s(&mut self, xs: impl IntoIterator<Item = u32>) -> u64 {
+        let bytes: Vec<u8> = xs.into_iter().flat_map(u32::to_le_bytes).collect();
+        self.push_bytes(&bytes)
+    }
+}
+
+impl DeviceModels {
+    /// Flattens `decoders` (at most one per kind; none is fine).
+    pub fn new(decoders: &[Arc<Decoder>]) -> Result<DeviceModels> {
+        let mut blob = Blob(Vec::new());
+        let mut p = DecoderParams::default();
+        let (mut lut, mut uf) = (None::<&Decoder>, None::<&Decoder>);
+        for d in decoders {
+            let slot = match d.kind() {
+                DecoderKind::Lut => &mut lut,
+                DecoderKind::Uf => &mut uf,
+            };
+            if let Some(first) = slot {
+                if !std::ptr::eq(*first, d.as_ref()) {
+                    return Err(Error::InvalidSetting {
+                        key: "decoders",
+                        detail: format!(
+                            "two {} decoders ({} and {}) for one GPU backend: it holds one model \
+                             per decoder kind; register one, or start one backend per model",
+                            d.kind(),
+                            first.graph().source(),
+                            d.graph().source()
+                        ),
+                    });
+                }
+            }
+            *slot = Some(d.as_ref());
+        }
+        if let Some(d) = lut {
+            let table = d.lut().expect("a lut decoder has its table");
+            p.lut_table = blob.push_bytes(table.table());
+            p.lut_detectors = d.num_detectors() as u32;
+            p.lut_entry_bytes = table.entry_bytes() as u32;
+            p.loaded |= LOADED_LUT;
+        }
+        if let Some(d) = uf {
+            let m = UfDeviceModel::new(d.graph())?;
+            p.uf_adj_offset = blob.push_u32s(m.adj_offset.iter().copied());
+            p.uf_adj = blob.push_u32s(m.adj.iter().flatten().copied());
+            p.uf_edges = blob.push_u32s(m.edges.iter().flatten().copied());
+            let obs: Vec<u8> = m.edge_obs.iter().flat_map(|o| o.to_le_bytes()).collect();
+            p.uf_edge_obs = blob.push_bytes(&obs);
+            p.uf_boundary = blob.push_u32s(m.boundary.iter().copied());
+            p.uf_detectors = m.num_detectors;
+            p.uf_result_bytes = m.result_bytes;
+            let l = m.layout;
+            p.uf_scratch_bytes = l.bytes;
+            p.uf_off_visited = l.visited;
+            p.uf_off_defect = l.defect;
+            p.uf_off_vbits = l.vbits;
+            p.uf_off_growth = l.growth;
+            p.uf_clear_bytes = l.clear_bytes;
+            p.uf_off_tree = l.tree;
+            p.uf_off_verts = l.verts;
+            p.uf_off_frontier = l.frontier;
+            p.uf_off_order = l.order;
+            p.uf_off_levels = l.levels;
+            p.uf_off_cand = l.cand;
+            p.loaded |= LOADED_UF;
+        }
+        if blob.0.is_empty() {
+            blob.0.push(0);
+        }
+        Ok(DeviceModels {
+            blob: blob.0,
+            params: p,
+            lut: lut.is_some(),
+            uf: uf.is_some(),
+        })
+    }
+
+    /// Nothing to upload.
+    pub fn is_empty(&self) -> bool {
+        !self.lut && !self.uf
+    }
+
+    /// Bytes of one warp's `uf` state (0 without a `uf` model).
+    pub fn uf_scratch_bytes(&self) -> u32 {
+        self.params.uf_scratch_bytes
+    }
+
+    /// The parameter block with the blob uploaded at device address `base` (the scratch
+    /// fields as they are: see [`DeviceDecoders::place`]).
+    pub fn params_at(&self, base: u64) -> DecoderParams {
+        let mut p = self.params;
+        if self.lut {
+            p.lut_table += base;
+        }
+        if self.uf {
+            for a in [
+                &mut p.uf_adj_offset,
+                &mut p.uf_adj,
+                &mut p.uf_edges,
+                &mut p.uf_edge_obs,
+                &mut p.uf_boundary,
+            ] {
+                *a += base;
+            }
+        }
+        p
+    }
+}
+
+/// Where each warp's `uf` state goes.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum ScratchPlacement {
+    /// Shared memory when the block's total fits the device's opt-in limit, else global.
+    #[default]
+    Auto,
+    /// Dynamic shared memory (an error when it does not fit).
+    Shared,
+    /// Device global memory, one area per warp (L1/L2-cached).
+    Global,
+}
+
+/// Decoder models uploaded to one device for one kernel module. Owns the device memory;
+/// the owner keeps it until the kernels that read it have stopped.
+pub struct DeviceDecoders {
+    models: DeviceModels,
+    params: DecoderParams,
+    _blob: DeviceBuffer,
+    scratch: Option<DeviceBuffer>,
+    placed: Option<ScratchPlacement>,
+}
+
+impl DeviceDecoders {
+    /// Flattens and uploads `decoders` (synchronous; off the hot path). `Ok(None)` when
+    /// there are none.
+    pub fn upload(
+        ctx: &Arc<GpuContext>,
+        decoders: &[Arc<Decoder>],
+    ) -> Result<Option<DeviceDecoders>> {
+        let models = DeviceModels::new(decoders)?;
+        if models.is_empty() {
+            return Ok(None);
+        }
+        let blob = DeviceBuffer::zeroed(ctx, models.blob.len() * 8)?;
+        blob.write_u64s(&models.blob)?;
+        let params = models.params_at(blob.device_ptr());
+        Ok(Some(DeviceDecoders {
+            models,
+            params,
+            _blob: blob,
+            scratch: None,
+            placed: None,
+        }))
+    }
+
+    /// The parameter block as the kernels will see it.
+    pub fn params(&self) -> &DecoderParams {
+        &self.params
+    }
+
+    /// Where the `uf` state went (`None` before [`DeviceDecoders::place`], or without uf).
+    pub fn placement(&self) -> Option<ScratchPlacement> {
+        self.placed
+    }
+
+    /// Places the per-warp `uf` state for a kernel launched with `warps_per_block`-warp
+    /// blocks, `total_warps` warps in all, whose blocks already use `staging_bytes` of
+    /// dynamic shared memory (the decoder's areas follow it). Returns the dynamic shared
+    /// bytes to add per block (0 in global memory, or without a `uf` model).
+    pub fn place(
+        &mut self,
+        ctx: &Arc<GpuContext>,
+        placement: ScratchPlacement,
+        staging_bytes: u32,
+        warps_per_block: u32,
+        total_warps: u32,
+    ) -> Result<u32> {
+        let per_warp = self.models.uf_scratch_bytes();
+        if per_warp == 0 {
+            return Ok(0);
+        }
+        let extra = u64::from(per_warp) * u64::from(warps_per_block);
+        let limit = ctx.attribute(
+            sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN,
+        )?;
+        let fits = u64::from(staging_bytes) + extra <= limit.max(0) as u64;
+        let shared = match placement {
+            ScratchPlacement::Auto => fits,
+            ScratchPlacement::Shared if fits => true,
+            ScratchPlacement::Shared => {
+                return Err(Error::InvalidSetting {
+                    key: "decoder scratch",
+                    detail: format!(
+                        "{warps_per_block} warps x {per_warp} B of uf state + {staging_bytes} B \
+                         of staging exceed the {limit} B of shared memory a block may use: use \
+                         fewer warps per block, or global scratch"
+                    ),
+                })
+            }
+            ScratchPlacement::Global => false,
+        };
+        if shared {
+            self.params.uf_scratch = 0;
+            self.params.uf_scratch_warps = 0;
+            self.params.uf_smem_offset = staging_bytes;
+            self.placed = Some(ScratchPlacement::Shared);
+            Ok(extra as u32)
+        } else {
+            let buf = DeviceBuffer::zeroed(ctx, per_warp as usize * total_warps.max(1) as usize)?;
+            self.params.uf_scratch = buf.device_ptr();
+            self.params.uf_scratch_warps = total_warps;
+            self.params.uf_smem_offset = 0;
+            self.scratch = Some(buf);
+            self.placed = Some(ScratchPlacement::Global);
+            Ok(0)
+        }
+    }
+
+    /// Writes the parameter block into `module`'s constant memory (before any launch).
+    pub fn install(&self, module: &Module) -> Result<()> {
+        module.write_global(PARAMS_SYMBOL, &self.params.to_bytes())
+    }
+}
+
+/// Writes "no decoder loaded" into `module`'s parameter block: a module whose backend was
+/// given no decoders answers decoder requests with `UNKNOWN_FUNCTION`, whatever the block
+/// held before (constant memory starts zeroed, but say so explicitly).
+pub fn install_none(module: &Module) -> Result<()> {
+    module.write_global(PARAMS_SYMBOL, &DecoderParams::default().to_bytes())
+}
+
+/// The distinct decoders of `registry`, in registration order: what a GPU backend serving
+/// it must upload.
+pub fn registry_decoders(registry: &Registry) -> Vec<Arc<Decoder>> {
+    let mut out: Vec<Arc<Decoder>> = Vec::new();
+    for r in registry.entries() {
+        if let Handler::Decoder(d) = &r.handler {
+            if !out.iter().any(|o| Arc::ptr_eq(o, d)) {
+                out.push(Arc::clone(d));
+            }
+        }
+    }
+    out
+}
+
+/// Chunks (16 B) a poll must read for `decoders`' payloads to arrive in one PCIe read
+/// (inline layout: 12 data bytes per chunk after the 8-byte header): a lower bound for
+/// [`super::GpuOptions::poll_chunks`].
+pub fn poll_chunks_for(decoders: &[Arc<Decoder>]) -> u32 {
+    decoders
+        .iter()
+        .map(|d| (8 + d.payload_len()).div_ceil(12) as u32)
+        .max()
+        .unwrap_or(1)
+        .clamp(1, 32)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::decode::graph::EdgeSpec;
+    use crate::wire::status;
+
+    /// The CUDA port's constants and parameter block must match these (a mismatch would be
+    /// a silent wrong answer): reads device/decode.cu.
+    #[test]
+    fn device_source_mirrors_constants_and_params_layout() {
+        let src = include_str!("../../device/decode.cu");
+        let define = |name: &str| -> i64 {
+            let line = src
+                .lines()
+                .find(|l| l.starts_with("#define") && l.split_whitespace().nth(1) == Some(name))
+                .unwrap_or_else(|| panic!("#define {name} missing from device/decode.cu"));
+            let v = line.split_whitespace().nth(2).unwrap();
+            let v = v
+                .trim_start_matches('(')
+                .trim_end_matches(')')
+                .trim_end_matches('u');
+            match v.strip_prefix("0x") {
+                Some(hex) => i64::from_str_radix(hex, 16).unwrap(),
+                None => v.parse().unwrap(),
+            }
+        };
+        use crate::decode::uf;
+        for (name, want) in [
+            ("QFWD_CODE_LUT", DecoderKind::Lut.device_code() as i64),
+            ("QFWD_CODE_UF", DecoderKind::Uf.device_code() as i64),
+            ("QFWD_DEC_STATUS_OK", status::OK as i64),
+            ("QFWD_DEC_STATUS_BAD_ARGUMENT", status::BAD_ARGUMENT as i64),
+            (
+                "QFWD_DEC_STATUS_UNKNOWN_FUNCTION",
+                status::UNKNOWN_FUNCTION as i64,
+            ),
+            ("QFWD_DEC_NO_ID", NO_ID as i64),
+            ("QFWD_DEC_NO_TREE", NO_TREE as i64),
+            ("QFWD_DEC_ODD", uf::ODD as i64),
+            ("QFWD_DEC_BOUNDARY", uf::BOUNDARY as i64),
+            ("QFWD_DEC_UNROLL", UNROLL as i64),
+            ("QFWD_DEC_MAX_DEGREE", MAX_DEGREE as i64),
+            ("QFWD_DEC_LOADED_LUT", LOADED_LUT as i64),
+            ("QFWD_DEC_LOADED_UF", LOADED_UF as i64),
+            ("QFWD_DEC_MAX_RESULT_BYTES", MAX_RESULT_BYTES as i64),
+        ] {
+            assert_eq!(define(name), want, "{name}");
+        }
+        assert_eq!(
+            MAX_RESULT_BYTES * 8,
+            crate::decode::dem::MAX_OBSERVABLES as usize
+        );
+
+        // Field offsets: `QFWD_DEC_FIELD(name, offset)` lines (static_asserts on the CUDA
+        // side) against the Rust struct.
+        let fields: Vec<(&str, usize)> = src
+            .lines()
+            .filter_map(|l| l.strip_prefix("QFWD_DEC_FIELD("))
+            .map(|l| {
+                let inner = l.trim_end_matches(')');
+                let (name, off) = inner.split_once(',').unwrap();
+                (name.trim(), off.trim().parse().unwrap())
+            })
+            .collect();
+        macro_rules! offsets {
+            ($($f:ident),* $(,)?) => {
+                vec![$((stringify!($f), std::mem::offset_of!(DecoderParams, $f))),*]
+            };
+        }
+        let rust: Vec<(&str, usize)> = offsets!(
+            lut_table,
+            uf_adj_offset,
+            uf_adj,
+            uf_edges,
+            uf_edge_obs,
+            uf_boundary,
+            uf_scratch,
+            lut_detectors,
+            lut_entry_bytes,
+            uf_detectors,
+            uf_result_bytes,
+            uf_scratch_bytes,
+            uf_scratch_warps,
+            uf_smem_offset,
+            uf_off_visited,
+            uf_off_defect,
+            uf_off_vbits,
+            uf_off_growth,
+            uf_clear_bytes,
+            uf_off_tree,
+            uf_off_verts,
+            uf_off_frontier,
+            uf_off_order,
+            uf_off_levels,
+            uf_off_cand,
+            loaded,
+            reserved,
+        );
+        assert_eq!(fields, rust, "QFWD_DEC_FIELD lines vs DecoderParams");
+        let size_line = format!(
+            "static_assert(sizeof(QfwdDecoderParams) == {}, ",
+            std::mem::size_of::<DecoderParams>()
+        );
+        assert!(
+            src.contains(&size_line),
+            "missing or different: {size_line}"
+        );
+        assert_eq!(
+            DecoderParams::default().to_bytes().len(),
+            std::mem::size_of::<DecoderParams>()
+        );
+        let p = DecoderParams {
+            uf_scratch: 0x0102_0304_0506_0708,
+            reserved: 0xAABB_CCDD,
+            ..DecoderParams::default()
+        };
+        let b = p.to_bytes();
+        assert_eq!(b[48..56], 0x0102_0304_0506_0708u64.to_le_bytes());
+        assert_eq!(b[132..136], 0xAABB_CCDDu32.to_le_bytes());
+    }
+
+    fn edge(u: u32, v: Option<u32>, p: f64, obs: u64) -> EdgeSpec {
+        EdgeSpec {
+            u,
+            v,
+            p,
+            observables: obs,
+        }
+    }
+
+    #[test]
+    fn uf_model_packs_ids_weights_and_the_boundary() {
+        let g = MatchingGraph::from_edges(
+            3,
+            2,
+            &[
+                edge(0, None, 0.1, 1),
+                edge(0, Some(1), 0.2, 0),
+                edge(1, Some(2), 0.01, 2),
+            ],
+        )
+        .unwrap();
+        let m = UfDeviceModel::new(&g).unwrap();
+        let w = g.edge_weight();
+        assert_eq!(m.edges[0], [3 << 16, w[0]]);
+        assert_eq!(m.edges[2], [1 | 2 << 16, w[2]]);
+        assert_eq!(m.boundary, vec![w[0] << 16, NO_ID, NO_ID]);
+        assert_eq!(m.adj_offset, g.adj_offset());
+        // Vertex 1's row: edges 1 (to 0) and 2 (to 2).
+        let r = g.adj_offset()[1] as usize;
+        assert_eq!(m.adj[r], [1, w[1]]);
+        assert_eq!(m.adj[r + 1], [2 | 2 << 16, w[2]]);
+        assert_eq!(m.result_bytes, 1);
+        let l = m.layout;
+        assert_eq!(l.clear_bytes % 16, 0);
+        assert_eq!(l.bytes % 16, 0);
+        assert!(l.visited < l.defect && l.defect < l.vbits && l.vbits < l.growth);
+        assert!(l.growth + 2 * 3 <= l.clear_bytes && l.clear_bytes <= l.tree);
+        assert!(l.cand + 4 * 3 <= l.bytes);
+    }
+
+    #[test]
+    fn models_outside_the_device_limits_are_refused() {
+        // A detector with more than MAX_DEGREE edges.
+        let hub: Vec<EdgeSpec> = (1..=MAX_DEGREE as u32 + 1)
+            .map(|v| edge(0, Some(v), 0.01, 0))
+            .collect();
+        let g = MatchingGraph::from_edges(MAX_DEGREE as u32 + 2, 1, &hub).unwrap();
+        let e = UfDeviceModel::new(&g).unwrap_err().to_string();
+        assert!(
+            e.contains("incident edges") && e.contains("--backend cpu"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn one_model_per_kind_and_blob_offsets_are_aligned() {
+        let g = || {
+            MatchingGraph::from_edges(2, 1, &[edge(0, None, 0.1, 1), edge(0, Some(1), 0.1, 0)])
+                .unwrap()
+        };
+        let uf = Arc::new(Decoder::from_graph(g(), DecoderKind::Uf).unwrap());
+        let uf2 = Arc::new(Decoder::from_graph(g(), DecoderKind::Uf).unwrap());
+        let lut = Arc::new(Decoder::from_graph(g(), DecoderKind::Lut).unwrap());
+        assert!(DeviceModels::new(&[]).unwrap().is_empty());
+        let m = DeviceModels::new(&[Arc::clone(&uf), Arc::clone(&lut), Arc::clone(&uf)]).unwrap();
+        let p = m.params_at(0x1000);
+        assert_eq!(p.loaded, LOADED_LUT | LOADED_UF);
+        for a in [
+            p.lut_table,
+            p.uf_adj_offset,
+            p.uf_adj,
+            p.uf_edges,
+            p.uf_edge_obs,
+            p.uf_boundary,
+        ] {
+            assert!(a >= 0x1000 && a % 16 == 0, "{a:#x}");
+        }
+        assert_eq!(p.uf_detectors, 2);
+        assert_eq!(p.lut_entry_bytes, 1);
+        let e = DeviceModels::new(&[uf, uf2]).err().unwrap().to_string();
+        assert!(e.contains("one model per decoder kind"), "{e}");
+        // 1 + 4 payload bytes after the 8-byte header: two 12-byte pieces.
+        assert_eq!(poll_chunks_for(&[lut]), 2);
+    }
+}

@@ -1,0 +1,224 @@
+//! Handing the soft NIC's send queue to a device side that posts its own responses
+//! (GPU-initiated doorbells, DESIGN §6 `regular` / `blueflame`).
+//!
+//! The persistent kernel (or the CPU double standing in for it) then owns the SQ: it
+//! writes each response as an inline SEND WQE, updates the doorbell record and rings the
+//! UAR, as `device/doorbell.cu`'s `qfwd_db_nic_post` does. The host no longer posts on that
+//! SQ; what the forwarder itself answers (malformed requests, overload, watchdog) goes
+//! through the NIC's host path instead (see [`super::SoftNicTransport::start_device_posted`]).
+//!
+//! The kernel's view of the SQ is a block of device memory ([`BLOCK_BYTES`]): the
+//! description words ([`DevicePosting::block`]) then the posters' shared state (lock,
+//! producer counter, BlueFlame half, CQ consumer index) and counters
+//! ([`DevicePostCounters`]). The offsets are mirrored by hand in `device/doorbell.cu`.
+#![forbid(unsafe_code)]
+
+use super::layout::{NicLayout, SoftNicConfig, BF_HALVES, QP_DBREC, TX_CQ_DBREC};
+use super::poster::SendQueue;
+use super::region::NicRegion;
+use crate::mlx5::layout::uar;
+use crate::mlx5::Doorbell;
+use crate::{Error, Result};
+
+/// Description words at the start of the device block.
+pub const BLOCK_WORDS: usize = 12;
+/// Byte offset of the posting lock (u32) in the device block (`QFWD_DB_NIC_LOCK`).
+pub const LOCK_OFFSET: usize = 256;
+/// Byte offset of the posters' state: u32 pi, half, ci, done, posts (`QFWD_DB_NIC_STATE`).
+pub const STATE_OFFSET: usize = 384;
+/// Byte offset of the u64 counters (`QFWD_DB_NIC_COUNTERS`).
+pub const COUNTERS_OFFSET: usize = 512;
+/// Number of u64 counters.
+pub const COUNTERS: usize = 8;
+/// Bytes of the whole device block (`QFWD_DB_NIC_BYTES`).
+pub const BLOCK_BYTES: usize = 640;
+
+const _: () = assert!(BLOCK_WORDS * 8 <= LOCK_OFFSET);
+const _: () = assert!(COUNTERS_OFFSET + COUNTERS * 8 <= BLOCK_BYTES);
+
+/// A soft NIC whose send queue a device side posts to: its memory and settings.
+#[derive(Debug, Clone)]
+pub struct DevicePosting {
+    region: NicRegion,
+    config: SoftNicConfig,
+    layout: NicLayout,
+}
+
+impl DevicePosting {
+    /// The SQ of the NIC in `region` laid out by `config`, whose doorbell mode must be
+    /// `regular` or `blueflame`.
+    pub fn new(region: NicRegion, config: &SoftNicConfig) -> Result<DevicePosting> {
+        if config.doorbell == Doorbell::CpuAssisted {
+            return Err(Error::InvalidSetting {
+                key: "doorbell",
+                detail: "a device side posts with a regular or blueflame doorbell; with \
+                         cpu-assisted the host posts"
+                    .into(),
+            });
+        }
+        let layout = NicLayout::new(config)?;
+        Ok(DevicePosting {
+            region,
+            config: config.clone(),
+            layout,
+        })
+    }
+
+    pub fn region(&self) -> &NicRegion {
+        &self.region
+    }
+
+    pub fn config(&self) -> &SoftNicConfig {
+        &self.config
+    }
+
+    pub fn layout(&self) -> &NicLayout {
+        &self.layout
+    }
+
+    pub fn doorbell(&self) -> Doorbell {
+        self.config.doorbell
+    }
+
+    /// The description words of the device block for a device that addresses the region
+    /// at `device_base` (a GPU: the mapped pointer of the pinned memory).
+    pub fn block(&self, device_base: u64) -> [u64; BLOCK_WORDS] {
+        let at = |off: usize| device_base + off as u64;
+        let l = &self.layout;
+        [
+            at(l.sq),
+            at(QP_DBREC),
+            at(BF_HALVES[0]),
+            at(l.tx_cq),
+            at(TX_CQ_DBREC),
+            l.sq_wqebbs as u64,
+            l.tx_cqes as u64,
+            l.qpn as u64,
+            uar::BF_SIZE as u64,
+            1,
+            self.config.doorbell.device_code() as u64,
+            self.config.signal_every as u64,
+        ]
+    }
+
+    /// A host poster on this SQ with the configured doorbell: what the CPU double posts
+    /// with (one at a time, as the kernel's lock makes its warps do).
+    pub fn send_queue(&self) -> Result<SendQueue> {
+        SendQueue::new(&self.region, &self.config, self.config.doorbell)
+    }
+}
+
+/// What the device's posters counted (the block's counters, read after the kernel
+/// stopped).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct DevicePostCounters {
+    /// Responses posted (WQE written, doorbell rung).
+    pub posted: u64,
+    /// Responses the device could not post (too long for one inline WQE, no lock or SQ
+    /// room in time): published for the host to send instead.
+    pub fallbacks: u64,
+    /// Failed attempts to take the posting lock (another warp was posting).
+    pub lock_spins: u64,
+    /// Posts that found the SQ short of room and reaped completions first.
+    pub room_waits: u64,
+    /// Polls of a BlueFlame half the soft NIC had not taken yet (one-deep register).
+    pub busy_spins: u64,
+    /// Send CQEs reaped.
+    pub cqes: u64,
+    /// Of which error CQEs.
+    pub error_cqes: u64,
+    /// Doorbells not rung because the register stayed busy (left to the next doorbell).
+    pub ring_timeouts: u64,
+}
+
+impl DevicePostCounters {
+    /// From the block's counter words (`COUNTERS` of them, in `QFWD_DB_CTR_*` order).
+    pub fn from_words(w: &[u64]) -> DevicePostCounters {
+        let at = |i: usize| w.get(i).copied().unwrap_or(0);
+        DevicePostCounters {
+            posted: at(0),
+            fallbacks: at(1),
+            lock_spins: at(2),
+            room_waits: at(3),
+            busy_spins: at(4),
+            cqes: at(5),
+            error_cqes: at(6),
+            ring_timeouts: at(7),
+        }
+    }
+
+    /// `(name, value)` pairs, for logs.
+    pub fn pairs(&self) -> [(&'static str, u64); COUNTERS] {
+        [
+            ("posted", self.posted),
+            ("fallbacks", self.fallbacks),
+            ("lock_spins", self.lock_spins),
+            ("room_waits", self.room_waits),
+            ("busy_spins", self.busy_spins),
+            ("cqes", self.cqes),
+            ("error_cqes", self.error_cqes),
+            ("ring_timeouts", self.ring_timeouts),
+        ]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `device/doorbell.cu` mirrors the block's offsets by hand.
+    #[test]
+    fn device_code_mirrors_the_block_layout() {
+        let src = include_str!("../../device/doorbell.cu");
+        let define = |name: &str| -> u64 {
+            let line = src
+                .lines()
+                .find(|l| l.starts_with(&format!("#define {name} ")))
+                .unwrap_or_else(|| panic!("doorbell.cu has no #define {name}"));
+            let v = line
+                .split_whitespace()
+                .nth(2)
+                .unwrap()
+                .trim_end_matches('u');
+            match v.strip_prefix("0x") {
+                Some(h) => u64::from_str_radix(h, 16).unwrap(),
+                None => v.parse().unwrap(),
+            }
+        };
+        assert_eq!(define("QFWD_DB_NIC_LOCK"), LOCK_OFFSET as u64);
+        assert_eq!(define("QFWD_DB_NIC_STATE"), STATE_OFFSET as u64);
+        assert_eq!(define("QFWD_DB_NIC_COUNTERS"), COUNTERS_OFFSET as u64);
+        assert_eq!(define("QFWD_DB_NIC_BYTES"), BLOCK_BYTES as u64);
+        let names = [
+            "POSTED",
+            "FALLBACKS",
+            "LOCK_SPINS",
+            "ROOM_WAITS",
+            "BUSY_SPINS",
+            "CQES",
+            "ERROR_CQES",
+            "RING_TIMEOUTS",
+        ];
+        for (i, n) in names.iter().enumerate() {
+            assert_eq!(define(&format!("QFWD_DB_CTR_{n}")), i as u64, "{n}");
+        }
+        let c = DevicePostCounters::from_words(&[1, 2, 3, 4, 5, 6, 7, 8]);
+        assert_eq!(c.pairs()[7], ("ring_timeouts", 8));
+        assert_eq!(c.fallbacks, 2);
+    }
+
+    #[test]
+    fn block_describes_the_sq_and_refuses_cpu_assisted() {
+        let cfg = SoftNicConfig::new(Doorbell::BlueFlame);
+        let l = NicLayout::new(&cfg).unwrap();
+        let region = NicRegion::heap(l.len).unwrap();
+        let p = DevicePosting::new(region.clone(), &cfg).unwrap();
+        let b = p.block(0x7000_0000);
+        assert_eq!(b[0], 0x7000_0000 + l.sq as u64);
+        assert_eq!(b[2], 0x7000_0000 + 0x800);
+        assert_eq!(b[10], 2);
+        assert_eq!(b[11], cfg.signal_every as u64);
+        assert!(p.send_queue().is_ok());
+        assert!(DevicePosting::new(region, &SoftNicConfig::new(Doorbell::CpuAssisted)).is_err());
+    }
+}

@@ -1,0 +1,518 @@
+//! The GPU decoders (device/decode.cu) against the CPU references, on an NVIDIA GPU: the
+//! same bytes for every shot of every committed fixture (lut on the models of at most 24
+//! detectors, uf on all), through the persistent kernel; the launch/graph baselines and the
+//! global-memory placement of the decoder state on a sample; `qfwd decode --backend gpu`;
+//! and a latency probe (round trips of real shots, p=0.001).
+//!
+//! ```text
+//! cargo test --release --test gpu_decoders -- --ignored --nocapture --test-threads=1
+//! ```
+//!
+//! Every test prints a notice and passes where there is no GPU. `QFWD_GPU` picks the device
+//! (default 0); `QFWD_DECODER_SHOTS` caps the shots per fixture of the identity test
+//! (default: all); `QFWD_PROBE_SAMPLES` the samples per probe row (default 20000);
+//! `QFWD_PROBE_CORE` the core the probe thread is pinned to (default: the last one).
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use qfwd::backend::Backend;
+use qfwd::decode::cli::{evaluate, DecodeArgs, DecodeBackend, OutputFormat};
+use qfwd::decode::{Decoder, DecoderKind, Shots};
+use qfwd::gpu::decoder::ScratchPlacement;
+use qfwd::gpu::{self, GpuOptions, PersistentKernel};
+use qfwd::handler::Handler;
+use qfwd::mailbox::MailboxBackend;
+use qfwd::wire::status;
+
+static GPU_LOCK: Mutex<()> = Mutex::new(());
+
+fn env_or<T: std::str::FromStr>(key: &str, default: T) -> T {
+    std::env::var(key)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+fn device() -> usize {
+    env_or("QFWD_GPU", 0)
+}
+
+/// The lock, or `None` (after a notice) where there is no GPU.
+fn gpu_or_skip(test: &str) -> Option<std::sync::MutexGuard<'static, ()>> {
+    let guard = GPU_LOCK.lock().unwrap_or_else(|p| p.into_inner());
+    match gpu::probe() {
+        Ok(Some(gpus)) => {
+            eprintln!("{test}: {}", gpus[device().min(gpus.len() - 1)]);
+            Some(guard)
+        }
+        Ok(None) => {
+            eprintln!(
+                "SKIP {test}: no GPU ({})",
+                gpu::unavailable_reason().unwrap_or_default()
+            );
+            None
+        }
+        Err(e) => panic!("{test}: the GPU driver is present but broken: {e}"),
+    }
+}
+
+fn fixtures_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures")
+}
+
+/// Every fixture name, sorted.
+fn fixtures() -> Vec<String> {
+    let mut v: Vec<String> = std::fs::read_dir(fixtures_dir())
+        .unwrap()
+        .filter_map(|e| {
+            let p = e.ok()?.path();
+            (p.extension()? == "dem").then(|| p.file_stem().unwrap().to_str().unwrap().into())
+        })
+        .collect();
+    v.sort();
+    assert!(v.len() >= 16, "expected the committed fixtures");
+    v
+}
+
+struct Fixture {
+    name: String,
+    dec: Arc<Decoder>,
+    payloads: Vec<Vec<u8>>,
+}
+
+fn load(name: &str, kind: DecoderKind, limit: usize) -> Fixture {
+    let dir = fixtures_dir();
+    let dec = Arc::new(Decoder::from_dem_path(&dir.join(format!("{name}.dem")), kind).unwrap());
+    let mut shots =
+        Shots::read(&dir.join(format!("{name}.b8")), dec.num_detectors(), None).unwrap();
+    shots.truncate(limit);
+    let payloads = (0..shots.len())
+        .map(|i| dec.payload(shots.row(i)))
+        .collect();
+    Fixture {
+        name: name.to_string(),
+        dec,
+        payloads,
+    }
+}
+
+fn options() -> GpuOptions {
+    GpuOptions {
+        device: device(),
+        poll_chunks: 8,
+        ..GpuOptions::default()
+    }
+}
+
+/// What the CPU answers for `payload`: (status, result bytes).
+fn cpu_answer(dec: &Decoder, payload: &[u8]) -> (i32, Vec<u8>) {
+    let mut out = [0u8; 64];
+    match dec.run_payload(payload, &mut out) {
+        Ok(n) => (status::OK, out[..n].to_vec()),
+        Err(st) => (st, Vec::new()),
+    }
+}
+
+/// Sends every payload (up to `window` in flight) and returns the answers by index.
+fn answers<B: Backend>(
+    b: &mut B,
+    handler: &Handler,
+    payloads: &[Vec<u8>],
+    window: usize,
+) -> Vec<(i32, Vec<u8>)> {
+    let mut got: Vec<Option<(i32, Vec<u8>)>> = vec![None; payloads.len()];
+    let (mut next, mut done) = (0usize, 0usize);
+    let mut progress = Instant::now();
+    while done < payloads.len() {
+        while next < payloads.len() && b.in_flight() < window {
+            b.submit(next as u32, handler, &payloads[next])
+                .unwrap_or_else(|st| panic!("submit {next}: status {st}"));
+            next += 1;
+        }
+        let n = b.poll(|c| {
+            got[c.token as usize] = Some((c.status, c.result.to_vec()));
+        });
+        if n > 0 {
+            done += n;
+            progress = Instant::now();
+        }
+        assert!(
+            progress.elapsed() < Duration::from_secs(5),
+            "no answer for 5 s ({done} of {} done)",
+            payloads.len()
+        );
+    }
+    got.into_iter().map(Option::unwrap).collect()
+}
+
+/// Compares the backend's answers for `f` with the CPU's; returns the mismatches (printing
+/// the first few).
+fn compare<B: Backend>(b: &mut B, f: &Fixture, label: &str) -> usize {
+    let handler = Handler::Decoder(Arc::clone(&f.dec));
+    let t = Instant::now();
+    let gpu = answers(b, &handler, &f.payloads, 32);
+    let secs = t.elapsed().as_secs_f64();
+    let mut bad = 0;
+    let mut nonzero = 0;
+    for (i, (p, g)) in f.payloads.iter().zip(&gpu).enumerate() {
+        if p[..f.dec.detector_bytes()].iter().any(|&x| x != 0) {
+            nonzero += 1;
+        }
+        let want = cpu_answer(&f.dec, p);
+        if *g != want {
+            if bad < 5 {
+                eprintln!("  {label} {} shot {i}: GPU {g:?}, CPU {want:?}", f.name);
+            }
+            bad += 1;
+        }
+    }
+    println!(
+        "{label:<28} {:<22} {:>6} shots ({:>6} with defects): {} mismatches  [{:.2} M shots/s, 32 in flight]",
+        f.name,
+        f.payloads.len(),
+        nonzero,
+        bad,
+        f.payloads.len() as f64 / secs / 1e6
+    );
+    bad
+}
+
+/// Payloads the model must refuse (BAD_ARGUMENT), as the CPU does.
+fn check_bad_payloads<B: Backend>(b: &mut B, f: &Fixture) -> usize {
+    let handler = Handler::Decoder(Arc::clone(&f.dec));
+    let good = &f.payloads[0];
+    let nb = f.dec.detector_bytes();
+    let mut wrong_count = good.clone();
+    wrong_count[nb] ^= 1;
+    let mut bad = Vec::new();
+    for p in [
+        wrong_count,
+        good[..good.len() - 1].to_vec(),
+        [good.as_slice(), &[0]].concat(),
+    ] {
+        let g = answers(b, &handler, std::slice::from_ref(&p), 1).remove(0);
+        let want = cpu_answer(&f.dec, &p);
+        assert_eq!(want.0, status::BAD_ARGUMENT);
+        if g != want {
+            eprintln!(
+                "  {}: bad payload of {} bytes: GPU {g:?}, CPU {want:?}",
+                f.name,
+                p.len()
+            );
+            bad.push(p.len());
+        }
+    }
+    bad.len()
+}
+
+fn kinds_for(dec_detectors: usize) -> Vec<DecoderKind> {
+    if dec_detectors <= 24 {
+        vec![DecoderKind::Uf, DecoderKind::Lut]
+    } else {
+        vec![DecoderKind::Uf]
+    }
+}
+
+#[test]
+#[ignore = "needs an NVIDIA GPU: cargo test --release --test gpu_decoders -- --ignored --nocapture --test-threads=1"]
+fn gpu_output_equals_cpu_output_on_every_fixture_shot() {
+    let Some(_gpu) = gpu_or_skip("gpu_output_equals_cpu_output_on_every_fixture_shot") else {
+        return;
+    };
+    let limit = env_or("QFWD_DECODER_SHOTS", usize::MAX);
+    let mut bad = 0;
+    for name in fixtures() {
+        let n = load(&name, DecoderKind::Uf, 1).dec.num_detectors();
+        for kind in kinds_for(n) {
+            let f = load(&name, kind, limit);
+            let mut b = gpu::persistent_backend_with(&options(), &[Arc::clone(&f.dec)]).unwrap();
+            bad += compare(&mut b, &f, &format!("gpu-persistent {kind}"));
+            bad += check_bad_payloads(&mut b, &f);
+            b.shutdown(Duration::from_secs(2)).unwrap();
+        }
+    }
+    assert_eq!(bad, 0, "GPU and CPU decoders disagree");
+}
+
+#[test]
+#[ignore = "needs an NVIDIA GPU: cargo test --release --test gpu_decoders -- --ignored --nocapture --test-threads=1"]
+fn baselines_and_global_state_decode_identically() {
+    let Some(_gpu) = gpu_or_skip("baselines_and_global_state_decode_identically") else {
+        return;
+    };
+    let mut bad = 0;
+    // The launch and graph baselines, on a sample.
+    for (name, kind) in [
+        ("surface_d3_r3_z_p005", DecoderKind::Lut),
+        ("surface_d3_r3_z_p005", DecoderKind::Uf),
+        ("surface_d7_r7_z_p005", DecoderKind::Uf),
+    ] {
+        let f = load(name, kind, 400);
+        let decs = [Arc::clone(&f.dec)];
+        let mut l = gpu::launch_backend_with(&options(), &decs).unwrap();
+        bad += compare(&mut l, &f, &format!("gpu-launch {kind}"));
+        drop(l);
+        let mut g = gpu::graph_backend_with(&options(), &decs).unwrap();
+        bad += compare(&mut g, &f, &format!("gpu-graph {kind}"));
+        bad += check_bad_payloads(&mut g, &f);
+    }
+    // The uf state in global memory (the fallback when shared memory is too small), and
+    // 16 pollers spread one warp per block.
+    for name in [
+        "surface_d5_r5_z_p005",
+        "surface_d7_r7_z_p005",
+        "surface_d7_r7_x_p001",
+    ] {
+        let f = load(name, DecoderKind::Uf, usize::MAX);
+        let decs = [Arc::clone(&f.dec)];
+        for (placement, o) in [
+            (ScratchPlacement::Global, options()),
+            (
+                ScratchPlacement::Shared,
+                GpuOptions {
+                    pollers: 16,
+                    pollers_per_slot: 2,
+                    warps_per_block: 1,
+                    ..options()
+                },
+            ),
+        ] {
+            let k = PersistentKernel::start_with(&o, None, &decs, placement).unwrap();
+            assert_eq!(k.decoder_placement(), Some(placement));
+            let mut b = MailboxBackend::new(k);
+            bad += compare(
+                &mut b,
+                &f,
+                &format!("persistent {placement:?} {}w", o.pollers),
+            );
+            b.shutdown(Duration::from_secs(2)).unwrap();
+        }
+    }
+    // A backend without the requested decoder kind answers UNKNOWN_FUNCTION.
+    let f = load("surface_d3_r3_z_p001", DecoderKind::Uf, 10);
+    let lut = load("surface_d3_r3_z_p001", DecoderKind::Lut, 10);
+    let mut b = gpu::persistent_backend_with(&options(), &[Arc::clone(&lut.dec)]).unwrap();
+    let handler = Handler::Decoder(Arc::clone(&f.dec));
+    let got = answers(&mut b, &handler, &f.payloads[..1], 1);
+    assert_eq!(got[0].0, status::UNKNOWN_FUNCTION);
+    b.shutdown(Duration::from_secs(2)).unwrap();
+    assert_eq!(bad, 0, "GPU and CPU decoders disagree");
+}
+
+#[test]
+#[ignore = "needs an NVIDIA GPU: cargo test --release --test gpu_decoders -- --ignored --nocapture --test-threads=1"]
+fn qfwd_decode_backend_gpu_matches_cpu() {
+    let Some(_gpu) = gpu_or_skip("qfwd_decode_backend_gpu_matches_cpu") else {
+        return;
+    };
+    for (name, kind) in [
+        ("surface_d5_r5_z_p005", DecoderKind::Uf),
+        ("surface_d3_r3_x_p005", DecoderKind::Lut),
+    ] {
+        let dir = fixtures_dir();
+        let args = |backend| DecodeArgs {
+            dem: dir.join(format!("{name}.dem")),
+            dets: dir.join(format!("{name}.b8")),
+            obs: dir.join(format!("{name}.obs.01")),
+            decoder: kind,
+            backend,
+            format: OutputFormat::Text,
+            dets_format: None,
+            obs_format: None,
+            shots: Some(5000),
+            predictions: None,
+        };
+        let cpu = evaluate(&args(DecodeBackend::Cpu)).unwrap();
+        let gpu = evaluate(&args(DecodeBackend::Gpu)).unwrap();
+        print!("{}", gpu.to_text());
+        println!("{}", gpu.to_json());
+        assert_eq!(gpu.predictions, cpu.predictions, "{name} {kind}");
+        assert_eq!(gpu.mistakes, cpu.mistakes);
+        assert!(gpu.to_json().contains("\"timing\":\"round_trip\""));
+    }
+}
+
+fn pin() {
+    let Some(cores) = core_affinity::get_core_ids() else {
+        return;
+    };
+    let want = env_or("QFWD_PROBE_CORE", cores.len().saturating_sub(1));
+    if let Some(core) = cores.into_iter().find(|c| c.id == want) {
+        core_affinity::set_for_current(core);
+    }
+}
+
+fn quantile(sorted: &[u64], q: f64) -> f64 {
+    sorted[((sorted.len() as f64 * q) as usize).min(sorted.len() - 1)] as f64 / 1e3
+}
+
+/// Ping-pong round trips of `payloads` (cycled) after `warmup` unmeasured ones; sorted ns.
+fn ping_pong<B: Backend>(
+    b: &mut B,
+    handler: &Handler,
+    payloads: &[Vec<u8>],
+    warmup: usize,
+    samples: usize,
+) -> Vec<u64> {
+    let mut ns = Vec::with_capacity(samples);
+    for i in 0..warmup + samples {
+        let p = &payloads[i % payloads.len()];
+        let t0 = Instant::now();
+        b.submit(i as u32, handler, p).expect("submit");
+        let mut spins = 0u32;
+        while b.poll(|c| assert_eq!(c.status, status::OK)) == 0 {
+            spins = spins.wrapping_add(1);
+            if spins % 4096 == 0 {
+                assert!(t0.elapsed() < Duration::from_secs(1), "request {i} lost");
+            }
+        }
+        if i >= warmup {
+            ns.push(t0.elapsed().as_nanos() as u64);
+        }
+    }
+    ns.sort_unstable();
+    ns
+}
+
+fn row(label: &str, ns: &[u64]) -> (f64, f64) {
+    let (p50, p99) = (quantile(ns, 0.5), quantile(ns, 0.99));
+    println!(
+        "{label:<50} p50 {p50:>6.2} µs  p90 {:>6.2}  p99 {p99:>6.2}  p99.9 {:>7.2}  max {:>8.2}",
+        quantile(ns, 0.9),
+        quantile(ns, 0.999),
+        *ns.last().unwrap() as f64 / 1e3
+    );
+    (p50, p99)
+}
+
+#[test]
+#[ignore = "needs an NVIDIA GPU: cargo test --release --test gpu_decoders -- --ignored --nocapture --test-threads=1"]
+fn decoder_latency_probe() {
+    let Some(_gpu) = gpu_or_skip("decoder_latency_probe") else {
+        return;
+    };
+    pin();
+    let samples: usize = env_or("QFWD_PROBE_SAMPLES", 20_000);
+    let warmup = 2_000;
+    println!(
+        "round trip submit -> poll, ping-pong, {samples} samples after {warmup} warm-up, the \
+         fixture's shots in order (p=0.001); default GpuOptions (8 pollers, 2 per slot, \
+         poll_chunks raised to one read per request)"
+    );
+    // (label, fixture, kind, placement, target p99 µs)
+    let rows: &[(&str, &str, DecoderKind, ScratchPlacement, Option<f64>)] = &[
+        (
+            "lut d3",
+            "surface_d3_r3_z_p001",
+            DecoderKind::Lut,
+            ScratchPlacement::Auto,
+            None,
+        ),
+        (
+            "uf d3",
+            "surface_d3_r3_z_p001",
+            DecoderKind::Uf,
+            ScratchPlacement::Auto,
+            None,
+        ),
+        (
+            "uf d5",
+            "surface_d5_r5_z_p001",
+            DecoderKind::Uf,
+            ScratchPlacement::Auto,
+            Some(6.0),
+        ),
+        (
+            "uf d7",
+            "surface_d7_r7_z_p001",
+            DecoderKind::Uf,
+            ScratchPlacement::Auto,
+            Some(10.0),
+        ),
+        (
+            "uf d5 (state in global memory)",
+            "surface_d5_r5_z_p001",
+            DecoderKind::Uf,
+            ScratchPlacement::Global,
+            None,
+        ),
+        (
+            "uf d7 (state in global memory)",
+            "surface_d7_r7_z_p001",
+            DecoderKind::Uf,
+            ScratchPlacement::Global,
+            None,
+        ),
+        (
+            "uf d5 p=0.005",
+            "surface_d5_r5_z_p005",
+            DecoderKind::Uf,
+            ScratchPlacement::Auto,
+            None,
+        ),
+        (
+            "uf d7 p=0.005",
+            "surface_d7_r7_z_p005",
+            DecoderKind::Uf,
+            ScratchPlacement::Auto,
+            None,
+        ),
+    ];
+    let mut missed = Vec::new();
+    for &(label, name, kind, placement, target) in rows {
+        let f = load(name, kind, usize::MAX);
+        let decs = [Arc::clone(&f.dec)];
+        let mut o = options();
+        o.poll_chunks = gpu::decoder::poll_chunks_for(&decs);
+        // The transport floor for the same request size: parity of the same payloads.
+        {
+            let mut b = gpu::persistent_backend(&o).unwrap();
+            let ns = ping_pong(&mut b, &Handler::Parity, &f.payloads, warmup, samples);
+            row(
+                &format!("parity, {} B (floor for {label})", f.payloads[0].len()),
+                &ns,
+            );
+            b.shutdown(Duration::from_secs(2)).unwrap();
+        }
+        let k = PersistentKernel::start_with(&o, None, &decs, placement).unwrap();
+        let placed = k.decoder_placement();
+        let mut b = MailboxBackend::new(k);
+        let handler = Handler::Decoder(Arc::clone(&f.dec));
+        let ns = ping_pong(&mut b, &handler, &f.payloads, warmup, samples);
+        let (_, p99) = row(
+            &format!("{label} ({} B, state {placed:?})", f.payloads[0].len()),
+            &ns,
+        );
+        b.shutdown(Duration::from_secs(2)).unwrap();
+        // The CPU reference on the same shots, for scale (decode only, no transport).
+        let mut scratch = f.dec.new_scratch();
+        let dets: Vec<&[u8]> = f
+            .payloads
+            .iter()
+            .map(|p| &p[..f.dec.detector_bytes()])
+            .collect();
+        let mut cpu: Vec<u64> = dets
+            .iter()
+            .take(samples)
+            .map(|d| {
+                let t = Instant::now();
+                std::hint::black_box(f.dec.decode(&mut scratch, d));
+                t.elapsed().as_nanos() as u64
+            })
+            .collect();
+        cpu.sort_unstable();
+        row(&format!("  cpu {kind} decode only, same shots"), &cpu);
+        if let Some(t) = target {
+            let verdict = if p99 <= t { "meets" } else { "MISSES" };
+            println!("  target p99 <= {t} µs: {verdict} ({p99:.2} µs)");
+            if p99 > t {
+                missed.push(label);
+            }
+        }
+    }
+    if std::env::var("QFWD_ENFORCE_TARGETS").as_deref() == Ok("1") {
+        assert!(missed.is_empty(), "targets missed: {missed:?}");
+    }
+}
