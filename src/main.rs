@@ -219,6 +219,7 @@ fn run(args: RunArgs) -> qfwd::Result<()> {
     }
     let running = match config.transport {
         TransportKind::Softnic => qfwd::serve::spawn_softnic_udp(&config)?,
+        TransportKind::Rdma => qfwd::serve::spawn_rdma(&config)?,
         _ => qfwd::serve::spawn_udp(&config)?,
     };
     eprintln!("qfwd: {}", running.description());

@@ -151,6 +151,43 @@ fn softnic_doorbell(config: &RunConfig) -> String {
     }
 }
 
+/// Waits for the QPU side on the RDMA control plane (`listen`), connects the queue pair,
+/// then starts the loop. Needs the `rdma` feature and a RoCE-capable device.
+pub fn spawn_rdma(config: &RunConfig) -> Result<Running> {
+    config.validate()?;
+    #[cfg(feature = "rdma")]
+    {
+        let cfg = crate::rdma::RdmaConfig {
+            control: config.listen,
+            slot_bytes: (crate::wire::HEADER_LEN + config.max_request_bytes).next_multiple_of(64)
+                as u32,
+            ..crate::rdma::RdmaConfig::default()
+        };
+        let listener = crate::rdma::RdmaListener::bind(&cfg)?;
+        eprintln!(
+            "qfwd: RDMA control plane on udp {}; waiting for the QPU side (handshake timeout {:?})",
+            config.listen, cfg.handshake_timeout
+        );
+        let transport = listener.accept()?;
+        let description = format!(
+            "rdma on {} (peer control {})",
+            transport.device(),
+            transport.peer().1
+        );
+        spawn(transport, config, None, description, None)
+    }
+    #[cfg(not(feature = "rdma"))]
+    {
+        Err(Error::InvalidSetting {
+            key: "transport",
+            detail: "rdma needs a build with `--features rdma` (libibverbs-dev, librdmacm-dev, \
+                     libclang-dev, pkg-config) and a RoCE-capable NIC; `qfwd doctor` lists what \
+                     this host has"
+                .to_string(),
+        })
+    }
+}
+
 /// Starts the loop on its own thread, serving the forwarder end of an in-process
 /// channel.
 pub fn spawn_inproc(config: &RunConfig, server: InprocServer) -> Result<Running> {

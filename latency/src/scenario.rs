@@ -278,6 +278,9 @@ impl Point {
         if self.doorbell != "-" {
             self.doorbell.parse::<qfwd::mlx5::Doorbell>()?;
         }
+        if self.transport == TransportKind::Rdma {
+            return Err("transport = \"rdma\" needs a RoCE NIC and a QPU-side client: see the README's lab procedure".into());
+        }
         if self.transport == TransportKind::Softnic && self.launch != Launch::InProcess {
             return Err("transport = \"softnic\" runs in-process in the harness".into());
         }

@@ -139,6 +139,12 @@ pub fn measure(
             let stats = running.join()?;
             (outcome?, Some(counts(&stats)))
         }
+        (_, TransportKind::Rdma) => {
+            return Err(Error::Emulator {
+                target: "rdma".into(),
+                detail: "the harness does not drive RDMA; see the README's lab procedure".into(),
+            })
+        }
         (Launch::InProcess, TransportKind::Softnic) => {
             let (mut client, running) = qfwd::serve::spawn_softnic_inproc(&config)?;
             let outcome = emulator::run(&mut client, &workload, &load, &mut progress);
@@ -226,6 +232,7 @@ pub fn measure(
             TransportKind::Udp => "kernel-udp".into(),
             TransportKind::Inproc => "none".into(),
             TransportKind::Softnic => "softnic".into(),
+            TransportKind::Rdma => "rdma".into(),
         },
         pcie_path: "none".into(),
         host: prov.host.clone(),

@@ -26,6 +26,9 @@ pub enum TransportKind {
     /// Requests through the mlx5-faithful soft NIC (UDP toward the QPU in `qfwd run`,
     /// an in-process ring in the harness); responses posted with a chosen doorbell.
     Softnic,
+    /// RoCEv2 through ibverbs (feature `rdma`): requests as RDMA WRITE-with-immediate into
+    /// a registered ring, responses as inline SENDs; `listen` is the UDP control plane.
+    Rdma,
 }
 
 impl TransportKind {
@@ -34,6 +37,7 @@ impl TransportKind {
             TransportKind::Udp => "udp",
             TransportKind::Inproc => "inproc",
             TransportKind::Softnic => "softnic",
+            TransportKind::Rdma => "rdma",
         }
     }
 }
@@ -51,13 +55,9 @@ impl FromStr for TransportKind {
             "udp" => Ok(TransportKind::Udp),
             "inproc" => Ok(TransportKind::Inproc),
             "softnic" => Ok(TransportKind::Softnic),
-            "rdma" => Err(
-                "transport \"rdma\" runs through the RDMA listener (feature `rdma`, \
-                           see the README's lab procedure); available here: udp, inproc, softnic"
-                    .to_string(),
-            ),
+            "rdma" => Ok(TransportKind::Rdma),
             _ => Err(format!(
-                "unknown transport {s:?}; expected udp, inproc or softnic"
+                "unknown transport {s:?}; expected udp, inproc, softnic or rdma"
             )),
         }
     }
