@@ -196,7 +196,9 @@ pub enum Error {
         #[source]
         source: cudarc::driver::DriverError,
     },
-    #[error("GPU {device}: kernel {kernel} did not stop within {waited_ms} ms of the stop sentinel")]
+    #[error(
+        "GPU {device}: kernel {kernel} did not stop within {waited_ms} ms of the stop sentinel"
+    )]
     KernelDidNotStop {
         device: usize,
         kernel: &'static str,

@@ -62,7 +62,9 @@ impl Handler {
 
     /// A decoder handler: parses the Stim `.dem` at `dem` and builds a `kind` decoder.
     pub fn decoder(dem: &std::path::Path, kind: DecoderKind) -> Result<Handler> {
-        Ok(Handler::Decoder(Arc::new(Decoder::from_dem_path(dem, kind)?)))
+        Ok(Handler::Decoder(Arc::new(Decoder::from_dem_path(
+            dem, kind,
+        )?)))
     }
 
     /// The handler's default registration name.
