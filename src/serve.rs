@@ -249,10 +249,13 @@ where
     }
     let stop = Arc::new(AtomicBool::new(false));
     let flag = stop.clone();
+    let config_topology = config.topology;
     let config = config.clone();
+    let (ready_tx, ready_rx) = std::sync::mpsc::channel();
     let thread = std::thread::Builder::new()
         .name("qfwd-forward".to_string())
         .spawn(move || -> Result<Stats> {
+            READY.with(|r| *r.borrow_mut() = Some(ready_tx));
             if let Some(c) = core {
                 if !core_affinity::set_for_current(core_affinity::CoreId { id: c }) {
                     return Err(Error::Pin {
@@ -267,12 +270,47 @@ where
             what: "spawning the forwarding thread".to_string(),
             source,
         })?;
+    // Return only once the backend runs (a GPU start compiles kernels and allocates), so a
+    // failed start is an error here and not a forwarder that silently never answers.
+    let deadline = Instant::now() + BACKEND_START_TIMEOUT;
+    loop {
+        match ready_rx.recv_timeout(Duration::from_millis(20)) {
+            Ok(()) => break,
+            Err(_) if thread.is_finished() => {
+                return Err(thread
+                    .join()
+                    .map_err(|_| Error::ThreadPanicked)?
+                    .err()
+                    .unwrap_or(Error::ThreadPanicked));
+            }
+            Err(_) if Instant::now() > deadline => {
+                stop.store(true, Ordering::Relaxed);
+                return Err(Error::InvalidSetting {
+                    key: "topology",
+                    detail: format!(
+                        "the {} backend did not start within {BACKEND_START_TIMEOUT:?}",
+                        config_topology
+                    ),
+                });
+            }
+            Err(_) => {}
+        }
+    }
     Ok(Running {
         stop,
         thread: Some(thread),
         local_addr,
         description,
     })
+}
+
+/// How long a backend may take to start (NVRTC compile, allocations, kernel launch).
+const BACKEND_START_TIMEOUT: Duration = Duration::from_secs(60);
+
+thread_local! {
+    /// Set on a spawned forwarding thread: told when the loop is about to run.
+    static READY: std::cell::RefCell<Option<std::sync::mpsc::Sender<()>>> =
+        const { std::cell::RefCell::new(None) };
 }
 
 /// Runs the loop on the calling thread until `stop` or the configured duration.
@@ -368,6 +406,11 @@ fn run_loop<T: Transport, B: Backend>(
     stop: &AtomicBool,
 ) -> Result<(Stats, B)> {
     let mut fwd = Forwarder::new(transport, backend, registry, config.forward_config());
+    READY.with(|r| {
+        if let Some(tx) = r.borrow_mut().take() {
+            let _ = tx.send(());
+        }
+    });
     let deadline = config.duration().map(|d| Instant::now() + d);
     let stats = fwd.run(
         StopWhen {
