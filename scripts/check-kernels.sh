@@ -25,14 +25,14 @@ lib=$(find_lib)
 if [[ -z "$lib" ]]; then
     echo "check-kernels: installing nvidia-cuda-nvrtc into $dir"
     if [[ -x "$dir/venv/bin/pip" ]] || python3 -m venv "$dir/venv" >/dev/null 2>&1; then
-        "$dir/venv/bin/pip" install --quiet --disable-pip-version-check nvidia-cuda-nvrtc
+        "$dir/venv/bin/pip" install --quiet --disable-pip-version-check "nvidia-cuda-nvrtc==13.0.*"
     elif python3 -m pip --version >/dev/null 2>&1; then
         python3 -m pip install --quiet --disable-pip-version-check --target "$dir/site" \
-            nvidia-cuda-nvrtc
+            "nvidia-cuda-nvrtc==13.0.*"
     elif [[ $(id -u) == 0 ]] && command -v apt-get >/dev/null; then
         apt-get update -qq && apt-get install -y -qq python3-venv python3-pip >/dev/null
         python3 -m venv "$dir/venv"
-        "$dir/venv/bin/pip" install --quiet --disable-pip-version-check nvidia-cuda-nvrtc
+        "$dir/venv/bin/pip" install --quiet --disable-pip-version-check "nvidia-cuda-nvrtc==13.0.*"
     else
         echo "check-kernels: need python3 with venv or pip to install nvidia-cuda-nvrtc" >&2
         exit 1

@@ -40,9 +40,14 @@ fn answers<B: Backend>(
     let (mut next, mut done) = (0, 0);
     let deadline = Instant::now() + Duration::from_secs(60);
     while done < payloads.len() {
+        // A group that falls behind holds its slots: the ring may refuse (OVERLOAD)
+        // before `window` are in flight; then poll and submit again.
         while next < payloads.len() && b.in_flight() < window {
-            b.submit(next as u32, handler, &payloads[next]).unwrap();
-            next += 1;
+            match b.submit(next as u32, handler, &payloads[next]) {
+                Ok(()) => next += 1,
+                Err(st) if st == status::OVERLOAD => break,
+                Err(st) => panic!("submit {next}: status {st}"),
+            }
         }
         let n = b.poll(|c| got[c.token as usize] = Some((c.status, c.result.to_vec())));
         done += n;

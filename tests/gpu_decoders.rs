@@ -126,10 +126,14 @@ fn answers<B: Backend>(
     let (mut next, mut done) = (0usize, 0usize);
     let mut progress = Instant::now();
     while done < payloads.len() {
+        // A poller group that falls behind holds its slots: the ring refuses (OVERLOAD)
+        // before `window` requests are in flight. Then poll, and submit again.
         while next < payloads.len() && b.in_flight() < window {
-            b.submit(next as u32, handler, &payloads[next])
-                .unwrap_or_else(|st| panic!("submit {next}: status {st}"));
-            next += 1;
+            match b.submit(next as u32, handler, &payloads[next]) {
+                Ok(()) => next += 1,
+                Err(st) if st == status::OVERLOAD => break,
+                Err(st) => panic!("submit {next}: status {st}"),
+            }
         }
         let n = b.poll(|c| {
             got[c.token as usize] = Some((c.status, c.result.to_vec()));
@@ -398,73 +402,66 @@ fn decoder_latency_probe() {
     let warmup = 2_000;
     println!(
         "round trip submit -> poll, ping-pong, {samples} samples after {warmup} warm-up, the \
-         fixture's shots in order (p=0.001); default GpuOptions (8 pollers, 2 per slot, \
-         poll_chunks raised to one read per request)"
+         fixture's shots in order; default GpuOptions unless the row says (8 pollers, 2 per \
+         slot), poll_chunks raised to one read per request"
     );
-    // (label, fixture, kind, placement, target p99 µs)
-    let rows: &[(&str, &str, DecoderKind, ScratchPlacement, Option<f64>)] = &[
-        (
-            "lut d3",
-            "surface_d3_r3_z_p001",
-            DecoderKind::Lut,
-            ScratchPlacement::Auto,
-            None,
-        ),
-        (
-            "uf d3",
-            "surface_d3_r3_z_p001",
-            DecoderKind::Uf,
-            ScratchPlacement::Auto,
-            None,
-        ),
-        (
-            "uf d5",
-            "surface_d5_r5_z_p001",
-            DecoderKind::Uf,
-            ScratchPlacement::Auto,
-            Some(6.0),
-        ),
-        (
-            "uf d7",
-            "surface_d7_r7_z_p001",
-            DecoderKind::Uf,
-            ScratchPlacement::Auto,
-            Some(10.0),
-        ),
-        (
-            "uf d5 (state in global memory)",
-            "surface_d5_r5_z_p001",
-            DecoderKind::Uf,
-            ScratchPlacement::Global,
-            None,
-        ),
-        (
-            "uf d7 (state in global memory)",
-            "surface_d7_r7_z_p001",
-            DecoderKind::Uf,
-            ScratchPlacement::Global,
-            None,
-        ),
+    // (label, fixture, kind, placement, pollers, pollers per slot, target p99 µs)
+    use DecoderKind::{Lut, Uf};
+    use ScratchPlacement::{Auto, Global};
+    let (d3, d5, d7) = (
+        "surface_d3_r3_z_p001",
+        "surface_d5_r5_z_p001",
+        "surface_d7_r7_z_p001",
+    );
+    type Row = (
+        &'static str,
+        &'static str,
+        DecoderKind,
+        ScratchPlacement,
+        u32,
+        u32,
+        Option<f64>,
+    );
+    let rows: &[Row] = &[
+        ("lut d3", d3, Lut, Auto, 8, 2, None),
+        ("uf d3", d3, Uf, Auto, 8, 2, None),
+        ("uf d5", d5, Uf, Auto, 8, 2, Some(6.0)),
+        ("uf d7", d7, Uf, Auto, 8, 2, Some(10.0)),
+        // A group's two warps both decode a request (the loser of the claim too) and share
+        // an SM sub-partition: one warp per slot, and a single poller, isolate that.
+        ("uf d5, 8 pollers 1/slot", d5, Uf, Auto, 8, 1, None),
+        ("uf d7, 8 pollers 1/slot", d7, Uf, Auto, 8, 1, None),
+        ("uf d7, 1 poller", d7, Uf, Auto, 1, 1, None),
+        ("uf d5 (state in global memory)", d5, Uf, Global, 8, 2, None),
+        ("uf d7 (state in global memory)", d7, Uf, Global, 8, 2, None),
         (
             "uf d5 p=0.005",
             "surface_d5_r5_z_p005",
-            DecoderKind::Uf,
-            ScratchPlacement::Auto,
+            Uf,
+            Auto,
+            8,
+            2,
             None,
         ),
         (
             "uf d7 p=0.005",
             "surface_d7_r7_z_p005",
-            DecoderKind::Uf,
-            ScratchPlacement::Auto,
+            Uf,
+            Auto,
+            8,
+            2,
             None,
         ),
     ];
     let mut missed = Vec::new();
-    for &(label, name, kind, placement, target) in rows {
+    for &(label, name, kind, placement, pollers, pollers_per_slot, target) in rows {
         let f = load(name, kind, usize::MAX);
         let decs = [Arc::clone(&f.dec)];
-        let mut o = options();
+        let mut o = GpuOptions {
+            pollers,
+            pollers_per_slot,
+            ..options()
+        };
         o.poll_chunks = gpu::decoder::poll_chunks_for(&decs);
         // The transport floor for the same request size: parity of the same payloads.
         {

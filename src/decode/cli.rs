@@ -172,11 +172,14 @@ fn gpu_passes(dec: &Arc<Decoder>, dets: &Shots) -> Result<GpuPasses> {
     let (mut next, mut done) = (0usize, 0usize);
     let mut last_progress = Instant::now();
     while done < shots {
+        // A poller group that falls behind holds its slots, so the ring can refuse
+        // (OVERLOAD) before GPU_WINDOW are in flight: then poll and submit again.
         while next < shots && backend.in_flight() < GPU_WINDOW {
-            backend
-                .submit(next as u32, &handler, &payloads[next])
-                .map_err(|st| failed(format!("submit refused with status {st}")))?;
-            next += 1;
+            match backend.submit(next as u32, &handler, &payloads[next]) {
+                Ok(()) => next += 1,
+                Err(st) if st == status::OVERLOAD => break,
+                Err(st) => return Err(failed(format!("submit refused with status {st}"))),
+            }
         }
         let got = backend.poll(|c| record(&mut masks, c.token, c.status, c.result));
         if got > 0 {

@@ -611,8 +611,25 @@ mod tests {
             crate::decode::dem::MAX_OBSERVABLES as usize
         );
 
-        // Field offsets: `QFWD_DEC_FIELD(name, offset)` lines (static_asserts on the CUDA
-        // side) against the Rust struct.
+        // Field offsets: the struct as declared in the CUDA source (natural alignment, as
+        // nvcc lays it out), its `QFWD_DEC_FIELD(name, offset)` lines, and the Rust struct
+        // must agree. (No device-side offsetof check: NVRTC 13.0 lacks the builtin.)
+        let body = &src[src.find("struct QfwdDecoderParams {").expect("the struct")..];
+        let body = &body[..body.find("};").unwrap()];
+        let mut declared = Vec::new();
+        let mut at = 0usize;
+        for l in body.lines().skip(1) {
+            let mut w = l.split_whitespace();
+            let size = match w.next() {
+                Some("u64") => 8,
+                Some("u32") => 4,
+                _ => continue,
+            };
+            let name = w.next().unwrap().trim_end_matches(';');
+            at = at.next_multiple_of(size);
+            declared.push((name, at));
+            at += size;
+        }
         let fields: Vec<(&str, usize)> = src
             .lines()
             .filter_map(|l| l.strip_prefix("QFWD_DEC_FIELD("))
@@ -657,6 +674,8 @@ mod tests {
             reserved,
         );
         assert_eq!(fields, rust, "QFWD_DEC_FIELD lines vs DecoderParams");
+        assert_eq!(declared, rust, "struct QfwdDecoderParams vs DecoderParams");
+        assert_eq!(at.next_multiple_of(8), std::mem::size_of::<DecoderParams>());
         let size_line = format!(
             "static_assert(sizeof(QfwdDecoderParams) == {}, ",
             std::mem::size_of::<DecoderParams>()
