@@ -365,8 +365,7 @@ pub fn serve_with_nic<T: Transport>(
         Topology::GpuPersistent => {
             let backend = match nic {
                 Some(nic) => {
-                    let mut o = config.gpu_options();
-                    o.poll_chunks = o.poll_chunks.max(gpu::decoder::poll_chunks_for(&decoders));
+                    let o = gpu::options_for_decoders(&config.gpu_options(), &decoders);
                     crate::mailbox::MailboxBackend::new(gpu::PersistentKernel::start_with(
                         &o,
                         Some(nic),

@@ -182,8 +182,7 @@ pub fn persistent_backend_with(
     options: &GpuOptions,
     decoders: &[std::sync::Arc<crate::decode::Decoder>],
 ) -> Result<MailboxBackend<PersistentKernel>> {
-    let mut o = options.clone();
-    o.poll_chunks = o.poll_chunks.max(decoder::poll_chunks_for(decoders));
+    let o = options_for_decoders(options, decoders);
     Ok(MailboxBackend::new(PersistentKernel::start_with(
         &o,
         None,
@@ -197,8 +196,7 @@ pub fn launch_backend_with(
     options: &GpuOptions,
     decoders: &[std::sync::Arc<crate::decode::Decoder>],
 ) -> Result<LaunchBackend> {
-    let mut o = options.clone();
-    o.poll_chunks = o.poll_chunks.max(decoder::poll_chunks_for(decoders));
+    let o = options_for_decoders(options, decoders);
     LaunchBackend::with_decoders(
         &o,
         LaunchMode::Kernel,
@@ -212,14 +210,24 @@ pub fn graph_backend_with(
     options: &GpuOptions,
     decoders: &[std::sync::Arc<crate::decode::Decoder>],
 ) -> Result<LaunchBackend> {
-    let mut o = options.clone();
-    o.poll_chunks = o.poll_chunks.max(decoder::poll_chunks_for(decoders));
+    let o = options_for_decoders(options, decoders);
     LaunchBackend::with_decoders(
         &o,
         LaunchMode::Graph,
         decoders,
         decoder::ScratchPlacement::Auto,
     )
+}
+
+/// `options` with `poll_chunks` raised, if needed, so a request of any of `decoders`
+/// arrives in one PCIe read.
+pub fn options_for_decoders(
+    options: &GpuOptions,
+    decoders: &[std::sync::Arc<crate::decode::Decoder>],
+) -> GpuOptions {
+    let mut o = options.clone();
+    o.poll_chunks = o.poll_chunks.max(decoder::poll_chunks_for(decoders));
+    o
 }
 
 /// The `gpu-launch` backend (one kernel launch per request).
