@@ -446,6 +446,44 @@ static __device__ __forceinline__ void position_follow(Position& p, u64 k, u32 g
     }
 }
 
+// ---- phase grid ------------------------------------------------------------------------
+
+// One read of host memory, timed in SM cycles: the best of 16 (ignores a stray slow one).
+// Called by one thread at start-up; the read is of chunk 0 of slot 0 and changes nothing.
+static __device__ u64 measure_poll_period(u64 req_ring)
+{
+    u64 best = ~0ull;
+    u32 sink = 0u;
+    for (u32 i = 0u; i < 16u; ++i) {
+        const u64 c0 = (u64)clock64();
+        const Chunk c = load_chunk(req_ring);
+        // Using the value makes the clock read below wait for the load.
+        sink += c.tag ^ c.x;
+        asm volatile("" : "+r"(sink));
+        const u64 c1 = (u64)clock64();
+        if (c1 - c0 < best) {
+            best = c1 - c0;
+        }
+    }
+    // A little more than one round trip: a warp whose read came back waits briefly for
+    // its grid point instead of missing it and waiting a whole period.
+    return best + best / 4u + (u64)(sink & 1u);
+}
+
+// Waits until grid point `next_at` (SM cycles) and returns the following one. A warp that
+// is late (it was serving, or its read was slow) skips to its next point in the future, so
+// its phase, not its history, decides when it reads.
+static __device__ __forceinline__ u64 wait_for_grid(u64 next_at, u64 period)
+{
+    u64 now = (u64)clock64();
+    while (next_at < now) {
+        next_at += period;
+    }
+    while ((u64)clock64() < next_at) {
+    }
+    return next_at + period;
+}
+
 // ---- kernels ---------------------------------------------------------------------------
 
 // The persistent kernel. `pollers` warps form `pollers / pollers_per_slot` groups; group g
@@ -476,12 +514,20 @@ static __device__ __forceinline__ void position_follow(Position& p, u64 k, u32 g
 extern "C" __global__ void QFWD_PERSISTENT_BOUNDS qfwd_persistent(u64 req_ring, u64 resp_ring, u64 control, u64 state,
                                            u32 slots, u32 req_slot_bytes, u32 resp_slot_bytes,
                                            u32 rx_inline, u32 poll_chunks, u32 pollers,
-                                           u32 pollers_per_slot, u32 stagger_ns, u64 nic)
+                                           u32 pollers_per_slot, u32 phase_grid, u64 nic)
 {
     extern __shared__ u32 smem[];
+    __shared__ u64 poll_period_cycles;
     const u32 lane = threadIdx.x & (QFWD_WARP - 1u);
     const u32 warp_in_block = threadIdx.x / QFWD_WARP;
     const u32 warp = blockIdx.x * (blockDim.x / QFWD_WARP) + warp_in_block;
+    // The phase grid's period: one read round trip of host memory, measured here (it
+    // differs between hosts), before any warp leaves, so the barrier sees every thread.
+    if (threadIdx.x == 0u) {
+        poll_period_cycles =
+            (phase_grid != 0u && pollers_per_slot > 1u) ? measure_poll_period(req_ring) : 0ull;
+    }
+    __syncthreads();
     if (warp >= pollers) {
         return;
     }
@@ -491,8 +537,11 @@ extern "C" __global__ void QFWD_PERSISTENT_BOUNDS qfwd_persistent(u64 req_ring, 
     const u32 req_chunks = req_slot_bytes / QFWD_CHUNK_BYTES;
     const u32 resp_chunks = resp_slot_bytes / QFWD_CHUNK_BYTES;
     const u32 groups = pollers / pollers_per_slot;
-    const u32 group = warp % groups;
-    const u32 rank = warp / groups;
+    // A group's warps are adjacent, so they sit on different schedulers of the SM (warp w
+    // issues from scheduler w % 4): when they all serve one request (a decoder runs while
+    // the claim is in flight), none slows another down.
+    const u32 group = warp / pollers_per_slot;
+    const u32 rank = warp % pollers_per_slot;
     const bool shared_claim = pollers_per_slot > 1u;
     const u64 claim = state + (u64)group * QFWD_STATE_CLAIM_STRIDE;
     // Inline polls read `poll_chunks` chunks at once (a small request arrives whole in one
@@ -502,11 +551,16 @@ extern "C" __global__ void QFWD_PERSISTENT_BOUNDS qfwd_persistent(u64 req_ring, 
     const bool reply = nic != 0ull;
 
     u64 polls = 0ull, served = 0ull, torn = 0ull, lost = 0ull;
-    // Start the warps of a group out of phase, so their reads of one slot arrive spread
-    // over a round trip instead of all at once.
-    if (stagger_ns != 0u && rank != 0u) {
-        __nanosleep(rank * stagger_ns);
+    // Phase grid (DESIGN §5 lesson 2): the warps of a group issue their reads of a slot
+    // at evenly spaced times, rank r at r/pps of a period past the grid, so a request
+    // waits a fraction of a round trip to be seen. A one-off start-up stagger is not
+    // enough: serving a request brings every warp of the group back in phase.
+    const u64 period = poll_period_cycles;
+    u64 next_at = 0ull;
+    if (period != 0ull) {
+        next_at = (u64)clock64() + period + (period * rank) / pollers_per_slot;
     }
+    bool reread = false;
     u64 k0 = 0ull;
     if (lane == 0u) {
         k0 = load_u64_relaxed_gpu(claim);
@@ -515,6 +569,10 @@ extern "C" __global__ void QFWD_PERSISTENT_BOUNDS qfwd_persistent(u64 req_ring, 
     position_at(pos, __shfl_sync(QFWD_FULL_MASK, k0, 0), group, groups, slots);
 
     for (;;) {
+        if (period != 0ull && !reread) {
+            next_at = wait_for_grid(next_at, period);
+        }
+        reread = false;
         ++polls;
         const u64 req = req_ring + (u64)pos.slot * req_slot_bytes;
         const u32 want = pos.tag;
@@ -555,7 +613,8 @@ extern "C" __global__ void QFWD_PERSISTENT_BOUNDS qfwd_persistent(u64 req_ring, 
                 n = (u32)need;
                 load_chunks(lc, req, lane, first, n);
                 if (!tags_match(lc, lane, n, want)) {
-                    ++torn; // the host is still writing it: read again
+                    ++torn; // the host is still writing it: read again, now
+                    reread = true;
                     continue;
                 }
             }

@@ -7,6 +7,7 @@
 //! A watchdog answers requests the backend has not completed by their deadline.
 #![forbid(unsafe_code)]
 
+use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
@@ -73,6 +74,8 @@ struct InFlight<P> {
     peer: P,
     header: RequestHeader,
     received_at: Instant,
+    /// Submission number: tells this use of a token from earlier ones in `order`.
+    seq: u64,
     /// Answered already (by the watchdog); the token returns to the free list only when
     /// the backend completes it, so a slot the device still owns is never reused.
     answered: bool,
@@ -88,6 +91,11 @@ pub struct Forwarder<T: Transport, B: Backend> {
     tx: Vec<u8>,
     in_flight: Vec<Option<InFlight<T::Peer>>>,
     free_tokens: Vec<u32>,
+    /// (token, seq) in submission order: the watchdog looks at the oldest live entry only,
+    /// so a poll costs O(1), not a scan of the whole table (which, done on every idle
+    /// round, delayed each GPU completion by about a microsecond).
+    order: VecDeque<(u32, u64)>,
+    next_seq: u64,
     stats: Stats,
 }
 
@@ -112,6 +120,10 @@ impl<T: Transport, B: Backend> Forwarder<T, B> {
             tx: vec![0; HEADER_LEN + MAX_RESULT_LEN],
             in_flight: vec![None; slots],
             free_tokens: (0..slots as u32).rev().collect(),
+            // Entries leave once they reach the front, so the queue holds at most the
+            // submissions of one watchdog period; this covers most without regrowing.
+            order: VecDeque::with_capacity(slots.max(1024) * 4),
+            next_seq: 0,
             stats: Stats::default(),
             config,
         }
@@ -244,12 +256,16 @@ impl<T: Transport, B: Backend> Forwarder<T, B> {
             .submit_request(token, &header, handler, &self.rx[arg_range])
         {
             Ok(()) => {
+                let seq = self.next_seq;
+                self.next_seq += 1;
                 self.in_flight[token as usize] = Some(InFlight {
                     peer,
                     header,
                     received_at,
+                    seq,
                     answered: false,
                 });
+                self.order.push_back((token, seq));
             }
             Err(code) => {
                 self.free_tokens.push(token);
@@ -304,25 +320,32 @@ impl<T: Transport, B: Backend> Forwarder<T, B> {
         })
     }
 
-    /// Answers requests older than the watchdog deadline with `DECODER_TIMEOUT`.
+    /// Answers requests older than the watchdog deadline with `DECODER_TIMEOUT`, oldest
+    /// first, stopping at the first one still within its deadline.
     fn watchdog(&mut self, now: Instant) {
         if self.backend.in_flight() == 0 {
+            self.order.clear();
             return;
         }
         let limit = self.config.watchdog;
-        for i in 0..self.in_flight.len() {
-            let expired = match &self.in_flight[i] {
-                Some(e) if !e.answered && now.duration_since(e.received_at) > limit => {
-                    Some((e.peer, e.header, e.received_at))
-                }
+        while let Some(&(token, seq)) = self.order.front() {
+            let live = match &self.in_flight[token as usize] {
+                Some(e) if e.seq == seq && !e.answered => Some((e.peer, e.header, e.received_at)),
                 _ => None,
             };
-            if let Some((peer, header, at)) = expired {
-                if let Some(e) = self.in_flight[i].as_mut() {
-                    e.answered = true;
-                }
-                self.answer_error(peer, &header, status::DECODER_TIMEOUT, at);
+            let Some((peer, header, at)) = live else {
+                // Completed, or answered already: nothing left to watch.
+                self.order.pop_front();
+                continue;
+            };
+            if now.duration_since(at) <= limit {
+                break;
             }
+            self.order.pop_front();
+            if let Some(e) = self.in_flight[token as usize].as_mut() {
+                e.answered = true;
+            }
+            self.answer_error(peer, &header, status::DECODER_TIMEOUT, at);
         }
     }
 
@@ -559,6 +582,102 @@ mod tests {
         assert!(response(&mut client).is_none());
         assert_eq!(fwd.stats().late_completions, 2);
         assert_eq!(fwd.free_tokens.len(), 2);
+        assert!(fwd.stats().adds_up());
+    }
+
+    /// Completes requests whose first argument byte is non-zero at the next poll; holds
+    /// the others forever.
+    #[derive(Default)]
+    struct Selective {
+        held: Vec<u32>,
+        ready: Vec<u32>,
+    }
+    impl Backend for Selective {
+        fn topology(&self) -> crate::backend::Topology {
+            crate::backend::Topology::Cpu
+        }
+        fn submit(
+            &mut self,
+            token: u32,
+            _: &crate::handler::Handler,
+            arg: &[u8],
+        ) -> Result<(), i32> {
+            if arg.first().copied().unwrap_or(0) == 0 {
+                self.held.push(token);
+            } else {
+                self.ready.push(token);
+            }
+            Ok(())
+        }
+        fn poll<F: FnMut(Completion<'_>)>(&mut self, mut done: F) -> usize {
+            let n = self.ready.len();
+            for t in self.ready.drain(..) {
+                done(Completion {
+                    token: t,
+                    status: 0,
+                    result: &[1],
+                    sent_by_device: false,
+                });
+            }
+            n
+        }
+        fn in_flight(&self) -> usize {
+            self.held.len() + self.ready.len()
+        }
+        fn max_arg_len(&self) -> usize {
+            64
+        }
+    }
+
+    #[test]
+    fn watchdog_follows_submission_order_across_token_reuse() {
+        let (mut client, server) = inproc::channel(8, 256).unwrap();
+        let mut fwd = Forwarder::new(
+            server,
+            Selective::default(),
+            Registry::with_parity(),
+            ForwardConfig {
+                watchdog: Duration::from_millis(5),
+                max_in_flight: 2,
+                ..Default::default()
+            },
+        );
+        let mut buf = [0u8; 64];
+        let mut send = |client: &mut inproc::InprocClient, id: u32, arg: u8| {
+            let n = wire::write_request(&mut buf, function_id("parity"), id, 0, &[arg]).unwrap();
+            client.send(&buf[..n]).unwrap();
+        };
+        // 0 completes at once and frees its token; 1 stalls.
+        send(&mut client, 0, 1);
+        send(&mut client, 1, 0);
+        fwd.poll_once().unwrap();
+        let r = response(&mut client).unwrap();
+        assert_eq!(wire::parse_response(&r).unwrap().header.request_id, 0);
+        std::thread::sleep(Duration::from_millis(10));
+        // 2 reuses request 0's token and stalls too, but is young: the stale queue entry
+        // for that token must not hide request 1, which has expired.
+        send(&mut client, 2, 0);
+        fwd.poll_once().unwrap();
+        assert!(response(&mut client).is_none());
+        fwd.watchdog(Instant::now());
+        let r = response(&mut client).unwrap();
+        let v = wire::parse_response(&r).unwrap();
+        assert_eq!(
+            (v.header.request_id, v.header.status),
+            (1, status::DECODER_TIMEOUT)
+        );
+        assert!(response(&mut client).is_none(), "request 2 is not due yet");
+        std::thread::sleep(Duration::from_millis(10));
+        fwd.watchdog(Instant::now());
+        let r = response(&mut client).unwrap();
+        let v = wire::parse_response(&r).unwrap();
+        assert_eq!(
+            (v.header.request_id, v.header.status),
+            (2, status::DECODER_TIMEOUT)
+        );
+        fwd.watchdog(Instant::now());
+        assert!(response(&mut client).is_none(), "each answered once");
+        assert!(fwd.order.is_empty());
         assert!(fwd.stats().adds_up());
     }
 

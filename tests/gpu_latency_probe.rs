@@ -146,41 +146,48 @@ fn latency_probe() {
         row("gpu-graph", &ping_pong(&mut b, warmup, samples));
     }
     use RxCompletion::{Buffer, Inline};
-    let rows: &[(RxCompletion, u32, u32, u32)] = &[
-        // (rx, pollers, pollers per slot, warps per block: 0 = one block)
-        (Inline, 1, 1, 0),
-        (Inline, 2, 2, 0),
-        (Inline, 4, 4, 0),
-        (Inline, 8, 8, 0),
-        (Inline, 16, 16, 0),
-        (Inline, 4, 1, 0),
-        (Inline, 8, 1, 0),
-        (Inline, 4, 2, 0),
-        (Inline, 8, 2, 0),
-        (Inline, 8, 2, 1),
-        (Inline, 16, 2, 0),
-        (Inline, 8, 4, 0),
-        (Inline, 16, 4, 0),
-        (Buffer, 1, 1, 0),
-        (Buffer, 2, 2, 0),
-        (Buffer, 8, 2, 0),
-        (Buffer, 8, 4, 0),
+    let rows: &[(RxCompletion, u32, u32, u32, bool)] = &[
+        // (rx, pollers, pollers per slot, warps per block: 0 = one block, phase grid)
+        (Inline, 1, 1, 0, false),
+        (Inline, 2, 2, 0, false),
+        (Inline, 2, 2, 0, true),
+        (Inline, 4, 4, 0, false),
+        (Inline, 4, 4, 0, true),
+        (Inline, 8, 8, 0, true),
+        (Inline, 16, 16, 0, true),
+        (Inline, 4, 1, 0, false),
+        (Inline, 8, 1, 0, false),
+        (Inline, 4, 2, 0, true),
+        (Inline, 8, 2, 0, false),
+        (Inline, 8, 2, 0, true),
+        (Inline, 8, 2, 1, true),
+        (Inline, 16, 2, 0, true),
+        (Inline, 8, 4, 0, false),
+        (Inline, 8, 4, 0, true),
+        (Inline, 16, 4, 0, true),
+        (Inline, 16, 8, 0, true),
+        (Buffer, 1, 1, 0, false),
+        (Buffer, 2, 2, 0, true),
+        (Buffer, 8, 2, 0, true),
+        (Buffer, 8, 4, 0, true),
     ];
-    for &(rx, pollers, pollers_per_slot, warps_per_block) in rows {
+    for &(rx, pollers, pollers_per_slot, warps_per_block, phase_grid) in rows {
         let o = GpuOptions {
             rx_completion: rx,
             pollers,
             pollers_per_slot,
             warps_per_block,
+            phase_grid,
             ..base.clone()
         };
         let mut b = gpu::persistent_backend(&o).unwrap();
         let s = ping_pong(&mut b, warmup, samples);
         let c = PollerCounters::total(&b.shutdown(Duration::from_secs(2)).unwrap());
         let placement = if warps_per_block == 0 { "" } else { " spread" };
+        let grid = if phase_grid { " grid" } else { "" };
         row(
             &format!(
-                "gpu-persistent {rx} {pollers:>2} pollers, {pollers_per_slot:>2}/slot{placement}"
+                "gpu-persistent {rx} {pollers:>2} pollers, {pollers_per_slot:>2}/slot{placement}{grid}"
             ),
             &s,
         );

@@ -88,6 +88,10 @@ pub struct GpuOptions {
     /// Chunks (16 B) a poll reads at once, 1 ..= 32: requests up to `12 * poll_chunks - 8`
     /// bytes (inline) arrive in one read; larger ones cost a second read.
     pub poll_chunks: u32,
+    /// The warps of a group read their slot on a phase grid, evenly spaced over one read
+    /// round trip (measured by the kernel at start), instead of wherever the last request
+    /// left them (in phase: every warp resumes polling right after a request is served).
+    pub phase_grid: bool,
 }
 
 impl Default for GpuOptions {
@@ -107,6 +111,7 @@ impl Default for GpuOptions {
             pollers_per_slot: 2,
             warps_per_block: 0,
             poll_chunks: 4,
+            phase_grid: true,
         }
     }
 }

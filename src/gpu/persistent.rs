@@ -187,8 +187,8 @@ impl PersistentKernel {
         };
         let mut pollers_param = pollers;
         let mut pollers_per_slot = options.pollers_per_slot;
-        // About one PCIe read round trip spread over a slot's pollers (DESIGN §5: ~1.7 µs).
-        let mut stagger_ns = 1700 / pollers_per_slot;
+        // Warps of a group read on a phase grid (the kernel measures the period).
+        let mut phase_grid = u32::from(options.phase_grid);
         let mut nic_ptr = nic.as_ref().map_or(0, |(block, _)| block.device_ptr());
         let mut params: [*mut c_void; 13] = [
             &mut req_ring as *mut u64 as *mut c_void,
@@ -202,7 +202,7 @@ impl PersistentKernel {
             &mut poll_chunks as *mut u32 as *mut c_void,
             &mut pollers_param as *mut u32 as *mut c_void,
             &mut pollers_per_slot as *mut u32 as *mut c_void,
-            &mut stagger_ns as *mut u32 as *mut c_void,
+            &mut phase_grid as *mut u32 as *mut c_void,
             &mut nic_ptr as *mut u64 as *mut c_void,
         ];
         let mut kernel = PersistentKernel {
