@@ -2,6 +2,7 @@
 //! each overriding the one before.
 #![forbid(unsafe_code)]
 
+use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -30,7 +31,9 @@ pub struct RunConfig {
     pub listen: SocketAddr,
     /// Peers allowed to send requests (`IP` or `IP:port`); empty = everyone.
     pub allow: Vec<String>,
-    /// Handlers to serve, by name; each answers to the FNV-1a of its name.
+    /// Handlers to serve: `KIND` (e.g. `parity`) answers to the FNV-1a of its name;
+    /// `KIND:NAME` (e.g. `parity:patch0`) serves KIND under NAME, so one kind can be served
+    /// under several names (one per logical patch) and routed apart.
     pub handlers: Vec<String>,
     /// Where requests are computed.
     pub topology: Topology,
@@ -52,6 +55,11 @@ pub struct RunConfig {
     pub idle: IdlePolicy,
     /// GPU topologies: CUDA device index.
     pub gpu_device: usize,
+    /// Several GPUs: one backend (for gpu-persistent: its own kernel and mailbox rings)
+    /// per listed CUDA device, requests routed by function (see [`crate::route`]);
+    /// overrides `gpu_device`. With topology `cpu` the entries only label host shards.
+    /// Empty: one backend on `gpu_device`, as without routing.
+    pub gpus: Vec<usize>,
     /// gpu-persistent: how the kernel learns of a request (`inline` or `buffer`).
     pub rx_completion: RxCompletion,
     /// gpu-persistent: poller warps, 1 ..= 32.
@@ -69,6 +77,12 @@ pub struct RunConfig {
     pub dem: Option<PathBuf>,
     /// Name the decoder answers to (function_id = FNV-1a of it).
     pub decoder_name: String,
+    /// Several names for the decoder (one model, one function_id each, e.g. one per
+    /// patch); when not empty it replaces `decoder_name`.
+    pub decoder_names: Vec<String>,
+    /// With `gpus`: function name -> GPU index that serves it; functions left out are
+    /// dealt round-robin over `gpus` in registration order.
+    pub route: BTreeMap<String, usize>,
 }
 
 impl Default for RunConfig {
@@ -97,6 +111,9 @@ impl Default for RunConfig {
             decoder: None,
             dem: None,
             decoder_name: "decode".to_string(),
+            decoder_names: Vec::new(),
+            gpus: Vec::new(),
+            route: BTreeMap::new(),
         }
     }
 }
@@ -147,8 +164,8 @@ impl RunConfig {
         }
         self.allowlist()?;
         // Names only: building a decoder (reading its model) waits for the start.
-        for name in &self.handlers {
-            Handler::by_name(name)?;
+        for spec in &self.handlers {
+            handler_spec(spec)?;
         }
         if self.decoder_kind()?.is_some() {
             match &self.dem {
@@ -170,7 +187,71 @@ impl RunConfig {
         if self.topology.needs_gpu() {
             self.gpu_options().validate()?;
         }
+        if self.decoder_names.iter().any(|n| n.is_empty()) {
+            return bad("decoder_names", "a name cannot be empty");
+        }
+        if self.routed() && self.device_posts() {
+            return bad(
+                "gpus",
+                "GPU-rung doorbells (softnic with a regular or blueflame doorbell) serve one \
+                 GPU; use --doorbell cpu-assisted, or one GPU without --gpus",
+            );
+        }
+        if self.routed() {
+            let names = self.function_names()?;
+            let names: Vec<&str> = names.iter().map(String::as_str).collect();
+            crate::route::RouteMap::from_names(&names, &self.gpus, &self.route)?;
+        } else if !self.route.is_empty() {
+            return bad(
+                "route",
+                "a route map needs the GPUs to route over: --gpus 0,1 (TOML gpus = [0, 1])",
+            );
+        }
         Ok(())
+    }
+
+    /// Whether requests are routed over one backend per entry of `gpus`.
+    pub fn routed(&self) -> bool {
+        !self.gpus.is_empty()
+    }
+
+    /// The GPU indices served: `gpus`, or `gpu_device` alone.
+    pub fn gpu_list(&self) -> Vec<usize> {
+        if self.routed() {
+            self.gpus.clone()
+        } else {
+            vec![self.gpu_device]
+        }
+    }
+
+    /// [`RunConfig::gpu_options`] for GPU `device`.
+    pub fn gpu_options_for(&self, device: usize) -> GpuOptions {
+        GpuOptions {
+            device,
+            ..self.gpu_options()
+        }
+    }
+
+    /// The names the decoder answers to (none without a decoder).
+    pub fn decoder_name_list(&self) -> Vec<String> {
+        if self.decoder.is_none() {
+            Vec::new()
+        } else if self.decoder_names.is_empty() {
+            vec![self.decoder_name.clone()]
+        } else {
+            self.decoder_names.clone()
+        }
+    }
+
+    /// Every registration name, in registration order (handlers, then decoder names),
+    /// without loading any model.
+    pub fn function_names(&self) -> Result<Vec<String>> {
+        let mut v = Vec::new();
+        for spec in &self.handlers {
+            v.push(handler_spec(spec)?.1.to_string());
+        }
+        v.extend(self.decoder_name_list());
+        Ok(v)
     }
 
     /// The GPU backends' options these settings describe. Slots hold the largest
@@ -213,15 +294,20 @@ impl RunConfig {
     /// (loading its model: the first call reads and builds it).
     pub fn registry(&self) -> Result<Registry> {
         let mut r = Registry::default();
-        for name in &self.handlers {
-            r.register(name, Handler::by_name(name)?)?;
+        for spec in &self.handlers {
+            let (kind, name) = handler_spec(spec)?;
+            r.register(name, Handler::by_name(kind)?)?;
         }
         if let Some(kind) = self.decoder_kind()? {
             let dem = self.dem.as_deref().ok_or_else(|| Error::InvalidSetting {
                 key: "dem",
                 detail: "a decoder needs --dem FILE (a Stim detector error model)".into(),
             })?;
-            r.register(&self.decoder_name, Handler::decoder(dem, kind)?)?;
+            // One model, shared by every name (a GPU kernel holds one model per kind).
+            let handler = Handler::decoder(dem, kind)?;
+            for name in self.decoder_name_list() {
+                r.register(&name, handler.clone())?;
+            }
         }
         Ok(r)
     }
@@ -276,6 +362,36 @@ impl RunConfig {
     pub fn stats_interval(&self) -> Option<Duration> {
         (self.stats_interval_s > 0.0).then(|| Duration::from_secs_f64(self.stats_interval_s))
     }
+}
+
+/// `KIND` or `KIND:NAME` (see [`RunConfig::handlers`]) as (kind, registration name);
+/// the kind must be a built-in handler.
+pub fn handler_spec(spec: &str) -> Result<(&str, &str)> {
+    let (kind, name) = spec.split_once(':').unwrap_or((spec, spec));
+    if name.is_empty() {
+        return Err(Error::InvalidSetting {
+            key: "handlers",
+            detail: format!("{spec:?}: expected KIND or KIND:NAME, e.g. parity:patch0"),
+        });
+    }
+    Handler::by_name(kind)?;
+    Ok((kind, name))
+}
+
+/// Parses `NAME=GPU` (a `--route` flag).
+pub fn parse_route(s: &str) -> std::result::Result<(String, usize), String> {
+    let (name, gpu) = s
+        .split_once('=')
+        .ok_or_else(|| format!("{s:?}: expected NAME=GPU, e.g. patch0=1"))?;
+    let gpu = gpu
+        .trim()
+        .parse()
+        .map_err(|_| format!("{s:?}: GPU index {gpu:?} is not a number"))?;
+    let name = name.trim();
+    if name.is_empty() {
+        return Err(format!("{s:?}: empty function name"));
+    }
+    Ok((name.to_string(), gpu))
 }
 
 #[cfg(test)]
@@ -352,5 +468,90 @@ mod tests {
             ..Default::default()
         };
         assert!(c.validate().unwrap_err().to_string().contains("parity"));
+    }
+
+    #[test]
+    fn several_names_per_handler_and_decoder_register_apart() {
+        let c = RunConfig {
+            handlers: vec![
+                "parity:patch0".into(),
+                "parity:patch1".into(),
+                "parity".into(),
+            ],
+            ..Default::default()
+        };
+        c.validate().unwrap();
+        let r = c.registry().unwrap();
+        for n in ["patch0", "patch1", "parity"] {
+            assert_eq!(
+                r.lookup(crate::wire::function_id(n)),
+                Some(&Handler::Parity),
+                "{n}"
+            );
+        }
+        assert_eq!(
+            c.function_names().unwrap(),
+            vec!["patch0", "patch1", "parity"]
+        );
+        for bad in ["parity:", "nope:x"] {
+            let c = RunConfig {
+                handlers: vec![bad.into()],
+                ..Default::default()
+            };
+            assert!(c.validate().is_err(), "{bad}");
+        }
+        let dem = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/fixtures/surface_d3_r3_z_p005.dem");
+        let c = RunConfig {
+            decoder: Some("uf".into()),
+            dem: Some(dem),
+            decoder_names: vec!["dec_a".into(), "dec_b".into()],
+            ..Default::default()
+        };
+        c.validate().unwrap();
+        let r = c.registry().unwrap();
+        let a = r.lookup(crate::wire::function_id("dec_a")).unwrap();
+        let b = r.lookup(crate::wire::function_id("dec_b")).unwrap();
+        assert_eq!(a, b, "one model under both names");
+        assert!(r.lookup(crate::wire::function_id("decode")).is_none());
+    }
+
+    #[test]
+    fn gpus_and_route_map_are_checked_by_name() {
+        let dir = std::env::temp_dir().join(format!("qfwd-config-route-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let p = dir.join("r.toml");
+        std::fs::write(
+            &p,
+            "handlers = [\"parity:patch0\", \"parity:patch1\"]\ngpus = [0, 1]\n[route]\npatch1 = 0\n",
+        )
+        .unwrap();
+        let c = RunConfig::from_file(&p).unwrap();
+        std::fs::remove_dir_all(&dir).unwrap();
+        assert_eq!(c.gpus, vec![0, 1]);
+        assert_eq!(c.route.get("patch1"), Some(&0));
+        c.validate().unwrap();
+        assert!(c.routed());
+        let mut bad = c.clone();
+        bad.route.insert("patch0".into(), 7);
+        let e = bad.validate().unwrap_err().to_string();
+        assert!(e.contains("patch0=7"), "{e}");
+        let mut bad = c.clone();
+        bad.route.insert("patch9".into(), 1);
+        let e = bad.validate().unwrap_err().to_string();
+        assert!(e.contains("patch9=1"), "{e}");
+        let mut bad = c.clone();
+        bad.gpus.clear();
+        let e = bad.validate().unwrap_err().to_string();
+        assert!(e.contains("route"), "{e}");
+        // Defaults: not routed, one GPU (device 0).
+        let d = RunConfig::default();
+        assert!(!d.routed());
+        assert_eq!(d.gpu_list(), vec![0]);
+        assert_eq!(parse_route("patch0=1"), Ok(("patch0".to_string(), 1)));
+        assert!(parse_route("patch0").is_err());
+        assert!(parse_route("patch0=x")
+            .unwrap_err()
+            .contains("not a number"));
     }
 }

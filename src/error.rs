@@ -38,6 +38,24 @@ pub enum Error {
     Config { path: PathBuf, detail: String },
     #[error("invalid setting {key}: {detail}")]
     InvalidSetting { key: &'static str, detail: String },
+    #[error("route {name}={gpu}: GPU {gpu} is not among the GPUs served ({gpus})")]
+    RouteUnknownGpu {
+        name: String,
+        gpu: usize,
+        gpus: String,
+    },
+    #[error("route {name}={gpu}: no handler or decoder is registered as {name:?}; registered: {registered}")]
+    RouteUnknownFunction {
+        name: String,
+        gpu: usize,
+        registered: String,
+    },
+    #[error("asked for GPUs {asked} but this host has {found} GPU(s){which}")]
+    NotEnoughGpus {
+        asked: String,
+        found: usize,
+        which: String,
+    },
     #[error("unknown handler {name:?}; available: {available}")]
     UnknownHandler { name: String, available: String },
     #[error("handler names {a:?} and {b:?} hash to the same function_id {id:#010x}")]

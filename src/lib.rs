@@ -21,6 +21,7 @@ pub mod handler;
 pub mod mailbox;
 pub mod mlx5;
 pub mod rdma;
+pub mod route;
 pub mod serve;
 pub mod softnic;
 pub mod stats;

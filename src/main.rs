@@ -39,7 +39,9 @@ qfwd run --transport udp --listen 127.0.0.1:9000 --duration 60\n  \
 qfwd run --listen 0.0.0.0:9000 --allow 10.0.0.7 --cores 2 --stats-interval 5\n  \
 qfwd run --config lab.toml --duration 600\n  \
 qfwd run --topology gpu-persistent --pollers 8 --rx-completion inline --cores 2\n  \
-qfwd run --decoder uf --dem tests/fixtures/surface_d5_r5_z_p001.dem --name decode\n\n\
+qfwd run --decoder uf --dem tests/fixtures/surface_d5_r5_z_p001.dem --name decode\n  \
+qfwd run --topology gpu-persistent --gpus 0,1 --handler parity:patch0 --handler parity:patch1 \\\n    \
+--route patch0=0 --route patch1=1\n\n\
 Then point a QPU controller (or `qfwd-latency emulate --target 127.0.0.1:9000`) at it.")]
     Run(Box<RunArgs>),
     /// Check this host: GPUs, RDMA devices, ports, GIDs, link state, usable doorbell modes.
@@ -67,9 +69,9 @@ struct RunArgs {
     /// any, every peer is accepted.
     #[arg(long, value_name = "PEER")]
     allow: Vec<String>,
-    /// Handler to serve, by name (function_id = FNV-1a of the name); repeat for more
-    /// [default: parity].
-    #[arg(long = "handler", value_name = "NAME")]
+    /// Handler to serve, by name (function_id = FNV-1a of the name), or KIND:NAME to serve
+    /// a handler under another name (parity:patch0); repeat for more [default: parity].
+    #[arg(long = "handler", value_name = "NAME|KIND:NAME")]
     handlers: Vec<String>,
     /// Where requests are computed: cpu, gpu-launch, gpu-graph, gpu-persistent.
     #[arg(long)]
@@ -101,6 +103,15 @@ struct RunArgs {
     /// GPU topologies: CUDA device index [default: 0].
     #[arg(long = "gpu", value_name = "INDEX")]
     gpu_device: Option<usize>,
+    /// Several GPUs (comma-separated CUDA indices): one backend per GPU (gpu-persistent:
+    /// its own kernel and mailbox rings), requests routed by function; overrides --gpu.
+    /// With --topology cpu the entries label host shards (no GPU needed).
+    #[arg(long, value_delimiter = ',', value_name = "N,...")]
+    gpus: Vec<usize>,
+    /// With --gpus: serve function NAME on GPU INDEX; repeat for more. Functions not
+    /// named are dealt round-robin over --gpus in registration order.
+    #[arg(long = "route", value_name = "NAME=GPU", value_parser = qfwd::config::parse_route)]
+    routes: Vec<(String, usize)>,
     /// gpu-persistent: inline (sequence tag in every 16 B chunk: one PCIe read) or buffer
     /// (flag, then payload) [default: inline].
     #[arg(long)]
@@ -125,9 +136,10 @@ struct RunArgs {
     /// Stim detector error model for --decoder (flattened, decompose_errors=True).
     #[arg(long, value_name = "FILE")]
     dem: Option<PathBuf>,
-    /// Name the decoder answers to; function_id = FNV-1a of it [default: decode].
+    /// Name the decoder answers to; function_id = FNV-1a of it; repeat to serve the one
+    /// model under several names (one per patch) [default: decode].
     #[arg(long, value_name = "NAME")]
-    name: Option<String>,
+    name: Vec<String>,
 }
 
 impl RunArgs {
@@ -178,6 +190,12 @@ impl RunArgs {
         if let Some(v) = self.gpu_device {
             c.gpu_device = v;
         }
+        if !self.gpus.is_empty() {
+            c.gpus = self.gpus;
+        }
+        if !self.routes.is_empty() {
+            c.route = self.routes.into_iter().collect();
+        }
         if let Some(v) = self.rx_completion {
             c.rx_completion = v;
         }
@@ -199,8 +217,13 @@ impl RunArgs {
         if self.dem.is_some() {
             c.dem = self.dem;
         }
-        if let Some(v) = self.name {
-            c.decoder_name = v;
+        match self.name.len() {
+            0 => {}
+            1 => {
+                c.decoder_name = self.name[0].clone();
+                c.decoder_names.clear();
+            }
+            _ => c.decoder_names = self.name,
         }
         c.validate()?;
         Ok(c)

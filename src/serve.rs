@@ -14,6 +14,7 @@ use crate::config::RunConfig;
 use crate::forward::{Forwarder, StopWhen};
 use crate::gpu;
 use crate::handler::Registry;
+use crate::route::{RouteBackend, RouteCounters, RouteMap};
 use crate::softnic::DevicePosting;
 use crate::stats::Stats;
 use crate::transport::inproc::InprocServer;
@@ -213,18 +214,35 @@ where
         .map(|e| format!("{} (function_id {:#010x})", e.name, e.function_id))
         .collect();
     let core = config.cores.first().copied();
-    let topology = match gpu_for(config)? {
-        Some(g) if config.topology == Topology::GpuPersistent => format!(
-            "{} on {g}, rx_completion {}, {} pollers ({} per slot), {} slots",
+    let gpus = gpus_for(config)?;
+    let on = gpus
+        .iter()
+        .map(|g| g.to_string())
+        .collect::<Vec<_>>()
+        .join(" and ");
+    let mut topology = if gpus.is_empty() {
+        config.topology.to_string()
+    } else if config.topology == Topology::GpuPersistent {
+        format!(
+            "{} on {on}, rx_completion {}, {} pollers ({} per slot), {} slots{}",
             config.topology,
             config.rx_completion,
             config.pollers,
             config.gpu_options().pollers_per_slot,
-            config.slots
-        ),
-        Some(g) => format!("{} on {g}", config.topology),
-        None => config.topology.to_string(),
+            config.slots,
+            if gpus.len() > 1 { " per GPU" } else { "" }
+        )
+    } else {
+        format!("{} on {on}", config.topology)
     };
+    if config.routed() {
+        let map = RouteMap::new(&registry, &config.gpus, &config.route)?;
+        topology.push_str(&format!(
+            "; {} shard(s), routes {}",
+            map.shards(),
+            map.describe()
+        ));
+    }
     let description = format!(
         "serving {} on {}; topology {}; {}",
         handlers.join(", "),
@@ -349,18 +367,29 @@ pub fn serve_with_nic<T: Transport>(
     } else {
         Vec::new()
     };
+    if config.routed() {
+        if nic.is_some() {
+            return Err(Error::InvalidSetting {
+                key: "gpus",
+                detail: "GPU-rung doorbells (softnic with a regular or blueflame doorbell) serve \
+                         one GPU; use --doorbell cpu-assisted, or one GPU"
+                    .to_string(),
+            });
+        }
+        return serve_routed(transport, registry, config, stop, &decoders);
+    }
     match config.topology {
         Topology::Cpu => {
             let backend = CpuBackend::new(fc.batch, fc.max_request_bytes);
-            run_loop(transport, backend, registry, config, stop).map(|(s, _)| s)
+            run_loop(transport, backend, registry, config, stop, None).map(|(s, _)| s)
         }
         Topology::GpuLaunch => {
             let backend = gpu::launch_backend_with(&config.gpu_options(), &decoders)?;
-            run_loop(transport, backend, registry, config, stop).map(|(s, _)| s)
+            run_loop(transport, backend, registry, config, stop, None).map(|(s, _)| s)
         }
         Topology::GpuGraph => {
             let backend = gpu::graph_backend_with(&config.gpu_options(), &decoders)?;
-            run_loop(transport, backend, registry, config, stop).map(|(s, _)| s)
+            run_loop(transport, backend, registry, config, stop, None).map(|(s, _)| s)
         }
         Topology::GpuPersistent => {
             let backend = match nic {
@@ -375,7 +404,7 @@ pub fn serve_with_nic<T: Transport>(
                 }
                 None => gpu::persistent_backend_with(&config.gpu_options(), &decoders)?,
             };
-            let (stats, mut backend) = run_loop(transport, backend, registry, config, stop)?;
+            let (stats, mut backend) = run_loop(transport, backend, registry, config, stop, None)?;
             // Stop the kernel with its sentinel and wait for it, so a kernel that does
             // not stop is reported rather than left spinning.
             backend.shutdown(KERNEL_STOP_TIMEOUT)?;
@@ -394,6 +423,100 @@ pub fn serve_with_nic<T: Transport>(
     }
 }
 
+/// Several GPUs: one backend per entry of `config.gpus` (each its own kernel, mailbox
+/// rings and decoder models on that device), requests routed by function.
+fn serve_routed<T: Transport>(
+    transport: T,
+    registry: Registry,
+    config: &RunConfig,
+    stop: &AtomicBool,
+    decoders: &[Arc<crate::decode::Decoder>],
+) -> Result<Stats> {
+    let map = RouteMap::new(&registry, &config.gpus, &config.route)?;
+    let fc = config.forward_config();
+    match config.topology {
+        Topology::Cpu => {
+            let shards = map
+                .gpus()
+                .iter()
+                .map(|_| CpuBackend::new(fc.batch, fc.max_request_bytes))
+                .collect();
+            run_routed(
+                transport,
+                RouteBackend::new(shards, map)?,
+                registry,
+                config,
+                stop,
+            )
+            .map(|(s, _)| s)
+        }
+        Topology::GpuLaunch | Topology::GpuGraph => {
+            let shards = map
+                .gpus()
+                .iter()
+                .map(|&g| {
+                    let o = config.gpu_options_for(g);
+                    if config.topology == Topology::GpuLaunch {
+                        gpu::launch_backend_with(&o, decoders)
+                    } else {
+                        gpu::graph_backend_with(&o, decoders)
+                    }
+                })
+                .collect::<Result<Vec<_>>>()?;
+            run_routed(
+                transport,
+                RouteBackend::new(shards, map)?,
+                registry,
+                config,
+                stop,
+            )
+            .map(|(s, _)| s)
+        }
+        Topology::GpuPersistent => {
+            // A shard that fails to start drops (and so stops) the ones started before it.
+            let shards = map
+                .gpus()
+                .iter()
+                .map(|&g| gpu::persistent_backend_with(&config.gpu_options_for(g), decoders))
+                .collect::<Result<Vec<_>>>()?;
+            let (stats, mut backend) = run_routed(
+                transport,
+                RouteBackend::new(shards, map)?,
+                registry,
+                config,
+                stop,
+            )?;
+            // Stop every kernel, then report the first that did not stop.
+            let mut first_err = None;
+            for shard in backend.shards_mut() {
+                if let Err(e) = shard.shutdown(KERNEL_STOP_TIMEOUT) {
+                    first_err.get_or_insert(e);
+                }
+            }
+            match first_err {
+                Some(e) => Err(e),
+                None => Ok(stats),
+            }
+        }
+    }
+}
+
+/// [`run_loop`] over a [`RouteBackend`], with its per-GPU counters in the status lines and
+/// the final stats.
+fn run_routed<T: Transport, B: Backend>(
+    transport: T,
+    backend: RouteBackend<B>,
+    registry: Registry,
+    config: &RunConfig,
+    stop: &AtomicBool,
+) -> Result<(Stats, RouteBackend<B>)> {
+    let counters = backend.counters();
+    let (mut stats, backend) =
+        run_loop(transport, backend, registry, config, stop, Some(&counters))?;
+    stats.shards = counters.snapshot();
+    Ok((stats, backend))
+}
+
 /// How long a persistent kernel may take to see its stop sentinel.
 const KERNEL_STOP_TIMEOUT: Duration = Duration::from_secs(2);
 
@@ -403,6 +526,7 @@ fn run_loop<T: Transport, B: Backend>(
     registry: Registry,
     config: &RunConfig,
     stop: &AtomicBool,
+    shards: Option<&RouteCounters>,
 ) -> Result<(Stats, B)> {
     let mut fwd = Forwarder::new(transport, backend, registry, config.forward_config());
     READY.with(|r| {
@@ -417,24 +541,75 @@ fn run_loop<T: Transport, B: Backend>(
             deadline,
         },
         config.stats_interval(),
-        |stats, elapsed| eprintln!("{}", stats.status_line(elapsed)),
+        |stats, elapsed| {
+            if let Some(c) = shards {
+                c.snapshot_into(&mut stats.shards);
+            }
+            eprintln!("{}", stats.status_line(elapsed))
+        },
     )?;
     Ok((stats, fwd.into_backend()))
 }
 
 /// For GPU topologies: the GPU, described, or a clear error when there is none.
 fn gpu_for(config: &RunConfig) -> Result<Option<gpu::GpuInfo>> {
+    Ok(gpus_for(config)?.into_iter().next())
+}
+
+/// For GPU topologies: every GPU served (`gpus`, or `gpu_device`), described, or a clear
+/// error naming how many this host has. Empty for the cpu topology.
+fn gpus_for(config: &RunConfig) -> Result<Vec<gpu::GpuInfo>> {
     if !config.topology.needs_gpu() {
-        return Ok(None);
+        return Ok(Vec::new());
     }
+    let wanted = config.gpu_list();
     match gpu::probe()? {
-        Some(gpus) => gpus
-            .into_iter()
-            .find(|g| g.index == config.gpu_device)
-            .map(Some)
-            .ok_or_else(|| Error::GpuUnavailable {
-                detail: format!("no GPU with index {}", config.gpu_device),
-            }),
+        Some(found) => {
+            let missing = wanted.iter().any(|w| !found.iter().any(|g| g.index == *w));
+            if missing && config.routed() {
+                return Err(Error::NotEnoughGpus {
+                    asked: wanted
+                        .iter()
+                        .map(|g| g.to_string())
+                        .collect::<Vec<_>>()
+                        .join(","),
+                    found: found.len(),
+                    which: format!(
+                        " (indices {})",
+                        found
+                            .iter()
+                            .map(|g| g.index.to_string())
+                            .collect::<Vec<_>>()
+                            .join(",")
+                    ),
+                });
+            }
+            wanted
+                .iter()
+                .map(|w| {
+                    found
+                        .iter()
+                        .find(|g| g.index == *w)
+                        .cloned()
+                        .ok_or_else(|| Error::GpuUnavailable {
+                            detail: format!("no GPU with index {w}"),
+                        })
+                })
+                .collect()
+        }
+        None if config.routed() => Err(Error::NotEnoughGpus {
+            asked: config
+                .gpus
+                .iter()
+                .map(|g| g.to_string())
+                .collect::<Vec<_>>()
+                .join(","),
+            found: 0,
+            which: format!(
+                " ({}); use --topology cpu",
+                gpu::unavailable_reason().unwrap_or_else(|| "none found".into())
+            ),
+        }),
         None => Err(Error::GpuUnavailable {
             detail: format!(
                 "topology {} needs a GPU ({}); use --topology cpu",

@@ -55,6 +55,28 @@ const ERROR_KINDS: [i32; 7] = [
 /// Slot for handler errors (> 0) other than BAD_ARGUMENT.
 const OTHER_HANDLER_ERROR: usize = ERROR_KINDS.len();
 
+/// What one shard (one GPU's backend) of a routed run did; see [`crate::route`].
+/// `submitted == completed + in flight` while it runs; `rejected` requests were answered
+/// with the shard's error status (`OVERLOAD`, `OVERSIZED`...) and never entered it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct ShardCounts {
+    /// The GPU index (for `topology = cpu`: the shard's label from `gpus`).
+    pub gpu: usize,
+    pub submitted: u64,
+    pub completed: u64,
+    pub rejected: u64,
+}
+
+impl fmt::Display for ShardCounts {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "gpu {}: submitted {}, completed {}, rejected {}",
+            self.gpu, self.submitted, self.completed, self.rejected
+        )
+    }
+}
+
 /// Highest service time recorded exactly; larger ones saturate (and are still counted).
 const MAX_TRACKED_NS: u64 = 60_000_000_000;
 
@@ -73,6 +95,9 @@ pub struct Stats {
     pub interval_ns: Histogram<u64>,
     /// Requests received since the last status line.
     pub interval_received: u64,
+    /// Per-GPU counters when requests are routed over several backends (empty otherwise);
+    /// filled by [`crate::serve`] for status lines and at the end of a run.
+    pub shards: Vec<ShardCounts>,
 }
 
 fn histogram() -> Histogram<u64> {
@@ -90,6 +115,7 @@ impl Default for Stats {
             service_ns: histogram(),
             interval_ns: histogram(),
             interval_received: 0,
+            shards: Vec::new(),
         }
     }
 }
@@ -172,7 +198,7 @@ impl Stats {
     pub fn status_line(&mut self, interval: Duration) -> String {
         let rate = self.interval_received as f64 / interval.as_secs_f64().max(1e-9);
         let (p50, p99) = quantiles_us(&self.interval_ns);
-        let line = format!(
+        let mut line = format!(
             "qfwd: rx {} | ok {} | err {} | drop {} | {:.0} req/s | svc p50 {} p99 {}",
             self.received,
             self.answered_ok,
@@ -182,6 +208,12 @@ impl Stats {
             p50,
             p99
         );
+        for s in &self.shards {
+            line.push_str(&format!(
+                " | gpu{} sub {} done {} rej {}",
+                s.gpu, s.submitted, s.completed, s.rejected
+            ));
+        }
         self.interval_ns.reset();
         self.interval_received = 0;
         line
@@ -221,6 +253,9 @@ impl fmt::Display for Stats {
                 "  late completions (after watchdog answered) {}",
                 self.late_completions
             )?;
+        }
+        for s in &self.shards {
+            writeln!(f, "  {s}")?;
         }
         let h = &self.service_ns;
         if !h.is_empty() {
@@ -267,5 +302,37 @@ mod tests {
         let line = s.status_line(Duration::from_secs(1));
         assert!(line.contains("rx 6"), "{line}");
         assert!(s.interval_ns.is_empty());
+    }
+
+    #[test]
+    fn per_gpu_counters_show_in_the_summary_and_status_line() {
+        let mut s = Stats {
+            shards: vec![
+                ShardCounts {
+                    gpu: 0,
+                    submitted: 5,
+                    completed: 4,
+                    rejected: 1,
+                },
+                ShardCounts {
+                    gpu: 1,
+                    submitted: 3,
+                    completed: 3,
+                    rejected: 0,
+                },
+            ],
+            ..Stats::default()
+        };
+        let text = s.to_string();
+        assert!(
+            text.contains("gpu 0: submitted 5, completed 4, rejected 1"),
+            "{text}"
+        );
+        assert!(
+            text.contains("gpu 1: submitted 3, completed 3, rejected 0"),
+            "{text}"
+        );
+        let line = s.status_line(Duration::from_secs(1));
+        assert!(line.contains("gpu1 sub 3 done 3 rej 0"), "{line}");
     }
 }

@@ -113,6 +113,23 @@ impl Workload {
     pub fn is_empty(&self) -> bool {
         self.datagrams.is_empty()
     }
+
+    /// Addresses the k-th request of the pool to `names[k % names.len()]`, spreading the
+    /// load round-robin over several functions (patches, routed to several GPUs); the
+    /// expected answers do not change. With a pool a multiple of `names.len()` long, the
+    /// requests sent go round-robin too. No names: unchanged.
+    pub fn spread_over(mut self, names: &[String]) -> Workload {
+        if names.is_empty() {
+            return self;
+        }
+        let ids: Vec<u32> = names.iter().map(|n| wire::function_id(n)).collect();
+        for (k, d) in self.datagrams.iter_mut().enumerate() {
+            // function_id: bytes 4..8 of the CUQR header.
+            d[4..8].copy_from_slice(&ids[k % ids.len()].to_le_bytes());
+        }
+        self.function_id = ids[0];
+        self
+    }
 }
 
 fn encode(function_id: u32, arg: &[u8]) -> Vec<u8> {

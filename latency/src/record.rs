@@ -54,6 +54,16 @@ pub struct Row {
     pub timestamp_utc: String,
     /// Path of this row's `.hgrm` spectrum, relative to the CSV's folder.
     pub spectrum: String,
+    /// GPUs requests were routed over (`0,1`), or `-` when not routed. Columns from here
+    /// on came later: CSVs without them still read (empty values).
+    #[serde(default)]
+    pub gpus: String,
+    /// Function names (patches) the requests were spread over.
+    #[serde(default)]
+    pub functions: u32,
+    /// Requests each GPU completed, `GPU:COUNT` joined by `;` (`0:5000;1:5000`), or `-`.
+    #[serde(default)]
+    pub per_gpu_completed: String,
 }
 
 /// Names of the columns in file order (the CSV header).
@@ -94,7 +104,14 @@ pub const COLUMNS: &[&str] = &[
     "git_rev",
     "timestamp_utc",
     "spectrum",
+    "gpus",
+    "functions",
+    "per_gpu_completed",
 ];
+
+/// Columns every summary CSV has; the ones after them were appended later and may be
+/// missing from older files.
+pub const BASE_COLUMNS: usize = 36;
 
 impl Row {
     /// Fills the latency columns from a histogram of nanoseconds.
@@ -153,6 +170,9 @@ impl Row {
             "git_rev" => self.git_rev.clone(),
             "timestamp_utc" => self.timestamp_utc.clone(),
             "spectrum" => self.spectrum.clone(),
+            "gpus" => self.gpus.clone(),
+            "functions" => self.functions.to_string(),
+            "per_gpu_completed" => self.per_gpu_completed.clone(),
             _ => return None,
         };
         Some(v)
@@ -216,6 +236,8 @@ pub fn read_csv(path: &Path) -> Result<Vec<Row>> {
     for (i, want) in COLUMNS.iter().enumerate() {
         match headers.get(i) {
             Some(h) if h == *want => {}
+            // An older file, written before the later columns were appended.
+            None if i >= BASE_COLUMNS => break,
             found => {
                 return Err(Error::CsvSchema {
                     path: path.to_path_buf(),
@@ -360,6 +382,32 @@ mod tests {
         for c in COLUMNS {
             assert!(back[0].get(c).is_some(), "no getter for {c}");
         }
+    }
+
+    #[test]
+    fn csv_without_the_later_columns_still_reads() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("old.csv");
+        let header = COLUMNS[..BASE_COLUMNS].join(",");
+        let mut fields = vec![String::new(); BASE_COLUMNS];
+        for (i, c) in COLUMNS[..BASE_COLUMNS].iter().enumerate() {
+            fields[i] = match *c {
+                "pollers" | "payload_bytes" => "8".into(),
+                c if c.ends_with("_ns") || c.ends_with("_hz") => "1".into(),
+                "warmup" | "samples" | "errors" | "dropped" | "timeouts" => "0".into(),
+                c => c.to_string(),
+            };
+        }
+        std::fs::write(&p, format!("{header}\n{}\n", fields.join(","))).unwrap();
+        let rows = read_csv(&p).unwrap();
+        assert_eq!(rows.len(), 1);
+        assert_eq!(rows[0].topology, "topology");
+        assert_eq!(rows[0].gpus, "");
+        assert_eq!(rows[0].functions, 0);
+        assert_eq!(
+            BASE_COLUMNS,
+            COLUMNS.iter().position(|c| *c == "spectrum").unwrap() + 1
+        );
     }
 
     #[test]

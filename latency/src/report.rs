@@ -41,6 +41,8 @@ pub const CONFIG_COLUMNS: &[&str] = &[
     "nic",
     "pcie_path",
     "host",
+    "gpus",
+    "functions",
 ];
 
 /// Pseudo column: the CSV file a row came from (as given on the command line).
@@ -1299,6 +1301,7 @@ mod tests {
             git_rev: format!("rev{p50_ns}"),
             timestamp_utc: format!("2026-01-01T00:00:{:02}Z", pollers % 60),
             spectrum: String::new(),
+            ..Row::default()
         }
     }
 

@@ -113,6 +113,20 @@ pub struct Point {
     pub max_in_flight: usize,
     #[serde(default = "d_watchdog_us")]
     pub watchdog_us: u64,
+    /// Several GPUs to route over, e.g. `"0,1"`: one backend per GPU, requests routed by
+    /// function (with topology `cpu`: host shards, no GPU needed); `"-"` = one backend on
+    /// `gpu_device`, unrouted.
+    #[serde(default = "d_dash")]
+    pub gpus: String,
+    /// With `gpus`: `"NAME=GPU"` entries pinning functions to GPUs; the others are dealt
+    /// round-robin over `gpus` in the order of `functions`.
+    #[serde(default)]
+    pub route: Vec<String>,
+    /// Function names (logical patches) the requests are spread over, round-robin: the
+    /// forwarder serves the handler (or the decoder) under each name. Empty = `handler`
+    /// alone (or the decoder as `decode`).
+    #[serde(default)]
+    pub functions: Vec<String>,
     // [load]
     #[serde(default = "d_mode")]
     pub mode: Mode,
@@ -205,6 +219,9 @@ pub const FORWARDER_KEYS: &[&str] = &[
     "batch",
     "max_in_flight",
     "watchdog_us",
+    "gpus",
+    "route",
+    "functions",
 ];
 
 /// Keys allowed in `[load]`.
@@ -236,8 +253,48 @@ impl Point {
         }
     }
 
+    /// The GPUs `gpus` lists (empty for `"-"`: not routed).
+    pub fn gpu_list(&self) -> std::result::Result<Vec<usize>, String> {
+        let g = self.gpus.trim();
+        if g == "-" || g.is_empty() {
+            return Ok(Vec::new());
+        }
+        g.split(',')
+            .map(|x| {
+                x.trim().parse().map_err(|_| {
+                    format!(
+                        "gpus {:?}: expected GPU indices like \"0,1\", or \"-\"",
+                        self.gpus
+                    )
+                })
+            })
+            .collect()
+    }
+
+    /// The `route` entries, parsed.
+    pub fn route_map(
+        &self,
+    ) -> std::result::Result<std::collections::BTreeMap<String, usize>, String> {
+        self.route
+            .iter()
+            .map(|r| qfwd::config::parse_route(r).map_err(|e| format!("route {e}")))
+            .collect()
+    }
+
     /// Checks combinations the types cannot.
     pub fn validate(&self) -> std::result::Result<(), String> {
+        let gpus = self.gpu_list()?;
+        self.route_map()?;
+        if gpus.is_empty() && !self.route.is_empty() {
+            return Err("route needs gpus = \"0,1\" (the GPUs to route over)".into());
+        }
+        if let Some(f) = self
+            .functions
+            .iter()
+            .find(|f| f.is_empty() || f.contains(':'))
+        {
+            return Err(format!("functions: {f:?} is not a function name"));
+        }
         if self.mode == Mode::OpenLoop && self.rate_hz == 0 {
             return Err("open-loop needs rate_hz > 0".into());
         }
@@ -612,6 +669,35 @@ mod tests {
             let e = parse(text).unwrap_err().to_string();
             assert!(e.contains("test.toml"), "{e}");
             assert!(e.contains(key), "want {key:?} in {e}");
+            assert!(e.contains(reason), "want {reason:?} in {e}");
+        }
+    }
+
+    #[test]
+    fn gpus_functions_and_routes_parse_and_sweep() {
+        let s = parse(
+            r#"
+            [forwarder]
+            functions = ["patch0", "patch1"]
+            route = ["patch1=1"]
+            [[sweep]]
+            gpus = ["0", "0,1"]
+            "#,
+        )
+        .unwrap();
+        assert_eq!(s.points.len(), 2);
+        assert_eq!(s.points[0].gpu_list().unwrap(), vec![0]);
+        assert_eq!(s.points[1].gpu_list().unwrap(), vec![0, 1]);
+        assert_eq!(s.points[1].route_map().unwrap().get("patch1"), Some(&1));
+        assert_eq!(s.points[0].functions, vec!["patch0", "patch1"]);
+        assert!(Point::defaults().gpu_list().unwrap().is_empty());
+        for (text, reason) in [
+            ("[forwarder]\ngpus = \"0,x\"\n", "GPU indices"),
+            ("[forwarder]\nroute = [\"p=1\"]\n", "route needs gpus"),
+            ("[forwarder]\ngpus = \"0\"\nroute = [\"p\"]\n", "NAME=GPU"),
+            ("[forwarder]\nfunctions = [\"\"]\n", "functions"),
+        ] {
+            let e = parse(text).unwrap_err().to_string();
             assert!(e.contains(reason), "want {reason:?} in {e}");
         }
     }

@@ -13,6 +13,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 use qfwd::backend::Topology;
 use qfwd::config::RunConfig;
 use qfwd::mailbox::RxCompletion;
+use qfwd::stats::ShardCounts;
 use qfwd::transport::inproc;
 use qfwd::transport::udp::UdpClient;
 use qfwd::transport::TransportKind;
@@ -38,6 +39,8 @@ pub struct Measured {
     pub row: Row,
     pub outcome: Outcome,
     pub forwarder: Option<ForwarderCounts>,
+    /// Per-GPU counters of a routed forwarder (`gpus`); empty otherwise or when unknown.
+    pub shards: Vec<ShardCounts>,
 }
 
 /// Name a replayed decoder answers to (function_id = FNV-1a of it).
@@ -46,13 +49,27 @@ pub const DECODER_NAME: &str = "decode";
 /// Distinct payloads cycled through per point.
 const WORKLOAD_POOL: usize = 1024;
 
+/// The forwarder's handler list for a point: the handler under each of `functions`
+/// (`parity:patch0`, ...), or the handler alone.
+fn handler_specs(point: &Point) -> Vec<String> {
+    if point.decoder == "-" && !point.functions.is_empty() {
+        point
+            .functions
+            .iter()
+            .map(|f| format!("{}:{f}", point.handler))
+            .collect()
+    } else {
+        vec![point.handler.clone()]
+    }
+}
+
 /// The forwarder settings a point asks for.
 pub fn run_config(point: &Point) -> RunConfig {
     let defaults = RunConfig::default();
     RunConfig {
         transport: point.transport,
         listen: point.listen,
-        handlers: vec![point.handler.clone()],
+        handlers: handler_specs(point),
         topology: point.topology,
         cores: point.cores.clone(),
         duration_s: None,
@@ -79,6 +96,14 @@ pub fn run_config(point: &Point) -> RunConfig {
         decoder: (point.decoder != "-").then(|| point.decoder.clone()),
         dem: point.dem.clone(),
         decoder_name: DECODER_NAME.to_string(),
+        decoder_names: if point.decoder == "-" {
+            Vec::new()
+        } else {
+            point.functions.clone()
+        },
+        // Checked when the scenario was parsed.
+        gpus: point.gpu_list().unwrap_or_default(),
+        route: point.route_map().unwrap_or_default(),
         ..defaults
     }
 }
@@ -110,11 +135,13 @@ pub fn measure(
             });
         }
     }
+    let spread = point.functions.len().max(1);
     let workload = match (&point.decoder[..], &point.dem, &point.dets) {
         ("-", _, _) => Workload::parity(
             &point.handler,
             point.payload_bytes as usize,
-            WORKLOAD_POOL,
+            // A multiple of the function count: requests go round-robin over them.
+            WORKLOAD_POOL.next_multiple_of(spread),
             0x5eed ^ point.payload_bytes as u64,
         ),
         (decoder, Some(dem), Some(dets)) => {
@@ -126,9 +153,11 @@ pub fn measure(
                 detail: "a decoder point needs dem and dets".into(),
             })
         }
-    };
+    }
+    .spread_over(&point.functions);
     let load = load_spec(point);
     let config = run_config(point);
+    let mut shards = Vec::new();
     let (outcome, forwarder) = match (point.launch, point.transport) {
         (Launch::InProcess, TransportKind::Inproc) => {
             let slot = HEADER_LEN + (point.payload_bytes as usize).max(64) + 64;
@@ -137,6 +166,7 @@ pub fn measure(
             let outcome = emulator::run(&mut client, &workload, &load, &mut progress);
             running.stop();
             let stats = running.join()?;
+            shards = stats.shards.clone();
             (outcome?, Some(counts(&stats)))
         }
         (_, TransportKind::Rdma) => {
@@ -150,6 +180,7 @@ pub fn measure(
             let outcome = emulator::run(&mut client, &workload, &load, &mut progress);
             running.stop();
             let stats = running.join()?;
+            shards = stats.shards.clone();
             (outcome?, Some(counts(&stats)))
         }
         (Launch::InProcess, TransportKind::Udp) => {
@@ -161,6 +192,7 @@ pub fn measure(
             let outcome = emulator::run(&mut client, &workload, &load, &mut progress);
             running.stop();
             let stats = running.join()?;
+            shards = stats.shards.clone();
             (outcome?, Some(counts(&stats)))
         }
         (Launch::External, _) => {
@@ -178,7 +210,8 @@ pub fn measure(
             let child = ChildForwarder::start(point)?;
             let mut client = UdpClient::connect(child.addr)?;
             let outcome = emulator::run(&mut client, &workload, &load, &mut progress);
-            let summary = child.stop()?;
+            let (summary, per_gpu) = child.stop()?;
+            shards = per_gpu;
             (outcome?, summary)
         }
     };
@@ -219,7 +252,8 @@ pub fn measure(
         clock: "CLOCK_MONOTONIC".into(),
         cpu: prov.cpu.clone(),
         gpu: if point.topology.needs_gpu() {
-            qfwd::gpu::describe(point.gpu_device)
+            // Routed: the first GPU (`gpus` lists them all).
+            qfwd::gpu::describe(config.gpu_list()[0])
                 .map(|g| g.csv_label())
                 .unwrap_or_else(|_| prov.gpu.clone())
         } else {
@@ -238,6 +272,21 @@ pub fn measure(
         host: prov.host.clone(),
         git_rev: prov.git_rev.clone(),
         timestamp_utc: provenance::timestamp_utc(),
+        gpus: if config.routed() {
+            list(&config.gpus)
+        } else {
+            "-".into()
+        },
+        functions: point.functions.len().max(1) as u32,
+        per_gpu_completed: if shards.is_empty() {
+            "-".into()
+        } else {
+            shards
+                .iter()
+                .map(|s| format!("{}:{}", s.gpu, s.completed))
+                .collect::<Vec<_>>()
+                .join(";")
+        },
         ..Row::default()
     };
     row.set_latencies(&outcome.histogram);
@@ -245,7 +294,15 @@ pub fn measure(
         row,
         outcome,
         forwarder,
+        shards,
     })
+}
+
+fn list(v: &[usize]) -> String {
+    v.iter()
+        .map(|g| g.to_string())
+        .collect::<Vec<_>>()
+        .join(",")
 }
 
 fn counts(s: &qfwd::stats::Stats) -> ForwarderCounts {
@@ -304,8 +361,11 @@ impl ChildForwarder {
             .arg(addr.to_string())
             .arg("--topology")
             .arg(point.topology.to_string())
-            .arg("--handler")
-            .arg(&point.handler)
+            .args(
+                handler_specs(point)
+                    .iter()
+                    .flat_map(|h| ["--handler", h.as_str()]),
+            )
             .arg("--idle")
             .arg(match point.idle {
                 qfwd::forward::IdlePolicy::Spin => "spin",
@@ -321,10 +381,23 @@ impl ChildForwarder {
             .arg((point.payload_bytes as usize).max(4096).to_string());
         if let (d, Some(dem)) = (&point.decoder, &point.dem) {
             if d != "-" {
-                cmd.args(["--decoder", d, "--name", DECODER_NAME])
-                    .arg("--dem")
-                    .arg(dem);
+                cmd.args(["--decoder", d]).arg("--dem").arg(dem);
+                if point.functions.is_empty() {
+                    cmd.args(["--name", DECODER_NAME]);
+                }
+                for f in &point.functions {
+                    cmd.args(["--name", f]);
+                }
             }
+        }
+        let gpus = point.gpu_list().unwrap_or_default();
+        if !gpus.is_empty() {
+            cmd.arg("--gpus").arg(list(&gpus));
+            for r in &point.route {
+                cmd.arg("--route").arg(r);
+            }
+        } else if point.topology.needs_gpu() {
+            cmd.arg("--gpu").arg(point.gpu_device.to_string());
         }
         if !point.cores.is_empty() {
             let list: Vec<String> = point.cores.iter().map(|c| c.to_string()).collect();
@@ -386,8 +459,8 @@ impl ChildForwarder {
         }
     }
 
-    /// SIGTERM, wait for the summary (5 s), then parse its counters.
-    fn stop(mut self) -> Result<Option<ForwarderCounts>> {
+    /// SIGTERM, wait for the summary (5 s), then parse its counters (and per-GPU ones).
+    fn stop(mut self) -> Result<(Option<ForwarderCounts>, Vec<ShardCounts>)> {
         let pid = self.child.id().to_string();
         let _ = Command::new("kill").args(["-TERM", &pid]).status();
         let deadline = Instant::now() + Duration::from_secs(5);
@@ -408,12 +481,16 @@ impl ChildForwarder {
             });
         }
         let mut summary = None;
+        let mut shards = Vec::new();
         while let Ok(line) = self.lines.recv_timeout(Duration::from_millis(500)) {
             if let Some(c) = parse_summary(&line) {
                 summary = Some(c);
             }
+            if let Some(s) = parse_shard_line(&line) {
+                shards.push(s);
+            }
         }
-        Ok(summary)
+        Ok((summary, shards))
     }
 }
 
@@ -440,6 +517,28 @@ pub fn parse_summary(line: &str) -> Option<ForwarderCounts> {
             answered_ok,
             answered_error,
             dropped,
+        }),
+        _ => None,
+    }
+}
+
+/// Parses a summary's per-GPU line, `  gpu 1: submitted S, completed C, rejected R`.
+pub fn parse_shard_line(line: &str) -> Option<ShardCounts> {
+    let rest = line.trim().strip_prefix("gpu ")?;
+    let nums: Vec<u64> = rest
+        .split(|c: char| !c.is_ascii_digit())
+        .filter(|s| !s.is_empty())
+        .filter_map(|s| s.parse().ok())
+        .collect();
+    if !rest.contains("submitted") {
+        return None;
+    }
+    match nums[..] {
+        [gpu, submitted, completed, rejected] => Some(ShardCounts {
+            gpu: gpu as usize,
+            submitted,
+            completed,
+            rejected,
         }),
         _ => None,
     }
@@ -490,6 +589,9 @@ pub fn accounting_line(m: &Measured) -> String {
             }
         ));
     }
+    for sh in &m.shards {
+        s.push_str(&format!("\nforwarder {sh}"));
+    }
     s
 }
 
@@ -512,17 +614,49 @@ pub struct SweepArgs {
     /// Override samples for every point (quick checks).
     #[arg(long)]
     pub samples: Option<u64>,
+    /// Run every point with this topology instead, e.g. `cpu` to run a GPU scenario's shape
+    /// on a host without GPUs (`gpus` then labels host shards).
+    #[arg(long)]
+    pub topology: Option<Topology>,
+    /// Drop the scenario's pinning (`cores`, `emulator_core`) and let idle threads yield:
+    /// for machines with fewer cores than the scenario pins (CI).
+    #[arg(long)]
+    pub unpinned: bool,
+}
+
+/// Applies the command-line overrides of [`SweepArgs`] to every point.
+pub fn adapt(
+    points: &mut [Point],
+    samples: Option<u64>,
+    topology: Option<Topology>,
+    unpinned: bool,
+) {
+    for p in points {
+        if let Some(n) = samples {
+            p.samples = n;
+            p.duration_s = None;
+        }
+        if let Some(t) = topology {
+            p.topology = t;
+        }
+        if unpinned {
+            p.cores.clear();
+            p.emulator_core = None;
+            p.idle = qfwd::forward::IdlePolicy::Yield;
+            p.emulator_idle = qfwd::forward::IdlePolicy::Yield;
+        }
+    }
 }
 
 /// Runs a sweep; returns the rows written.
 pub fn run(args: &SweepArgs) -> Result<Vec<Row>> {
     let mut scenario = Scenario::load(&args.scenario)?;
-    if let Some(n) = args.samples {
-        for p in &mut scenario.points {
-            p.samples = n;
-            p.duration_s = None;
-        }
-    }
+    adapt(
+        &mut scenario.points,
+        args.samples,
+        args.topology,
+        args.unpinned,
+    );
     let out = args
         .out
         .clone()
@@ -573,6 +707,9 @@ pub fn run_scenario(scenario: &Scenario, out: &Path) -> Result<Vec<Row>> {
                 m.row.errors,
                 m.row.dropped
             );
+            if !m.shards.is_empty() {
+                eprintln!("  completed per GPU (GPU:count): {}", m.row.per_gpu_completed);
+            }
             if m.row.errors > 0 || m.row.dropped > 0 || m.forwarder.is_some_and(|f| f.received != m.outcome.sent) {
                 eprintln!("  {}", accounting_line(&m).replace('\n', "\n  "));
             }
@@ -603,6 +740,96 @@ mod tests {
             }
         );
         assert!(parse_summary("service time: p50").is_none());
+    }
+
+    #[test]
+    fn per_gpu_summary_lines_parse() {
+        let s = ShardCounts {
+            gpu: 1,
+            submitted: 7,
+            completed: 6,
+            rejected: 2,
+        };
+        // The line `qfwd run` prints at exit.
+        assert_eq!(parse_shard_line(&format!("  {s}")), Some(s));
+        assert!(parse_shard_line("gpu 0 sub 3").is_none());
+    }
+
+    #[test]
+    fn routed_points_spread_requests_over_functions_and_gpus() {
+        let s = Scenario::parse(
+            r#"
+            [forwarder]
+            topology = "cpu"
+            idle = "yield"
+            functions = ["patch0", "patch1", "patch2"]
+            [load]
+            mode = "ping-pong"
+            warmup = 30
+            samples = 300
+            emulator_idle = "yield"
+            [[sweep]]
+            gpus = ["-", "0", "0,1"]
+            "#,
+            Path::new("t.toml"),
+        )
+        .unwrap();
+        let prov = Provenance::detect();
+        let mut rows = vec![];
+        for p in &s.points {
+            let c = run_config(p);
+            assert_eq!(
+                c.handlers,
+                vec!["parity:patch0", "parity:patch1", "parity:patch2"]
+            );
+            let m = measure(p, "t", "r", &prov, |_| {}).unwrap();
+            assert_eq!(m.outcome.ok, 330, "{}", m.outcome);
+            assert_eq!(m.row.functions, 3);
+            rows.push((m.row.gpus.clone(), m.row.per_gpu_completed.clone()));
+        }
+        // Round-robin over 3 functions, dealt over 2 GPUs: patch0, patch2 -> 0; patch1 -> 1.
+        assert_eq!(
+            rows,
+            vec![
+                ("-".to_string(), "-".to_string()),
+                ("0".to_string(), "0:330".to_string()),
+                ("0,1".to_string(), "0:220;1:110".to_string()),
+            ]
+        );
+    }
+
+    /// The shipped multi-GPU scenario's shape on the host (topology cpu, host shards), as
+    /// `qfwd-latency sweep scenarios/multi-gpu.toml --topology cpu --unpinned` runs it: one
+    /// low-rate point per `gpus` value, so CI exercises routing through the harness.
+    #[test]
+    fn the_multi_gpu_scenario_runs_on_the_cpu_topology() {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../scenarios/multi-gpu.toml");
+        let mut s = Scenario::load(&path).unwrap();
+        adapt(&mut s.points, Some(500), Some(Topology::Cpu), true);
+        let prov = Provenance::detect();
+        let mut seen = Vec::new();
+        for p in s.points.iter_mut() {
+            if seen.contains(&p.gpus) {
+                continue;
+            }
+            seen.push(p.gpus.clone());
+            p.rate_hz = 20_000;
+            p.warmup = 100;
+            let m = measure(p, &s.name, "r", &prov, |_| {}).unwrap();
+            assert_eq!(m.outcome.ok, 600, "{}", accounting_line(&m));
+            let gpus = p.gpu_list().unwrap();
+            assert_eq!(m.shards.len(), gpus.len());
+            // Patches dealt evenly: every GPU completes its share.
+            for sh in &m.shards {
+                assert_eq!(
+                    sh.completed,
+                    600 / gpus.len() as u64,
+                    "{}",
+                    accounting_line(&m)
+                );
+            }
+        }
+        assert_eq!(seen, vec!["0".to_string(), "0,1".to_string()]);
     }
 
     #[test]
