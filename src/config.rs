@@ -37,7 +37,8 @@ pub struct RunConfig {
     pub handlers: Vec<String>,
     /// Where requests are computed.
     pub topology: Topology,
-    /// CPU cores to pin to: the first is the forwarding thread's.
+    /// CPU cores to pin to: the forwarding thread, then (soft NIC transport) the NIC
+    /// thread and the cpu-assisted proxy thread.
     pub cores: Vec<usize>,
     /// Stop after this many seconds; absent = until Ctrl-C / SIGTERM.
     pub duration_s: Option<f64>,
@@ -330,6 +331,9 @@ impl RunConfig {
             rx_slot_bytes: (crate::wire::HEADER_LEN + self.max_request_bytes).next_multiple_of(64)
                 as u32,
             idle: self.idle,
+            // `cores` = [forwarder, soft NIC, cpu-assisted proxy].
+            nic_core: self.cores.get(1).copied(),
+            proxy_core: self.cores.get(2).copied(),
             ..crate::softnic::SoftNicConfig::new(self.doorbell)
         }
     }

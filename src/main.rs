@@ -76,7 +76,8 @@ struct RunArgs {
     /// Where requests are computed: cpu, gpu-launch, gpu-graph, gpu-persistent.
     #[arg(long)]
     topology: Option<Topology>,
-    /// CPU cores to pin to (comma-separated); the first runs the forwarding loop.
+    /// CPU cores to pin to (comma-separated): the forwarding loop, then the soft NIC thread
+    /// and the cpu-assisted proxy (transport softnic).
     #[arg(long, value_delimiter = ',', value_name = "N,...")]
     cores: Vec<usize>,
     /// Seconds to serve, then exit [default: until Ctrl-C / SIGTERM].

@@ -207,6 +207,9 @@ pub struct Outcome {
     /// Requests the transport refused at first try (full ring or socket buffer); they
     /// were retried, and their wait is inside their latency.
     pub send_retries: u64,
+    /// Ping-pong stopped sending after this many requests in a row were lost (the system
+    /// under test is not answering; waiting out every timeout would take hours).
+    pub abandoned_after: Option<u64>,
 }
 
 impl Outcome {
@@ -298,6 +301,7 @@ pub fn run<C: Client>(
         tx: vec![0u8; workload.datagrams.iter().map(Vec::len).max().unwrap_or(0)],
         start: Instant::now(),
         last_answer_ns: 0,
+        abandoned_after: None,
     };
     let step = (total / 100).max(1);
     match load.mode {
@@ -329,10 +333,15 @@ pub fn run<C: Client>(
         malformed: run.malformed,
         elapsed: Duration::from_nanos(run.last_answer_ns.max(1)),
         send_retries: run.send_retries,
+        abandoned_after: run.abandoned_after,
     })
 }
 
+/// Ping-pong gives up after this many consecutive lost requests.
+const MAX_LOST_IN_A_ROW: u64 = 8;
+
 struct Run {
+    abandoned_after: Option<u64>,
     entries: Vec<Entry>,
     histogram: Histogram<u64>,
     outcome_errors: Vec<(i32, u64)>,
@@ -474,6 +483,7 @@ impl Run {
         step: u64,
         progress: &mut impl FnMut(u64),
     ) -> Result<()> {
+        let mut lost_in_a_row = 0;
         for id in 0..total {
             if id % step == 0 {
                 progress(id);
@@ -488,6 +498,15 @@ impl Run {
                     }
                     self.idle(load);
                 }
+            }
+            if self.entries[id as usize].state == State::Sent {
+                lost_in_a_row += 1;
+                if lost_in_a_row == MAX_LOST_IN_A_ROW {
+                    self.abandoned_after = Some(lost_in_a_row);
+                    break;
+                }
+            } else {
+                lost_in_a_row = 0;
             }
         }
         self.wait_for_stragglers(client, workload, load)
@@ -596,6 +615,13 @@ impl fmt::Display for Outcome {
         for (code, n) in &self.error_status {
             write!(f, "\n  status {code} ({}): {n}", wire::status::name(*code))?;
         }
+        if let Some(n) = self.abandoned_after {
+            write!(
+                f,
+                "\n  ABANDONED: {n} requests in a row got no answer within the timeout; \
+                 the rest were not sent"
+            )?;
+        }
         Ok(())
     }
 }
@@ -703,6 +729,26 @@ mod tests {
         .unwrap();
         assert_eq!((o.sent, o.lost), (5, 5), "{o}");
         assert!(o.adds_up());
+        assert_eq!(o.abandoned_after, None);
+
+        // A dead forwarder: ping-pong stops after a few timeouts instead of waiting out
+        // every one, and what was sent still adds up.
+        let l = LoadSpec { samples: 1000, ..l };
+        let o = run(
+            &mut client,
+            &Workload::parity("parity", 8, 1, 4),
+            &l,
+            |_| {},
+        )
+        .unwrap();
+        assert_eq!(o.abandoned_after, Some(MAX_LOST_IN_A_ROW), "{o}");
+        assert_eq!(
+            (o.sent, o.lost),
+            (MAX_LOST_IN_A_ROW, MAX_LOST_IN_A_ROW),
+            "{o}"
+        );
+        assert!(o.adds_up());
+        assert!(o.to_string().contains("ABANDONED"), "{o}");
     }
 
     #[test]

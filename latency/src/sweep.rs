@@ -16,7 +16,7 @@ use qfwd::mailbox::RxCompletion;
 use qfwd::stats::ShardCounts;
 use qfwd::transport::inproc;
 use qfwd::transport::udp::UdpClient;
-use qfwd::transport::TransportKind;
+use qfwd::transport::{Client, TransportKind};
 use qfwd::wire::HEADER_LEN;
 
 use crate::emulator::{self, LoadSpec, Outcome, Workload};
@@ -119,22 +119,45 @@ fn load_spec(point: &Point) -> LoadSpec {
     }
 }
 
+/// Runs the emulator on a thread of its own, pinned to `core`: the caller's CPU mask stays
+/// as it was, so threads the next forwarder starts (the soft NIC's) never inherit the
+/// emulator's core.
+fn run_emulator<C: Client + Send>(
+    core: Option<usize>,
+    client: &mut C,
+    workload: &Workload,
+    load: &LoadSpec,
+    progress: &mut (impl FnMut(u64) + Send),
+) -> Result<Outcome> {
+    std::thread::scope(|scope| {
+        scope
+            .spawn(move || {
+                if let Some(c) = core {
+                    if !core_affinity::set_for_current(core_affinity::CoreId { id: c }) {
+                        return Err(Error::Emulator {
+                            target: "local".into(),
+                            detail: format!("cannot pin the emulator to core {c}"),
+                        });
+                    }
+                }
+                emulator::run(client, workload, load, progress)
+            })
+            .join()
+            .map_err(|_| Error::Emulator {
+                target: "local".into(),
+                detail: "the emulator thread panicked".into(),
+            })?
+    })
+}
+
 /// Measures one point. `progress` gets the number of requests sent so far.
 pub fn measure(
     point: &Point,
     scenario: &str,
     run_id: &str,
     prov: &Provenance,
-    mut progress: impl FnMut(u64),
+    mut progress: impl FnMut(u64) + Send,
 ) -> Result<Measured> {
-    if let Some(c) = point.emulator_core {
-        if !core_affinity::set_for_current(core_affinity::CoreId { id: c }) {
-            return Err(Error::Emulator {
-                target: "local".into(),
-                detail: format!("cannot pin the emulator to core {c}"),
-            });
-        }
-    }
     let spread = point.functions.len().max(1);
     let workload = match (&point.decoder[..], &point.dem, &point.dets) {
         ("-", _, _) => Workload::parity(
@@ -163,7 +186,13 @@ pub fn measure(
             let slot = HEADER_LEN + (point.payload_bytes as usize).max(64) + 64;
             let (mut client, server) = inproc::channel(4096, slot)?;
             let running = qfwd::serve::spawn_inproc(&config, server)?;
-            let outcome = emulator::run(&mut client, &workload, &load, &mut progress);
+            let outcome = run_emulator(
+                point.emulator_core,
+                &mut client,
+                &workload,
+                &load,
+                &mut progress,
+            );
             running.stop();
             let stats = running.join()?;
             shards = stats.shards.clone();
@@ -177,7 +206,13 @@ pub fn measure(
         }
         (Launch::InProcess, TransportKind::Softnic) => {
             let (mut client, running) = qfwd::serve::spawn_softnic_inproc(&config)?;
-            let outcome = emulator::run(&mut client, &workload, &load, &mut progress);
+            let outcome = run_emulator(
+                point.emulator_core,
+                &mut client,
+                &workload,
+                &load,
+                &mut progress,
+            );
             running.stop();
             let stats = running.join()?;
             shards = stats.shards.clone();
@@ -189,7 +224,13 @@ pub fn measure(
                 .local_addr()
                 .expect("a UDP forwarder has an address");
             let mut client = UdpClient::connect(addr)?;
-            let outcome = emulator::run(&mut client, &workload, &load, &mut progress);
+            let outcome = run_emulator(
+                point.emulator_core,
+                &mut client,
+                &workload,
+                &load,
+                &mut progress,
+            );
             running.stop();
             let stats = running.join()?;
             shards = stats.shards.clone();
@@ -202,14 +243,26 @@ pub fn measure(
             })?;
             let mut client = UdpClient::connect(target)?;
             (
-                emulator::run(&mut client, &workload, &load, &mut progress)?,
+                run_emulator(
+                    point.emulator_core,
+                    &mut client,
+                    &workload,
+                    &load,
+                    &mut progress,
+                )?,
                 None,
             )
         }
         (Launch::Child, _) => {
             let child = ChildForwarder::start(point)?;
             let mut client = UdpClient::connect(child.addr)?;
-            let outcome = emulator::run(&mut client, &workload, &load, &mut progress);
+            let outcome = run_emulator(
+                point.emulator_core,
+                &mut client,
+                &workload,
+                &load,
+                &mut progress,
+            );
             let (summary, per_gpu) = child.stop()?;
             shards = per_gpu;
             (outcome?, summary)

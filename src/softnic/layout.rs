@@ -71,6 +71,10 @@ pub struct SoftNicConfig {
     pub bf_wait: Duration,
     /// How long dropping the NIC waits for its threads to stop.
     pub stop_timeout: Duration,
+    /// Cores for the NIC thread and the `cpu-assisted` proxy thread (`None`: wherever the
+    /// starting thread may run; pin them when other threads spin on pinned cores).
+    pub nic_core: Option<usize>,
+    pub proxy_core: Option<usize>,
 }
 
 impl Default for SoftNicConfig {
@@ -93,6 +97,8 @@ impl Default for SoftNicConfig {
             send_timeout: Duration::from_millis(200),
             bf_wait: Duration::from_millis(5),
             stop_timeout: Duration::from_secs(2),
+            nic_core: None,
+            proxy_core: None,
         }
     }
 }

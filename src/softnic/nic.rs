@@ -249,9 +249,12 @@ impl SoftNic {
             wqe: [0; MAX_WQE_BYTES],
             host: host_path.then(|| RespConsumer::new(&region, &layout)),
         };
-        let worker = Worker::spawn("qfwd-softnic", config.stop_timeout, move |stop| {
-            nic.run(&stop)
-        })?;
+        let worker = Worker::spawn(
+            "qfwd-softnic",
+            config.stop_timeout,
+            config.nic_core,
+            move |stop| nic.run(&stop),
+        )?;
         Ok(SoftNic {
             worker,
             stats,

@@ -150,10 +150,12 @@ impl SoftNicTransport {
                 let shared = stats.clone();
                 let idle = config.idle;
                 let wait = config.bf_wait;
-                let proxy =
-                    Worker::spawn("qfwd-softnic-proxy", config.stop_timeout, move |stop| {
-                        proxy_loop(&stop, &mut sq, &mut consumer, &shared, idle, wait)
-                    })?;
+                let proxy = Worker::spawn(
+                    "qfwd-softnic-proxy",
+                    config.stop_timeout,
+                    config.proxy_core,
+                    move |stop| proxy_loop(&stop, &mut sq, &mut consumer, &shared, idle, wait),
+                )?;
                 Tx::Proxied { ring, proxy, stats }
             }
         };

@@ -19,16 +19,26 @@ pub(crate) struct Worker {
 }
 
 impl Worker {
+    /// Starts `body` on a thread named `name`, pinned to `core` when given (a core that
+    /// cannot be had is reported once on stderr and the thread runs unpinned).
     pub(crate) fn spawn(
         name: &'static str,
         timeout: Duration,
+        core: Option<usize>,
         body: impl FnOnce(Arc<AtomicBool>) + Send + 'static,
     ) -> Result<Worker> {
         let stop = Arc::new(AtomicBool::new(false));
         let flag = stop.clone();
         let handle = std::thread::Builder::new()
             .name(name.to_string())
-            .spawn(move || body(flag))
+            .spawn(move || {
+                if let Some(c) = core {
+                    if !core_affinity::set_for_current(core_affinity::CoreId { id: c }) {
+                        eprintln!("qfwd: {name}: cannot pin to core {c}; running unpinned");
+                    }
+                }
+                body(flag)
+            })
             .map_err(|source| Error::Io {
                 what: format!("cannot start thread {name}"),
                 source,
