@@ -39,6 +39,7 @@ typedef unsigned long long u64;
 #define QFWD_CONTROL_RELEASE_OFFSET 0u
 #define QFWD_STATE_CLAIM_STRIDE 128u
 #define QFWD_MAX_GROUPS 32u
+#define QFWD_MAX_WARPS_PER_BLOCK 32u
 #define QFWD_STATE_COUNTERS_OFFSET 4096u
 #define QFWD_COUNTERS_PER_POLLER 4u
 #define QFWD_MAX_STALL_US 10000000u
@@ -446,42 +447,43 @@ static __device__ __forceinline__ void position_follow(Position& p, u64 k, u32 g
     }
 }
 
-// ---- phase grid ------------------------------------------------------------------------
+// ---- poll spacing ----------------------------------------------------------------------
 
-// One read of host memory, timed in SM cycles: the best of 16 (ignores a stray slow one).
-// Called by one thread at start-up; the read is of chunk 0 of slot 0 and changes nothing.
-static __device__ u64 measure_poll_period(u64 req_ring)
+// The warps of a group keep their reads of a slot spread over one read round trip (DESIGN
+// §5 lesson 2): before a read, a warp waits until a fraction 1/pps of a round trip has
+// passed since the group's previous read. Round trips are measured as the kernel runs, in
+// SM cycles (the clock changes with the GPU's boost state, so a start-up calibration
+// would go stale). Shared memory: the warps of a group sit in one block.
+struct PollSpacing {
+    u64 last_issue; // SM cycles of the group's latest read
+    u64 rtt;        // estimated read round trip, SM cycles
+};
+
+// Lane 0: waits for the group's next read time and takes it; returns the issue time.
+static __device__ __forceinline__ u64 spacing_wait(volatile PollSpacing* g, u32 pps)
 {
-    u64 best = ~0ull;
-    u32 sink = 0u;
-    for (u32 i = 0u; i < 16u; ++i) {
-        const u64 c0 = (u64)clock64();
-        const Chunk c = load_chunk(req_ring);
-        // Using the value makes the clock read below wait for the load.
-        sink += c.tag ^ c.x;
-        asm volatile("" : "+r"(sink));
-        const u64 c1 = (u64)clock64();
-        if (c1 - c0 < best) {
-            best = c1 - c0;
-        }
+    const u64 earliest = g->last_issue + g->rtt / pps;
+    u64 now = (u64)clock64();
+    // Bounded: rtt is capped (spacing_observe), so this waits at most a few µs.
+    while (now < earliest) {
+        now = (u64)clock64();
     }
-    // A little more than one round trip: a warp whose read came back waits briefly for
-    // its grid point instead of missing it and waiting a whole period.
-    return best + best / 4u + (u64)(sink & 1u);
+    g->last_issue = now;
+    return now;
 }
 
-// Waits until grid point `next_at` (SM cycles) and returns the following one. A warp that
-// is late (it was serving, or its read was slow) skips to its next point in the future, so
-// its phase, not its history, decides when it reads.
-static __device__ __forceinline__ u64 wait_for_grid(u64 next_at, u64 period)
+// Lane 0: folds one read's round trip into the estimate: down at once, up slowly, and an
+// outlier (a preempted warp) moves it by a bounded step.
+static __device__ __forceinline__ void spacing_observe(volatile PollSpacing* g, u64 issued)
 {
-    u64 now = (u64)clock64();
-    while (next_at < now) {
-        next_at += period;
+    const u64 took = (u64)clock64() - issued;
+    const u64 est = g->rtt;
+    if (took < est) {
+        g->rtt = took;
+    } else {
+        const u64 capped = took < 2u * est + 256u ? took : 2u * est + 256u;
+        g->rtt = est + (capped - est) / 16u;
     }
-    while ((u64)clock64() < next_at) {
-    }
-    return next_at + period;
 }
 
 // ---- kernels ---------------------------------------------------------------------------
@@ -514,18 +516,16 @@ static __device__ __forceinline__ u64 wait_for_grid(u64 next_at, u64 period)
 extern "C" __global__ void QFWD_PERSISTENT_BOUNDS qfwd_persistent(u64 req_ring, u64 resp_ring, u64 control, u64 state,
                                            u32 slots, u32 req_slot_bytes, u32 resp_slot_bytes,
                                            u32 rx_inline, u32 poll_chunks, u32 pollers,
-                                           u32 pollers_per_slot, u32 phase_grid, u64 nic)
+                                           u32 pollers_per_slot, u32 poll_spacing, u64 nic)
 {
     extern __shared__ u32 smem[];
-    __shared__ u64 poll_period_cycles;
+    __shared__ PollSpacing spacing[QFWD_MAX_WARPS_PER_BLOCK];
     const u32 lane = threadIdx.x & (QFWD_WARP - 1u);
     const u32 warp_in_block = threadIdx.x / QFWD_WARP;
     const u32 warp = blockIdx.x * (blockDim.x / QFWD_WARP) + warp_in_block;
-    // The phase grid's period: one read round trip of host memory, measured here (it
-    // differs between hosts), before any warp leaves, so the barrier sees every thread.
-    if (threadIdx.x == 0u) {
-        poll_period_cycles =
-            (phase_grid != 0u && pollers_per_slot > 1u) ? measure_poll_period(req_ring) : 0ull;
+    if (threadIdx.x < QFWD_MAX_WARPS_PER_BLOCK) {
+        spacing[threadIdx.x].last_issue = 0ull;
+        spacing[threadIdx.x].rtt = 0ull;
     }
     __syncthreads();
     if (warp >= pollers) {
@@ -551,15 +551,11 @@ extern "C" __global__ void QFWD_PERSISTENT_BOUNDS qfwd_persistent(u64 req_ring, 
     const bool reply = nic != 0ull;
 
     u64 polls = 0ull, served = 0ull, torn = 0ull, lost = 0ull;
-    // Phase grid (DESIGN §5 lesson 2): the warps of a group issue their reads of a slot
-    // at evenly spaced times, rank r at r/pps of a period past the grid, so a request
-    // waits a fraction of a round trip to be seen. A one-off start-up stagger is not
-    // enough: serving a request brings every warp of the group back in phase.
-    const u64 period = poll_period_cycles;
-    u64 next_at = 0ull;
-    if (period != 0ull) {
-        next_at = (u64)clock64() + period + (period * rank) / pollers_per_slot;
-    }
+    // Spaced reads only for groups of several warps; a group's slot in `spacing` is its
+    // first warp's index in the block (a group split over blocks spaces each part).
+    const bool spaced = poll_spacing != 0u && pollers_per_slot > 1u;
+    volatile PollSpacing* my_spacing = &spacing[warp_in_block - min_u32(rank, warp_in_block)];
+    u64 issued = 0ull;
     bool reread = false;
     u64 k0 = 0ull;
     if (lane == 0u) {
@@ -569,9 +565,10 @@ extern "C" __global__ void QFWD_PERSISTENT_BOUNDS qfwd_persistent(u64 req_ring, 
     position_at(pos, __shfl_sync(QFWD_FULL_MASK, k0, 0), group, groups, slots);
 
     for (;;) {
-        if (period != 0ull && !reread) {
-            next_at = wait_for_grid(next_at, period);
+        if (spaced && lane == 0u && !reread) {
+            issued = spacing_wait(my_spacing, pollers_per_slot);
         }
+        __syncwarp();
         reread = false;
         ++polls;
         const u64 req = req_ring + (u64)pos.slot * req_slot_bytes;
@@ -588,6 +585,10 @@ extern "C" __global__ void QFWD_PERSISTENT_BOUNDS qfwd_persistent(u64 req_ring, 
         }
         ticket = __shfl_sync(QFWD_FULL_MASK, ticket, 0);
         const u32 tag0 = __shfl_sync(QFWD_FULL_MASK, lc.c[0].tag, 0);
+        if (spaced && lane == 0u && issued != 0ull) {
+            spacing_observe(my_spacing, issued);
+            issued = 0ull;
+        }
         if (tag0 == QFWD_STOP_TAG) {
             break;
         }

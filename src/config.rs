@@ -68,6 +68,8 @@ pub struct RunConfig {
     /// gpu-persistent: warps polling each slot out of phase (must divide `pollers`);
     /// absent = the smaller of 2 and `pollers`.
     pub pollers_per_slot: Option<u32>,
+    /// gpu-persistent: a slot's warps space their reads over one read round trip.
+    pub poll_spacing: bool,
     /// GPU topologies: request slots (requests on the GPU at once).
     pub slots: usize,
     /// softnic transport: how responses are announced to the NIC.
@@ -107,6 +109,7 @@ impl Default for RunConfig {
             rx_completion: RxCompletion::Inline,
             pollers: GpuOptions::default().pollers,
             pollers_per_slot: None,
+            poll_spacing: true,
             slots: GpuOptions::default().slots,
             doorbell: Doorbell::BlueFlame,
             decoder: None,
@@ -274,6 +277,7 @@ impl RunConfig {
             rx_completion: self.rx_completion,
             pollers: self.pollers,
             pollers_per_slot: self.pollers_per_slot.unwrap_or(self.pollers.min(2)),
+            poll_spacing: self.poll_spacing,
             ..GpuOptions::default()
         }
     }

@@ -124,6 +124,11 @@ struct RunArgs {
     /// [default: min(2, pollers)].
     #[arg(long)]
     pollers_per_slot: Option<u32>,
+    /// gpu-persistent: the warps of a slot space their reads over one PCIe read round
+    /// trip (measured by the kernel), so a request waits a fraction of it to be seen
+    /// [default: on].
+    #[arg(long, value_name = "on|off", value_parser = parse_on_off)]
+    poll_spacing: Option<bool>,
     /// GPU topologies: request slots, i.e. requests on the GPU at once [default: 64].
     #[arg(long)]
     slots: Option<usize>,
@@ -206,6 +211,9 @@ impl RunArgs {
         if self.pollers_per_slot.is_some() {
             c.pollers_per_slot = self.pollers_per_slot;
         }
+        if let Some(v) = self.poll_spacing {
+            c.poll_spacing = v;
+        }
         if let Some(v) = self.slots {
             c.slots = v;
         }
@@ -274,5 +282,13 @@ fn main() -> ExitCode {
             eprintln!("qfwd: error: {e}");
             ExitCode::FAILURE
         }
+    }
+}
+
+fn parse_on_off(s: &str) -> Result<bool, String> {
+    match s {
+        "on" => Ok(true),
+        "off" => Ok(false),
+        _ => Err(format!("{s:?}: expected on or off")),
     }
 }

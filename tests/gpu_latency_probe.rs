@@ -171,20 +171,20 @@ fn latency_probe() {
         (Buffer, 8, 2, 0, true),
         (Buffer, 8, 4, 0, true),
     ];
-    for &(rx, pollers, pollers_per_slot, warps_per_block, phase_grid) in rows {
+    for &(rx, pollers, pollers_per_slot, warps_per_block, poll_spacing) in rows {
         let o = GpuOptions {
             rx_completion: rx,
             pollers,
             pollers_per_slot,
             warps_per_block,
-            phase_grid,
+            poll_spacing,
             ..base.clone()
         };
         let mut b = gpu::persistent_backend(&o).unwrap();
         let s = ping_pong(&mut b, warmup, samples);
         let c = PollerCounters::total(&b.shutdown(Duration::from_secs(2)).unwrap());
         let placement = if warps_per_block == 0 { "" } else { " spread" };
-        let grid = if phase_grid { " grid" } else { "" };
+        let grid = if poll_spacing { " spaced" } else { "" };
         row(
             &format!(
                 "gpu-persistent {rx} {pollers:>2} pollers, {pollers_per_slot:>2}/slot{placement}{grid}"

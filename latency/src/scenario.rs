@@ -87,6 +87,9 @@ pub struct Point {
     /// Warps polling each slot (must divide `pollers`); absent = min(2, pollers).
     #[serde(default)]
     pub pollers_per_slot: Option<u32>,
+    /// Warps of a slot space their reads over a round trip (gpu-persistent).
+    #[serde(default = "d_true")]
+    pub poll_spacing: bool,
     /// GPU request slots; 0 = the forwarder's default (64).
     #[serde(default)]
     pub slots: usize,
@@ -192,6 +195,10 @@ fn d_warmup() -> u64 {
 fn d_samples() -> u64 {
     10_000
 }
+fn d_true() -> bool {
+    true
+}
+
 fn d_timeout_ms() -> u64 {
     1_000
 }
@@ -210,6 +217,7 @@ pub const FORWARDER_KEYS: &[&str] = &[
     "rx_completion",
     "pollers",
     "pollers_per_slot",
+    "poll_spacing",
     "slots",
     "gpu_device",
     "doorbell",

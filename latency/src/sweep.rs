@@ -87,6 +87,7 @@ pub fn run_config(point: &Point) -> RunConfig {
             point.pollers
         },
         pollers_per_slot: point.pollers_per_slot,
+        poll_spacing: point.poll_spacing,
         slots: if point.slots == 0 {
             defaults.slots
         } else {

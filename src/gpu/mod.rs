@@ -88,10 +88,14 @@ pub struct GpuOptions {
     /// Chunks (16 B) a poll reads at once, 1 ..= 32: requests up to `12 * poll_chunks - 8`
     /// bytes (inline) arrive in one read; larger ones cost a second read.
     pub poll_chunks: u32,
-    /// The warps of a group read their slot on a phase grid, evenly spaced over one read
-    /// round trip (measured by the kernel at start), instead of wherever the last request
-    /// left them (in phase: every warp resumes polling right after a request is served).
-    pub phase_grid: bool,
+    /// `uf` only: requests of at most this many defects are answered from a table of the
+    /// CPU uf's outputs precomputed at start-up (one load; [`crate::decode::uf_table`]).
+    /// `None` (default): the largest K within a start-up budget; `Some(0)`: no table.
+    pub uf_table_max_defects: Option<u32>,
+    /// The warps of a group space their reads of a slot over one read round trip (which
+    /// the kernel keeps measuring), instead of reading wherever the last request left them
+    /// (in phase: every warp resumes polling right after a request is served).
+    pub poll_spacing: bool,
 }
 
 impl Default for GpuOptions {
@@ -111,7 +115,8 @@ impl Default for GpuOptions {
             pollers_per_slot: 2,
             warps_per_block: 0,
             poll_chunks: 4,
-            phase_grid: true,
+            uf_table_max_defects: None,
+            poll_spacing: true,
         }
     }
 }
