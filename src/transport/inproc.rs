@@ -3,12 +3,16 @@
 //!
 //! It plays the part of NIC DMA: the emulator's writes land directly in the forwarder's
 //! receive ring, so measurements isolate the forwarding and GPU path from the network
-//! stack. Slots hold their bytes in `AtomicU64` words so the ring needs no `unsafe`:
-//! the producer fills a slot with relaxed stores and publishes it with a Release store
-//! of `tail`; the consumer observes `tail` with Acquire before reading the slot, and
-//! returns it with a Release store of `head`. Head and tail sit on separate cache
-//! lines, and each side caches the other's index, re-reading the shared atomic only
-//! when its cache says full or empty (as rtrb does).
+//! stack. Slots hold their bytes in `AtomicU64` words so the ring needs no `unsafe`.
+//!
+//! A message costs one cache-line transfer when it fits one line with its stamp (a 32 B
+//! request with its 24 B header does): word 0 of a slot is a stamp, `(position + 1) << 16
+//! | length`, written last with Release after the payload words (relaxed); the consumer
+//! polls the stamp of the slot it expects with Acquire, so it needs no shared tail index
+//! (which would be a second line to fetch per message). The stamp carries the absolute
+//! position, so a slot left from the previous lap never looks new. The consumer returns
+//! slots by a Release store of `head`, on a line of its own, which the producer re-reads
+//! only when its cached copy says the ring is full (as rtrb does).
 #![forbid(unsafe_code)]
 
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
@@ -19,16 +23,32 @@ use crossbeam_utils::CachePadded;
 use super::{Client, Transport};
 use crate::{Error, Result};
 
-struct Slot {
-    len: AtomicUsize,
-    words: Box<[AtomicU64]>,
-}
+const WORDS_PER_LINE: usize = 8;
+/// Messages are at most this long (the stamp holds the length in 16 bits).
+const MAX_SLOT_BYTES: usize = u16::MAX as usize;
+
+type Line = CachePadded<[AtomicU64; WORDS_PER_LINE]>;
 
 struct Shared {
     head: CachePadded<AtomicUsize>,
-    tail: CachePadded<AtomicUsize>,
-    slots: Box<[Slot]>,
+    /// Slot `i` is lines `[i * lines_per_slot, (i + 1) * lines_per_slot)`: its stamp,
+    /// then the message.
+    lines: Box<[Line]>,
+    lines_per_slot: usize,
+    slots: usize,
     slot_bytes: usize,
+}
+
+impl Shared {
+    #[inline]
+    fn word(&self, slot: usize, w: usize) -> &AtomicU64 {
+        &self.lines[slot * self.lines_per_slot + w / WORDS_PER_LINE][w % WORDS_PER_LINE]
+    }
+}
+
+#[inline]
+fn stamp(position: usize, len: usize) -> u64 {
+    ((position as u64).wrapping_add(1) << 16) | len as u64
 }
 
 /// The producing end of a slot ring.
@@ -42,7 +62,6 @@ pub struct Producer {
 pub struct Consumer {
     ring: Arc<Shared>,
     head: usize,
-    cached_tail: usize,
 }
 
 /// A ring of `slots` slots of `slot_bytes` bytes each. `slots` must be >= 1.
@@ -53,16 +72,17 @@ pub fn ring(slots: usize, slot_bytes: usize) -> Result<(Producer, Consumer)> {
     if slot_bytes == 0 {
         return Err(Error::Inproc("slots must hold at least one byte"));
     }
-    let words_per_slot = slot_bytes.div_ceil(8);
-    let slots: Box<[Slot]> = (0..slots)
-        .map(|_| Slot {
-            len: AtomicUsize::new(0),
-            words: (0..words_per_slot).map(|_| AtomicU64::new(0)).collect(),
-        })
+    if slot_bytes > MAX_SLOT_BYTES {
+        return Err(Error::Inproc("slots hold at most 65535 bytes"));
+    }
+    let lines_per_slot = (8 + slot_bytes).div_ceil(8 * WORDS_PER_LINE);
+    let lines: Box<[Line]> = (0..slots * lines_per_slot)
+        .map(|_| CachePadded::new(std::array::from_fn(|_| AtomicU64::new(0))))
         .collect();
     let shared = Arc::new(Shared {
         head: CachePadded::new(AtomicUsize::new(0)),
-        tail: CachePadded::new(AtomicUsize::new(0)),
+        lines,
+        lines_per_slot,
         slots,
         slot_bytes,
     });
@@ -75,7 +95,6 @@ pub fn ring(slots: usize, slot_bytes: usize) -> Result<(Producer, Consumer)> {
         Consumer {
             ring: shared,
             head: 0,
-            cached_tail: 0,
         },
     ))
 }
@@ -88,29 +107,32 @@ impl Producer {
         if bytes.len() > ring.slot_bytes {
             return Err(Error::Inproc("message larger than a ring slot"));
         }
-        let capacity = ring.slots.len();
-        if self.tail.wrapping_sub(self.cached_head) == capacity {
+        if self.tail.wrapping_sub(self.cached_head) == ring.slots {
             self.cached_head = ring.head.load(Ordering::Acquire);
-            if self.tail.wrapping_sub(self.cached_head) == capacity {
+            if self.tail.wrapping_sub(self.cached_head) == ring.slots {
                 return Ok(false);
             }
         }
-        let slot = &ring.slots[self.tail % capacity];
+        let slot = self.tail % ring.slots;
         let mut chunks = bytes.chunks_exact(8);
-        for (word, c) in slot.words.iter().zip(&mut chunks) {
-            let mut w = [0u8; 8];
-            w.copy_from_slice(c);
-            word.store(u64::from_le_bytes(w), Ordering::Relaxed);
+        let mut w = 1;
+        for c in &mut chunks {
+            let mut b = [0u8; 8];
+            b.copy_from_slice(c);
+            ring.word(slot, w)
+                .store(u64::from_le_bytes(b), Ordering::Relaxed);
+            w += 1;
         }
         let rest = chunks.remainder();
         if !rest.is_empty() {
-            let mut w = [0u8; 8];
-            w[..rest.len()].copy_from_slice(rest);
-            slot.words[bytes.len() / 8].store(u64::from_le_bytes(w), Ordering::Relaxed);
+            let mut b = [0u8; 8];
+            b[..rest.len()].copy_from_slice(rest);
+            ring.word(slot, w)
+                .store(u64::from_le_bytes(b), Ordering::Relaxed);
         }
-        slot.len.store(bytes.len(), Ordering::Relaxed);
+        ring.word(slot, 0)
+            .store(stamp(self.tail, bytes.len()), Ordering::Release);
         self.tail = self.tail.wrapping_add(1);
-        ring.tail.store(self.tail, Ordering::Release);
         Ok(true)
     }
 
@@ -126,24 +148,24 @@ impl Consumer {
     /// copied). `None` when the ring is empty.
     pub fn pop(&mut self, buf: &mut [u8]) -> Option<usize> {
         let ring = &*self.ring;
-        if self.head == self.cached_tail {
-            self.cached_tail = ring.tail.load(Ordering::Acquire);
-            if self.head == self.cached_tail {
-                return None;
-            }
+        let slot = self.head % ring.slots;
+        let word0 = ring.word(slot, 0).load(Ordering::Acquire);
+        if word0 >> 16 != (self.head as u64).wrapping_add(1) & (u64::MAX >> 16) {
+            return None;
         }
-        let slot = &ring.slots[self.head % ring.slots.len()];
-        let len = slot.len.load(Ordering::Relaxed);
+        let len = (word0 & 0xffff) as usize;
         let copy = len.min(buf.len());
         let mut chunks = buf[..copy].chunks_exact_mut(8);
-        for (word, c) in slot.words.iter().zip(&mut chunks) {
-            c.copy_from_slice(&word.load(Ordering::Relaxed).to_le_bytes());
+        let mut w = 1;
+        for c in &mut chunks {
+            c.copy_from_slice(&ring.word(slot, w).load(Ordering::Relaxed).to_le_bytes());
+            w += 1;
         }
         let rest = chunks.into_remainder();
         if !rest.is_empty() {
-            let w = slot.words[copy / 8].load(Ordering::Relaxed).to_le_bytes();
+            let b = ring.word(slot, w).load(Ordering::Relaxed).to_le_bytes();
             let n = rest.len();
-            rest.copy_from_slice(&w[..n]);
+            rest.copy_from_slice(&b[..n]);
         }
         self.head = self.head.wrapping_add(1);
         ring.head.store(self.head, Ordering::Release);
