@@ -27,7 +27,10 @@
 // src/gpu/decoder.rs; read through the non-coherent cache, `__ldg`, and L1-resident once
 // warm) and the parameters (`qfwd_decoders`, constant memory, same file). Vertex and edge
 // ids are 16 bits (models up to 65534 vertices and edges; the host refuses larger ones), so
-// one 8-byte load gives an incident edge, its other end and its weight.
+// one 8-byte load gives an incident edge, its other end and its weight. With it, the
+// low-weight syndrome table (src/decode/uf_table.rs, built by the host with the CPU uf):
+// the result of every syndrome of at most K defects, indexed by the combinatorial number
+// system; a request with 1..K defects is answered by one load from it (step 1b).
 //
 // Per-warp state ("scratch", offsets in the parameters): in dynamic shared memory after the
 // kernel's request/response staging, or, when that does not fit, in a global buffer (one
@@ -41,12 +44,17 @@
 // relabels both clusters' members (lanes over the cluster vertices). The root is the
 // cluster's smallest vertex, as in the specification (which the output never depends on).
 //   1. Defects: lanes over syndrome words.
+//   1b. At most K defects: rank = sum of C(d_pos, pos + 1) (lanes over syndrome words, the
+//       binomials from the table's index array), one load of the result. Nothing touched.
+//   2.  A round whose frontier fits one window (the common case) in a model whose rows fit
+//       one load keeps 2a's frontier edges in registers for 2b (no `cand` round trip).
 //   2a. Lanes over frontier vertices, each over its incident edges (12 at a time, loads
 //       issued together): frontier edges, `need`, the step `delta` = warp minimum. A
 //       frontier edge is listed once (from its lower end when both ends are active).
 //   2b. Lanes over the listed edges: grow by k * delta (k = active ends), collect `fused`.
 //   2c. For each fused edge in turn (the warp together): endpoints in no cluster join, the
-//       two clusters merge. The partition after the round does not depend on the order.
+//       two clusters merge (the relabel pass skipped when it would change nothing). The
+//       partition after the round does not depend on the order.
 //   3. Spanning forest: the BFS of the specification, level-synchronous. The trees are
 //      disjoint and each one's shape depends only on its own vertices' order, so all trees
 //      grow together: level 0 = the children of the boundary (full boundary edge) and the
@@ -91,6 +99,8 @@ struct QfwdDecoderParams {
     u64 uf_edge_obs;    // u64[E]: observable mask
     u64 uf_boundary;    // u32[n]: boundary edge | its weight << 16 (edge QFWD_DEC_NO_ID: none)
     u64 uf_scratch;     // global scratch (uf_scratch_warps areas), or 0: in shared memory
+    u64 uf_table;       // u8[uf_table_entries * uf_result_bytes]: low-weight syndrome table
+    u64 uf_table_index; // u32: base[k] (k = 0..K), then C(v, j) at K + 1 + (j - 1) * n + v
     u32 lut_detectors;
     u32 lut_entry_bytes;
     u32 uf_detectors;
@@ -109,8 +119,10 @@ struct QfwdDecoderParams {
     u32 uf_off_order;      // u16[n + 1]: the forest in BFS order
     u32 uf_off_levels;     // u16[n + 2]: where each BFS level starts in `order`
     u32 uf_off_cand;       // u32[E]: frontier edges (edge | k << 16), then fused edges (u | v << 16)
+    u32 uf_table_defects;  // K: requests of 1..K defects are answered from uf_table (0: none)
+    u32 uf_table_entries;
+    u32 uf_max_degree;     // most incident edges of a detector
     u32 loaded;            // QFWD_DEC_LOADED_*
-    u32 reserved;
 };
 
 // Field offsets (the Rust test parses these lines and compares with `DecoderParams`).
@@ -124,27 +136,31 @@ QFWD_DEC_FIELD(uf_edges, 24)
 QFWD_DEC_FIELD(uf_edge_obs, 32)
 QFWD_DEC_FIELD(uf_boundary, 40)
 QFWD_DEC_FIELD(uf_scratch, 48)
-QFWD_DEC_FIELD(lut_detectors, 56)
-QFWD_DEC_FIELD(lut_entry_bytes, 60)
-QFWD_DEC_FIELD(uf_detectors, 64)
-QFWD_DEC_FIELD(uf_result_bytes, 68)
-QFWD_DEC_FIELD(uf_scratch_bytes, 72)
-QFWD_DEC_FIELD(uf_scratch_warps, 76)
-QFWD_DEC_FIELD(uf_smem_offset, 80)
-QFWD_DEC_FIELD(uf_off_visited, 84)
-QFWD_DEC_FIELD(uf_off_defect, 88)
-QFWD_DEC_FIELD(uf_off_vbits, 92)
-QFWD_DEC_FIELD(uf_off_growth, 96)
-QFWD_DEC_FIELD(uf_clear_bytes, 100)
-QFWD_DEC_FIELD(uf_off_tree, 104)
-QFWD_DEC_FIELD(uf_off_verts, 108)
-QFWD_DEC_FIELD(uf_off_frontier, 112)
-QFWD_DEC_FIELD(uf_off_order, 116)
-QFWD_DEC_FIELD(uf_off_levels, 120)
-QFWD_DEC_FIELD(uf_off_cand, 124)
-QFWD_DEC_FIELD(loaded, 128)
-QFWD_DEC_FIELD(reserved, 132)
-static_assert(sizeof(QfwdDecoderParams) == 136, "QfwdDecoderParams size");
+QFWD_DEC_FIELD(uf_table, 56)
+QFWD_DEC_FIELD(uf_table_index, 64)
+QFWD_DEC_FIELD(lut_detectors, 72)
+QFWD_DEC_FIELD(lut_entry_bytes, 76)
+QFWD_DEC_FIELD(uf_detectors, 80)
+QFWD_DEC_FIELD(uf_result_bytes, 84)
+QFWD_DEC_FIELD(uf_scratch_bytes, 88)
+QFWD_DEC_FIELD(uf_scratch_warps, 92)
+QFWD_DEC_FIELD(uf_smem_offset, 96)
+QFWD_DEC_FIELD(uf_off_visited, 100)
+QFWD_DEC_FIELD(uf_off_defect, 104)
+QFWD_DEC_FIELD(uf_off_vbits, 108)
+QFWD_DEC_FIELD(uf_off_growth, 112)
+QFWD_DEC_FIELD(uf_clear_bytes, 116)
+QFWD_DEC_FIELD(uf_off_tree, 120)
+QFWD_DEC_FIELD(uf_off_verts, 124)
+QFWD_DEC_FIELD(uf_off_frontier, 128)
+QFWD_DEC_FIELD(uf_off_order, 132)
+QFWD_DEC_FIELD(uf_off_levels, 136)
+QFWD_DEC_FIELD(uf_off_cand, 140)
+QFWD_DEC_FIELD(uf_table_defects, 144)
+QFWD_DEC_FIELD(uf_table_entries, 148)
+QFWD_DEC_FIELD(uf_max_degree, 152)
+QFWD_DEC_FIELD(loaded, 156)
+static_assert(sizeof(QfwdDecoderParams) == 160, "QfwdDecoderParams size");
 
 // Written by the host (cuModuleGetGlobal + a copy) before the kernels start.
 __constant__ QfwdDecoderParams qfwd_decoders;
@@ -247,6 +263,40 @@ __device__ int qfwd_decode_lut(const u32* arg, u32 arg_len, u32* out, u32 out_ca
 
 // ---- uf ----------------------------------------------------------------------------------
 
+// CSR entries [base, base + UNROLL) of a row ending at `end` (past it: {0, 0}, growth 0 and
+// cluster word 0), with the growth of each edge and the cluster word of its other end.
+static __device__ __forceinline__ void qfwd_uf_load_row(const uint2* adj, const u16* growth,
+                                                        const u32* cl, u32 base, u32 end,
+                                                        uint2 (&a)[QFWD_DEC_UNROLL],
+                                                        u32 (&g)[QFWD_DEC_UNROLL],
+                                                        u32 (&cu)[QFWD_DEC_UNROLL])
+{
+#pragma unroll
+    for (u32 j = 0; j < QFWD_DEC_UNROLL; ++j) {
+        a[j] = base + j < end ? __ldg(adj + base + j) : make_uint2(0u, 0u);
+    }
+#pragma unroll
+    for (u32 j = 0; j < QFWD_DEC_UNROLL; ++j) {
+        g[j] = 0u;
+        cu[j] = 0u;
+        if (base + j < end) {
+            g[j] = growth[a[j].x & 0xFFFFu];
+            cu[j] = cl[a[j].x >> 16];
+        }
+    }
+}
+
+// Step 2a's test of one CSR entry `a` of a vertex in the active cluster `r1` (root + 1):
+// k = active ends of the edge if it is a frontier edge (the other end's cluster word `cu`),
+// else 0. Past the row (weight 0) never.
+static __device__ __forceinline__ u32 qfwd_uf_frontier_k(uint2 a, u32 g, u32 cu, u32 r1)
+{
+    if (g < a.y && (cu == 0u || (cu & 0xFFFFu) != r1)) {
+        return (cu >> 16) == QFWD_DEC_ODD ? 2u : 1u;
+    }
+    return 0u;
+}
+
 // Decodes the syndrome in `arg` (validated) with the per-warp state at `s`; returns the
 // observable flips. All 32 lanes call it; every collective below is reached by all lanes.
 static __device__ __forceinline__ u64 qfwd_uf_run(u8* s, const u32* arg, u32 lane)
@@ -285,6 +335,40 @@ static __device__ __forceinline__ u64 qfwd_uf_run(u8* s, const u32* arg, u32 lan
     if (ndef == 0u) {
         return 0ull;
     }
+    // 1b. At most K defects: the answer is in the low-weight syndrome table
+    // (src/decode/uf_table.rs: the CPU uf's output, so identical by construction), at
+    // base[ndef] + sum over the sorted defects d_0 < d_1 < ... of C(d_pos, pos + 1).
+    if (ndef <= p.uf_table_defects) {
+        const u32 kmax = p.uf_table_defects;
+        const u32* ix = (const u32*)p.uf_table_index;
+        const u32 base = __ldg(ix + ndef);
+        u32 r = 0u, seen = 0u;
+        for (u32 wb = 0; wb < nwords; wb += QFWD_DEC_WARP) {
+            const u32 i = wb + lane;
+            u32 w = i < nwords ? qfwd_dec_word(arg, i, n) : 0u;
+            u32 tot;
+            u32 pos = seen + qfwd_dec_scan<6>((u32)__popc(w), lane, &tot);
+            while (w != 0u) {
+                const u32 v = 32u * i + (u32)(__ffs(w) - 1);
+                w &= w - 1u;
+                r += __ldg(ix + kmax + 1u + pos * n + v);
+                ++pos;
+            }
+            seen += tot;
+        }
+        const u32 at = base + __reduce_add_sync(QFWD_DEC_FULL, r);
+        if (at < p.uf_table_entries) { // always (the host sizes the table); cheap insurance
+            const u8* e = (const u8*)p.uf_table + (u64)at * p.uf_result_bytes;
+            u64 obs = 0ull;
+#pragma unroll
+            for (u32 j = 0; j < QFWD_DEC_MAX_RESULT_BYTES; ++j) {
+                if (j < p.uf_result_bytes) {
+                    obs |= (u64)__ldg(e + j) << (8u * j);
+                }
+            }
+            return obs;
+        }
+    }
     {
         uint4* z = (uint4*)s;
         const uint4 zero = make_uint4(0u, 0u, 0u, 0u);
@@ -319,106 +403,181 @@ static __device__ __forceinline__ u64 qfwd_uf_run(u8* s, const u32* arg, u32 lan
     u32 n_front = n_verts;
     __syncwarp();
 
-    // 2. Growth rounds.
+    // 2. Growth rounds. A round whose frontier fits one window, in a model whose rows fit
+    // one load (at most QFWD_DEC_UNROLL edges: the usual case, the d = 3..7 surface-code
+    // models have at most 12), keeps what 2b needs of each lane's frontier edges in
+    // registers (`rl` / `rk`: listed / k = 2 bit masks over the row, `rg`: their growth) and
+    // re-reads the row it just loaded (L1-resident) instead of listing the edges in `cand`
+    // and loading each one from `edges` (a dependent global load per round, often an L2
+    // trip). The same edges grow by the same amounts as in the general round below (each
+    // listed once, from its lower end when both ends are active), and the same edges fill;
+    // `fused` holds their ends in the other orientation, which 2c does not depend on.
+    const bool short_rows = p.uf_max_degree <= U;
     for (;;) {
-        // 2a. Frontier edges, the step, and the frontier without its spent vertices.
         u32 delta = QFWD_DEC_FULL;
-        u32 n_cand = 0u, n_keep = 0u;
-        for (u32 fb = 0; fb < n_front; fb += QFWD_DEC_WARP) {
-            const u32 i = fb + lane;
-            const bool has = i < n_front;
-            const u32 v = has ? (u32)frontier[i] : 0u;
-            const u32 c = has ? cl[v] : 0u;
-            const bool active = has && (c >> 16) == QFWD_DEC_ODD;
-            const u32 r1 = c & 0xFFFFu;
+        u32 n_fused = 0u;
+        if (short_rows && n_front <= QFWD_DEC_WARP) {
+            // 2a, one window.
+            const bool has = lane < n_front;
+            const u32 v = has ? (u32)frontier[lane] : 0u;
+            // The row bounds do not wait for the cluster word (v < n: in range).
             u32 lo = 0u, hi = 0u;
-            if (active) {
+            if (has) {
                 lo = __ldg(adj_off + v);
                 hi = __ldg(adj_off + v + 1u);
             }
-            const u32 chunks = __reduce_max_sync(QFWD_DEC_FULL, (hi - lo + U - 1u) / U);
-            bool any = false;
-            for (u32 ch = 0; ch < chunks; ++ch) {
-                const u32 base = lo + ch * U;
-                uint2 a[U];
-#pragma unroll
-                for (u32 j = 0; j < U; ++j) {
-                    a[j] = base + j < hi ? __ldg(adj + base + j) : make_uint2(0u, 0u);
-                }
-                u32 g[U], cu[U];
-#pragma unroll
-                for (u32 j = 0; j < U; ++j) {
-                    g[j] = 0u;
-                    cu[j] = 0u;
-                    if (base + j < hi) {
-                        g[j] = growth[a[j].x & 0xFFFFu];
-                        cu[j] = cl[a[j].x >> 16];
-                    }
-                }
-                u32 entry[U];
-                u32 cnt = 0u;
-#pragma unroll
-                for (u32 j = 0; j < U; ++j) {
-                    entry[j] = 0u;
-                    const u32 w = a[j].y; // 0 past the row: never a frontier edge
-                    if (g[j] < w && (cu[j] == 0u || (cu[j] & 0xFFFFu) != r1)) {
-                        const u32 u = a[j].x >> 16;
-                        const u32 k = (cu[j] >> 16) == QFWD_DEC_ODD ? 2u : 1u;
-                        // ceil((w - g) / k) for k in {1, 2}.
-                        delta = qfwd_dec_min(delta, (w - g[j] + k - 1u) >> (k - 1u));
-                        any = true;
-                        if (k == 1u || v < u) {
-                            entry[j] = (a[j].x & 0xFFFFu) | (k << 16);
-                            ++cnt;
-                        }
-                    }
-                }
-                u32 tot;
-                u32 pos = n_cand + qfwd_dec_scan<4>(cnt, lane, &tot);
-#pragma unroll
-                for (u32 j = 0; j < U; ++j) {
-                    if (entry[j] != 0u) {
-                        cand[pos++] = entry[j];
-                    }
-                }
-                n_cand += tot;
+            const u32 c = has ? cl[v] : 0u;
+            const bool active = has && (c >> 16) == QFWD_DEC_ODD;
+            if (!active) {
+                hi = lo;
             }
+            uint2 a[U];
+            u32 g[U], cu[U];
+            qfwd_uf_load_row(adj, growth, cl, lo, hi, a, g, cu);
+            u32 rg[U / 2]; // growth of entries 2i, 2i + 1 (16 bits each)
+            u32 rl = 0u, rk = 0u, cnt = 0u;
+            bool any = false;
+#pragma unroll
+            for (u32 j = 0; j < U; ++j) {
+                const u32 k = qfwd_uf_frontier_k(a[j], g[j], cu[j], c & 0xFFFFu);
+                if (k != 0u) {
+                    // ceil((w - g) / k) for k in {1, 2}.
+                    delta = qfwd_dec_min(delta, (a[j].y - g[j] + k - 1u) >> (k - 1u));
+                    any = true;
+                    if (k == 1u || v < (a[j].x >> 16)) {
+                        ++cnt;
+                        rl |= 1u << j;
+                        rk |= (k - 1u) << j;
+                    }
+                }
+                if ((j & 1u) == 0u) {
+                    rg[j / 2u] = g[j];
+                } else {
+                    rg[j / 2u] |= g[j] << 16;
+                }
+            }
+            const u32 n_cand = __reduce_add_sync(QFWD_DEC_FULL, cnt);
             const bool keep = has && (!active || any);
             const u32 km = __ballot_sync(QFWD_DEC_FULL, keep);
-            __syncwarp();
+            __syncwarp(); // every lane has read its vertex
             if (keep) {
-                frontier[n_keep + (u32)__popc(km & lt)] = (u16)v;
+                frontier[(u32)__popc(km & lt)] = (u16)v;
             }
-            n_keep += (u32)__popc(km);
-        }
-        n_front = n_keep;
-        delta = __reduce_min_sync(QFWD_DEC_FULL, delta);
-        if (n_cand == 0u) {
-            break;
-        }
-        __syncwarp();
-
-        // 2b. Grow; the edges that fill form `fused` (written over the consumed entries).
-        u32 n_fused = 0u;
-        for (u32 cb = 0; cb < n_cand; cb += QFWD_DEC_WARP) {
-            const u32 i = cb + lane;
-            bool fused = false;
-            u32 uv = 0u;
-            if (i < n_cand) {
-                const u32 ce = cand[i];
-                const u32 e = ce & 0xFFFFu;
-                const uint2 ed = __ldg(edges + e);
-                const u32 ng = qfwd_dec_min((u32)growth[e] + (ce >> 16) * delta, ed.y);
-                growth[e] = (u16)ng;
-                fused = ng == ed.y;
-                uv = ed.x;
+            n_front = (u32)__popc(km);
+            delta = __reduce_min_sync(QFWD_DEC_FULL, delta);
+            if (n_cand == 0u) {
+                break;
             }
-            const u32 fm = __ballot_sync(QFWD_DEC_FULL, fused);
+            __syncwarp(); // every lane has read the growth and clusters of its row
+            // 2b, from the registers and the row just read (L1-resident).
+            uint2 b[U];
+#pragma unroll
+            for (u32 j = 0; j < U; ++j) {
+                b[j] = ((rl >> j) & 1u) != 0u ? __ldg(adj + lo + j) : make_uint2(0u, 0u);
+            }
+            u32 fm = 0u, nf = 0u;
+#pragma unroll
+            for (u32 j = 0; j < U; ++j) {
+                if (((rl >> j) & 1u) != 0u) {
+                    const u32 k = 1u + ((rk >> j) & 1u);
+                    const u32 g0 = (rg[j / 2u] >> (16u * (j & 1u))) & 0xFFFFu;
+                    const u32 ng = qfwd_dec_min(g0 + k * delta, b[j].y);
+                    growth[b[j].x & 0xFFFFu] = (u16)ng;
+                    if (ng == b[j].y) {
+                        fm |= 1u << j;
+                        ++nf;
+                    }
+                }
+            }
+            u32 pos = qfwd_dec_scan<4>(nf, lane, &n_fused);
+#pragma unroll
+            for (u32 j = 0; j < U; ++j) {
+                if (((fm >> j) & 1u) != 0u) {
+                    cand[pos++] = v | (b[j].x & 0xFFFF0000u); // the edge's two ends
+                }
+            }
+        } else {
+            // 2a. Frontier edges, the step, and the frontier without its spent vertices.
+            u32 n_cand = 0u, n_keep = 0u;
+            for (u32 fb = 0; fb < n_front; fb += QFWD_DEC_WARP) {
+                const u32 i = fb + lane;
+                const bool has = i < n_front;
+                const u32 v = has ? (u32)frontier[i] : 0u;
+                const u32 c = has ? cl[v] : 0u;
+                const bool active = has && (c >> 16) == QFWD_DEC_ODD;
+                u32 lo = 0u, hi = 0u;
+                if (active) {
+                    lo = __ldg(adj_off + v);
+                    hi = __ldg(adj_off + v + 1u);
+                }
+                const u32 chunks = __reduce_max_sync(QFWD_DEC_FULL, (hi - lo + U - 1u) / U);
+                bool any = false;
+                for (u32 ch = 0; ch < chunks; ++ch) {
+                    uint2 a[U];
+                    u32 g[U], cu[U];
+                    qfwd_uf_load_row(adj, growth, cl, lo + ch * U, hi, a, g, cu);
+                    u32 entry[U];
+                    u32 cnt = 0u;
+#pragma unroll
+                    for (u32 j = 0; j < U; ++j) {
+                        entry[j] = 0u;
+                        const u32 k = qfwd_uf_frontier_k(a[j], g[j], cu[j], c & 0xFFFFu);
+                        if (k != 0u) {
+                            delta = qfwd_dec_min(delta, (a[j].y - g[j] + k - 1u) >> (k - 1u));
+                            any = true;
+                            // Listed once: from its lower end when both ends are active.
+                            if (k == 1u || v < (a[j].x >> 16)) {
+                                entry[j] = (a[j].x & 0xFFFFu) | (k << 16);
+                                ++cnt;
+                            }
+                        }
+                    }
+                    u32 tot;
+                    u32 pos = n_cand + qfwd_dec_scan<4>(cnt, lane, &tot);
+#pragma unroll
+                    for (u32 j = 0; j < U; ++j) {
+                        if (entry[j] != 0u) {
+                            cand[pos++] = entry[j];
+                        }
+                    }
+                    n_cand += tot;
+                }
+                const bool keep = has && (!active || any);
+                const u32 km = __ballot_sync(QFWD_DEC_FULL, keep);
+                __syncwarp();
+                if (keep) {
+                    frontier[n_keep + (u32)__popc(km & lt)] = (u16)v;
+                }
+                n_keep += (u32)__popc(km);
+            }
+            n_front = n_keep;
+            delta = __reduce_min_sync(QFWD_DEC_FULL, delta);
+            if (n_cand == 0u) {
+                break;
+            }
             __syncwarp();
-            if (fused) {
-                cand[n_fused + (u32)__popc(fm & lt)] = uv;
+
+            // 2b. Grow; the edges that fill form `fused` (written over the consumed entries).
+            for (u32 cb = 0; cb < n_cand; cb += QFWD_DEC_WARP) {
+                const u32 i = cb + lane;
+                bool fused = false;
+                u32 uv = 0u;
+                if (i < n_cand) {
+                    const u32 ce = cand[i];
+                    const u32 e = ce & 0xFFFFu;
+                    const uint2 ed = __ldg(edges + e);
+                    const u32 ng = qfwd_dec_min((u32)growth[e] + (ce >> 16) * delta, ed.y);
+                    growth[e] = (u16)ng;
+                    fused = ng == ed.y;
+                    uv = ed.x;
+                }
+                const u32 fm = __ballot_sync(QFWD_DEC_FULL, fused);
+                __syncwarp();
+                if (fused) {
+                    cand[n_fused + (u32)__popc(fm & lt)] = uv;
+                }
+                n_fused += (u32)__popc(fm);
             }
-            n_fused += (u32)__popc(fm);
         }
         __syncwarp();
 
@@ -441,7 +600,13 @@ static __device__ __forceinline__ u64 qfwd_uf_run(u8* s, const u32* arg, u32 lan
                 const u32 fx = cx >> 16, fy = cy >> 16;
                 const u32 fl = ((fx ^ fy) & QFWD_DEC_ODD) | ((fx | fy) & QFWD_DEC_BOUNDARY);
                 const u32 nc = (rx < ry ? rx : ry) | (fl << 16);
-                for (u32 i = lane; i <= n_verts; i += QFWD_DEC_WARP) {
+                // A vertex joining a cluster whose word the union leaves as it is (its root
+                // is the smaller one; a singleton adds no flags): no member has the joiner's
+                // root and every member already holds `nc`, so the relabel pass would
+                // rewrite each word with itself. Skip it (the common step of a growing
+                // cluster whose root is below the vertices it reaches).
+                const bool noop = (jx != 0u && cy == nc) || (jy != 0u && cx == nc);
+                for (u32 i = lane; !noop && i <= n_verts; i += QFWD_DEC_WARP) {
                     const u32 v = i < n_verts ? (u32)verts[i] : bv;
                     const u32 r = cl[v] & 0xFFFFu;
                     if (r == rx || r == ry) {

@@ -2,7 +2,9 @@
 //! same bytes for every shot of every committed fixture (lut on the models of at most 24
 //! detectors, uf on all), through the persistent kernel; the launch/graph baselines and the
 //! global-memory placement of the decoder state on a sample; `qfwd decode --backend gpu`;
-//! and a latency probe (round trips of real shots, p=0.001).
+//! and a latency probe (round trips of real shots, p=0.001). `uf` runs with its low-weight
+//! syndrome table (`GpuOptions::uf_table_max_defects`, automatic K) and without it (every
+//! shot through the full device decoder).
 //!
 //! ```text
 //! cargo test --release --test gpu_decoders -- --ignored --nocapture --test-threads=1
@@ -10,7 +12,8 @@
 //!
 //! Every test prints a notice and passes where there is no GPU. `QFWD_GPU` picks the device
 //! (default 0); `QFWD_DECODER_SHOTS` caps the shots per fixture of the identity test
-//! (default: all); `QFWD_PROBE_SAMPLES` the samples per probe row (default 20000);
+//! (default: all); `QFWD_UF_TABLE_K` the table's K where a test says "table" (default:
+//! automatic); `QFWD_PROBE_SAMPLES` the samples per probe row (default 20000);
 //! `QFWD_PROBE_CORE` the core the probe thread is pinned to (default: the last one).
 
 use std::path::{Path, PathBuf};
@@ -19,7 +22,7 @@ use std::time::{Duration, Instant};
 
 use qfwd::backend::Backend;
 use qfwd::decode::cli::{evaluate, DecodeArgs, DecodeBackend, OutputFormat};
-use qfwd::decode::{Decoder, DecoderKind, Shots};
+use qfwd::decode::{uf_table, Decoder, DecoderKind, Shots};
 use qfwd::gpu::decoder::ScratchPlacement;
 use qfwd::gpu::{self, GpuOptions, PersistentKernel};
 use qfwd::handler::Handler;
@@ -102,8 +105,43 @@ fn options() -> GpuOptions {
     GpuOptions {
         device: device(),
         poll_chunks: 8,
+        uf_table_max_defects: table_k(),
         ..GpuOptions::default()
     }
+}
+
+/// The uf table setting of the "table" runs: `QFWD_UF_TABLE_K`, or automatic.
+fn table_k() -> Option<u32> {
+    std::env::var("QFWD_UF_TABLE_K")
+        .ok()
+        .and_then(|v| v.parse().ok())
+}
+
+/// The table's K for `dec` under `setting` (0: none), as the upload chooses it.
+fn table_k_of(dec: &Decoder, setting: Option<u32>) -> u32 {
+    let g = dec.graph();
+    match setting {
+        None => uf_table::auto_max_defects(g.num_detectors(), g.num_edges()),
+        Some(k) => k.min(g.num_detectors() as u32),
+    }
+}
+
+/// Share of `payloads` with 1 ..= k defects (the table's), and with none.
+fn table_share(dec: &Decoder, payloads: &[Vec<u8>], k: u32) -> (f64, f64) {
+    let (mut hit, mut zero) = (0usize, 0usize);
+    for p in payloads {
+        let d: u32 = p[..dec.detector_bytes()]
+            .iter()
+            .map(|b| b.count_ones())
+            .sum();
+        if d == 0 {
+            zero += 1;
+        } else if d <= k {
+            hit += 1;
+        }
+    }
+    let n = payloads.len().max(1) as f64;
+    (hit as f64 / n, zero as f64 / n)
 }
 
 /// What the CPU answers for `payload`: (status, result bytes).
@@ -231,10 +269,26 @@ fn gpu_output_equals_cpu_output_on_every_fixture_shot() {
         let n = load(&name, DecoderKind::Uf, 1).dec.num_detectors();
         for kind in kinds_for(n) {
             let f = load(&name, kind, limit);
-            let mut b = gpu::persistent_backend_with(&options(), &[Arc::clone(&f.dec)]).unwrap();
-            bad += compare(&mut b, &f, &format!("gpu-persistent {kind}"));
-            bad += check_bad_payloads(&mut b, &f);
-            b.shutdown(Duration::from_secs(2)).unwrap();
+            // uf: with its low-weight syndrome table and without it (lut: the setting is
+            // ignored, one run).
+            let tables: &[Option<u32>] = match kind {
+                DecoderKind::Uf => &[table_k(), Some(0)],
+                DecoderKind::Lut => &[None],
+            };
+            for &table in tables {
+                let o = GpuOptions {
+                    uf_table_max_defects: table,
+                    ..options()
+                };
+                let label = match kind {
+                    DecoderKind::Uf => format!("gpu-persistent uf K={}", table_k_of(&f.dec, table)),
+                    DecoderKind::Lut => "gpu-persistent lut".to_string(),
+                };
+                let mut b = gpu::persistent_backend_with(&o, &[Arc::clone(&f.dec)]).unwrap();
+                bad += compare(&mut b, &f, &label);
+                bad += check_bad_payloads(&mut b, &f);
+                b.shutdown(Duration::from_secs(2)).unwrap();
+            }
         }
     }
     assert_eq!(bad, 0, "GPU and CPU decoders disagree");
@@ -263,7 +317,8 @@ fn baselines_and_global_state_decode_identically() {
         bad += check_bad_payloads(&mut g, &f);
     }
     // The uf state in global memory (the fallback when shared memory is too small), and
-    // 16 pollers spread one warp per block.
+    // 16 pollers spread one warp per block; without the table, so every shot takes the full
+    // decoder.
     for name in [
         "surface_d5_r5_z_p005",
         "surface_d7_r7_z_p005",
@@ -271,15 +326,19 @@ fn baselines_and_global_state_decode_identically() {
     ] {
         let f = load(name, DecoderKind::Uf, usize::MAX);
         let decs = [Arc::clone(&f.dec)];
+        let no_table = GpuOptions {
+            uf_table_max_defects: Some(0),
+            ..options()
+        };
         for (placement, o) in [
-            (ScratchPlacement::Global, options()),
+            (ScratchPlacement::Global, no_table.clone()),
             (
                 ScratchPlacement::Shared,
                 GpuOptions {
                     pollers: 16,
                     pollers_per_slot: 2,
                     warps_per_block: 1,
-                    ..options()
+                    ..no_table
                 },
             ),
         ] {
@@ -405,9 +464,12 @@ fn decoder_latency_probe() {
          fixture's shots in order; default GpuOptions unless the row says (8 pollers, 2 per \
          slot), poll_chunks raised to one read per request"
     );
-    // (label, fixture, kind, placement, pollers, pollers per slot, target p99 µs)
+    // (label, fixture, kind, placement, pollers, pollers per slot, uf table, target p99 µs);
+    // the uf table: AUTO (QFWD_UF_TABLE_K, else automatic), OFF, or a given K.
     use DecoderKind::{Lut, Uf};
     use ScratchPlacement::{Auto, Global};
+    const AUTO: Option<Option<u32>> = None;
+    const OFF: Option<Option<u32>> = Some(Some(0));
     let (d3, d5, d7) = (
         "surface_d3_r3_z_p001",
         "surface_d5_r5_z_p001",
@@ -420,20 +482,43 @@ fn decoder_latency_probe() {
         ScratchPlacement,
         u32,
         u32,
+        Option<Option<u32>>,
         Option<f64>,
     );
     let rows: &[Row] = &[
-        ("lut d3", d3, Lut, Auto, 8, 2, None),
-        ("uf d3", d3, Uf, Auto, 8, 2, None),
-        ("uf d5", d5, Uf, Auto, 8, 2, Some(6.0)),
-        ("uf d7", d7, Uf, Auto, 8, 2, Some(10.0)),
+        ("lut d3", d3, Lut, Auto, 8, 2, AUTO, None),
+        ("uf d3", d3, Uf, Auto, 8, 2, AUTO, None),
+        ("uf d3", d3, Uf, Auto, 8, 2, OFF, None),
+        ("uf d5", d5, Uf, Auto, 8, 2, AUTO, Some(6.0)),
+        ("uf d5", d5, Uf, Auto, 8, 2, OFF, Some(6.0)),
+        ("uf d5", d5, Uf, Auto, 8, 2, Some(Some(4)), Some(6.0)),
+        ("uf d7", d7, Uf, Auto, 8, 2, AUTO, Some(10.0)),
+        ("uf d7", d7, Uf, Auto, 8, 2, OFF, Some(10.0)),
         // A group's two warps both decode a request (the loser of the claim too) and share
         // an SM sub-partition: one warp per slot, and a single poller, isolate that.
-        ("uf d5, 8 pollers 1/slot", d5, Uf, Auto, 8, 1, None),
-        ("uf d7, 8 pollers 1/slot", d7, Uf, Auto, 8, 1, None),
-        ("uf d7, 1 poller", d7, Uf, Auto, 1, 1, None),
-        ("uf d5 (state in global memory)", d5, Uf, Global, 8, 2, None),
-        ("uf d7 (state in global memory)", d7, Uf, Global, 8, 2, None),
+        ("uf d5, 8 pollers 1/slot", d5, Uf, Auto, 8, 1, AUTO, None),
+        ("uf d7, 8 pollers 1/slot", d7, Uf, Auto, 8, 1, AUTO, None),
+        ("uf d7, 1 poller", d7, Uf, Auto, 1, 1, AUTO, None),
+        (
+            "uf d5 (state in global memory)",
+            d5,
+            Uf,
+            Global,
+            8,
+            2,
+            AUTO,
+            None,
+        ),
+        (
+            "uf d7 (state in global memory)",
+            d7,
+            Uf,
+            Global,
+            8,
+            2,
+            AUTO,
+            None,
+        ),
         (
             "uf d5 p=0.005",
             "surface_d5_r5_z_p005",
@@ -441,6 +526,7 @@ fn decoder_latency_probe() {
             Auto,
             8,
             2,
+            AUTO,
             None,
         ),
         (
@@ -450,16 +536,32 @@ fn decoder_latency_probe() {
             Auto,
             8,
             2,
+            AUTO,
             None,
         ),
     ];
     let mut missed = Vec::new();
-    for &(label, name, kind, placement, pollers, pollers_per_slot, target) in rows {
+    for &(label, name, kind, placement, pollers, pollers_per_slot, table, target) in rows {
         let f = load(name, kind, usize::MAX);
         let decs = [Arc::clone(&f.dec)];
+        let table = table.unwrap_or_else(table_k);
+        let k = table_k_of(&f.dec, table);
+        let label = match kind {
+            DecoderKind::Uf if k == 0 => format!("{label}, no table"),
+            DecoderKind::Uf => {
+                let (hit, zero) = table_share(&f.dec, &f.payloads, k);
+                format!(
+                    "{label}, table K={k} ({:.1}% of shots, {:.1}% empty)",
+                    100.0 * hit,
+                    100.0 * zero
+                )
+            }
+            DecoderKind::Lut => label.to_string(),
+        };
         let mut o = GpuOptions {
             pollers,
             pollers_per_slot,
+            uf_table_max_defects: table,
             ..options()
         };
         o.poll_chunks = gpu::decoder::poll_chunks_for(&decs);
@@ -505,7 +607,7 @@ fn decoder_latency_probe() {
             let verdict = if p99 <= t { "meets" } else { "MISSES" };
             println!("  target p99 <= {t} µs: {verdict} ({p99:.2} µs)");
             if p99 > t {
-                missed.push(label);
+                missed.push(label.clone());
             }
         }
     }

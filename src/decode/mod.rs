@@ -6,6 +6,8 @@
 //! - [`shots`]: Stim's `b8` / `01` shot files;
 //! - [`lut`]: syndrome -> observable lookup table (at most 24 detectors);
 //! - [`uf`]: union-find decoder (Delfosse–Nickerson), step by step in its module docs;
+//! - [`uf_table`]: the uf output of every low-weight syndrome, precomputed (the GPU uf's
+//!   fast path);
 //! - [`brute`]: brute-force most-likely-error reference for tests;
 //! - [`cli`]: `qfwd decode`, accuracy and per-shot time on Stim data.
 //!
@@ -42,6 +44,7 @@ pub mod graph;
 pub mod lut;
 pub mod shots;
 pub mod uf;
+pub mod uf_table;
 
 use std::cell::RefCell;
 use std::fmt;

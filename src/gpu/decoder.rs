@@ -16,12 +16,20 @@
 //! global buffer with one area per warp ([`ScratchPlacement`]). Each area is zeroed by the
 //! kernel at the start of every decode with a defect, so neither needs initializing.
 //!
+//! **Low-weight syndrome table** of `uf` ([`crate::decode::uf_table`]): the CPU uf's output
+//! for every syndrome of at most `K` defects, precomputed at upload and read by the kernel
+//! with one load when a request has at most `K` defects (the full decoder runs otherwise).
+//! `K` comes from [`super::GpuOptions::uf_table_max_defects`] (`None`: automatic, see
+//! [`uf_table::auto_max_defects`]; `Some(0)`: no table). Tables are kept per process by the
+//! graph's content ([`uf_table_for`]), so backends started again for one model build it once.
+//!
 //! **Limits of the device models** (checked at upload; the CPU decoders have none of
 //! them): vertex and edge ids fit 16 bits (at most 65534 detectors and 65535 edges), a
 //! detector has at most [`MAX_DEGREE`] incident edges, `lut` at most 24 detectors (as on
 //! the CPU).
 
-use std::sync::Arc;
+use std::hash::{Hash, Hasher};
+use std::sync::{Arc, Mutex};
 
 use cudarc::driver::sys;
 
@@ -29,6 +37,7 @@ use super::context::GpuContext;
 use super::memory::DeviceBuffer;
 use super::module::Module;
 use crate::decode::graph::NO_EDGE;
+use crate::decode::uf_table::{self, UfTable};
 use crate::decode::{Decoder, DecoderKind, MatchingGraph};
 use crate::handler::{Handler, Registry};
 use crate::{Error, Result};
@@ -67,6 +76,11 @@ pub struct DecoderParams {
     pub uf_boundary: u64,
     /// Global per-warp state, or 0: in dynamic shared memory.
     pub uf_scratch: u64,
+    /// Low-weight syndrome table: `uf_table_entries` results of `uf_result_bytes` each
+    /// (0: no table).
+    pub uf_table: u64,
+    /// The table's index array ([`UfTable::device_index`], u32).
+    pub uf_table_index: u64,
     pub lut_detectors: u32,
     pub lut_entry_bytes: u32,
     pub uf_detectors: u32,
@@ -85,8 +99,13 @@ pub struct DecoderParams {
     pub uf_off_order: u32,
     pub uf_off_levels: u32,
     pub uf_off_cand: u32,
+    /// `K`: requests with `1 ..= K` defects are answered from the table (0: no table).
+    pub uf_table_defects: u32,
+    pub uf_table_entries: u32,
+    /// Most incident edges of a detector (rows of at most [`UNROLL`] take the kernel's
+    /// one-load growth rounds).
+    pub uf_max_degree: u32,
     pub loaded: u32,
-    pub reserved: u32,
 }
 
 impl DecoderParams {
@@ -101,6 +120,8 @@ impl DecoderParams {
             self.uf_edge_obs,
             self.uf_boundary,
             self.uf_scratch,
+            self.uf_table,
+            self.uf_table_index,
         ] {
             b.extend_from_slice(&x.to_le_bytes());
         }
@@ -123,8 +144,10 @@ impl DecoderParams {
             self.uf_off_order,
             self.uf_off_levels,
             self.uf_off_cand,
+            self.uf_table_defects,
+            self.uf_table_entries,
+            self.uf_max_degree,
             self.loaded,
-            self.reserved,
         ] {
             b.extend_from_slice(&x.to_le_bytes());
         }
@@ -204,6 +227,8 @@ pub struct UfDeviceModel {
     pub edge_obs: Vec<u64>,
     /// Per detector: its boundary edge | that edge's weight << 16 ([`NO_ID`] edge: none).
     pub boundary: Vec<u32>,
+    /// Most incident edges of a detector.
+    pub max_degree: u32,
     pub layout: UfScratchLayout,
 }
 
@@ -229,6 +254,7 @@ impl UfDeviceModel {
             )));
         }
         let off = g.adj_offset();
+        let max_degree = (0..n).map(|v| off[v + 1] - off[v]).max().unwrap_or(0);
         if let Some(v) = (0..n).find(|&v| (off[v + 1] - off[v]) as usize > MAX_DEGREE) {
             return Err(refuse(format!(
                 "detector D{v} has {} incident edges: the GPU uf decoder handles at most \
@@ -269,6 +295,7 @@ impl UfDeviceModel {
             edges,
             edge_obs: g.edge_obs().to_vec(),
             boundary,
+            max_degree,
             layout: UfScratchLayout::new(n, ne),
         })
     }
@@ -284,6 +311,8 @@ pub struct DeviceModels {
     /// Which address fields hold blob offsets.
     lut: bool,
     uf: bool,
+    /// The `uf` model's low-weight syndrome table, if any.
+    uf_table: Option<Arc<UfTable>>,
 }
 
 struct Blob(Vec<u64>);
@@ -310,11 +339,17 @@ impl Blob {
 }
 
 impl DeviceModels {
-    /// Flattens `decoders` (at most one per kind; none is fine).
-    pub fn new(decoders: &[Arc<Decoder>]) -> Result<DeviceModels> {
+    /// Flattens `decoders` (at most one per kind; none is fine), with the `uf` model's
+    /// low-weight syndrome table of `uf_table_max_defects` defects (`None`: automatic,
+    /// `Some(0)`: none; see [`uf_table_for`]).
+    pub fn new(
+        decoders: &[Arc<Decoder>],
+        uf_table_max_defects: Option<u32>,
+    ) -> Result<DeviceModels> {
         let mut blob = Blob(Vec::new());
         let mut p = DecoderParams::default();
         let (mut lut, mut uf) = (None::<&Decoder>, None::<&Decoder>);
+        let mut uf_table = None;
         for d in decoders {
             let slot = match d.kind() {
                 DecoderKind::Lut => &mut lut,
@@ -366,7 +401,16 @@ impl DeviceModels {
             p.uf_off_order = l.order;
             p.uf_off_levels = l.levels;
             p.uf_off_cand = l.cand;
+            p.uf_max_degree = m.max_degree;
             p.loaded |= LOADED_UF;
+            uf_table = uf_table_for(d.graph(), uf_table_max_defects)?;
+            if let Some(t) = &uf_table {
+                p.uf_table = blob.push_bytes(t.entries());
+                p.uf_table_index = blob.push_u32s(t.device_index());
+                p.uf_table_defects = t.max_defects();
+                p.uf_table_entries =
+                    u32::try_from(t.len()).expect("a table holds at most 2^30 entries");
+            }
         }
         if blob.0.is_empty() {
             blob.0.push(0);
@@ -376,7 +420,13 @@ impl DeviceModels {
             params: p,
             lut: lut.is_some(),
             uf: uf.is_some(),
+            uf_table,
         })
+    }
+
+    /// The `uf` model's low-weight syndrome table, if it has one.
+    pub fn uf_table(&self) -> Option<&Arc<UfTable>> {
+        self.uf_table.as_ref()
     }
 
     /// Nothing to upload.
@@ -406,6 +456,10 @@ impl DeviceModels {
             ] {
                 *a += base;
             }
+            if self.uf_table.is_some() {
+                p.uf_table += base;
+                p.uf_table_index += base;
+            }
         }
         p
     }
@@ -434,13 +488,15 @@ pub struct DeviceDecoders {
 }
 
 impl DeviceDecoders {
-    /// Flattens and uploads `decoders` (synchronous; off the hot path). `Ok(None)` when
+    /// Flattens and uploads `decoders` (synchronous; off the hot path), with the `uf`
+    /// table of `uf_table_max_defects` defects ([`DeviceModels::new`]). `Ok(None)` when
     /// there are none.
     pub fn upload(
         ctx: &Arc<GpuContext>,
         decoders: &[Arc<Decoder>],
+        uf_table_max_defects: Option<u32>,
     ) -> Result<Option<DeviceDecoders>> {
-        let models = DeviceModels::new(decoders)?;
+        let models = DeviceModels::new(decoders, uf_table_max_defects)?;
         if models.is_empty() {
             return Ok(None);
         }
@@ -459,6 +515,11 @@ impl DeviceDecoders {
     /// The parameter block as the kernels will see it.
     pub fn params(&self) -> &DecoderParams {
         &self.params
+    }
+
+    /// The `uf` model's low-weight syndrome table on the device, if any.
+    pub fn uf_table(&self) -> Option<&Arc<UfTable>> {
+        self.models.uf_table()
     }
 
     /// Where the `uf` state went (`None` before [`DeviceDecoders::place`], or without uf).
@@ -523,6 +584,82 @@ impl DeviceDecoders {
     pub fn install(&self, module: &Module) -> Result<()> {
         module.write_global(PARAMS_SYMBOL, &self.params.to_bytes())
     }
+}
+
+/// A graph's content, as far as the uf output depends on it (the table cache's key).
+fn graph_key(g: &MatchingGraph) -> u64 {
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    (g.num_detectors(), g.num_observables()).hash(&mut h);
+    g.edge_u().hash(&mut h);
+    g.edge_v().hash(&mut h);
+    g.edge_weight().hash(&mut h);
+    g.edge_obs().hash(&mut h);
+    g.adj_offset().hash(&mut h);
+    g.adj_edge().hash(&mut h);
+    g.adj_nbr().hash(&mut h);
+    g.boundary_edge().hash(&mut h);
+    h.finish()
+}
+
+/// A cached table's key: (graph content, K).
+type UfTableKey = (u64, u32);
+
+/// Tables built in this process; the last few are kept.
+static UF_TABLES: Mutex<Vec<(UfTableKey, Arc<UfTable>)>> = Mutex::new(Vec::new());
+const UF_TABLES_KEPT: usize = 4;
+
+/// The low-weight syndrome table of `graph` for syndromes of at most `max_defects` defects
+/// (`None`: [`uf_table::auto_max_defects`]; an explicit `K` above the detector count means
+/// all of them), built with the CPU uf on every core, once per process for a given graph
+/// content and `K` (logged on stderr). `Ok(None)`: no table (K = 0, or no observables).
+pub fn uf_table_for(
+    graph: &MatchingGraph,
+    max_defects: Option<u32>,
+) -> Result<Option<Arc<UfTable>>> {
+    let n = graph.num_detectors();
+    let (k, how) = match max_defects {
+        None => (
+            uf_table::auto_max_defects(n, graph.num_edges()),
+            "automatic",
+        ),
+        Some(k) => (k.min(n as u32), "set"),
+    };
+    if k == 0 || graph.num_observables() == 0 {
+        if max_defects.is_none() {
+            eprintln!(
+                "qfwd: uf table for {}: none ({n} detectors, {} edges: over the automatic \
+                 budget)",
+                graph.source(),
+                graph.num_edges()
+            );
+        }
+        return Ok(None);
+    }
+    let key = (graph_key(graph), k);
+    let mut cache = UF_TABLES.lock().unwrap_or_else(|p| p.into_inner());
+    let (table, verb) = match cache.iter().find(|(c, _)| *c == key) {
+        Some((_, t)) => (Arc::clone(t), "reused"),
+        None => {
+            let t = Arc::new(UfTable::build(graph, k, 0)?);
+            if cache.len() == UF_TABLES_KEPT {
+                cache.remove(0);
+            }
+            cache.push((key, Arc::clone(&t)));
+            (t, "built")
+        }
+    };
+    let (took, threads) = table.build_time();
+    eprintln!(
+        "qfwd: uf table for {}: K = {k} ({how}), {} entries x {} B = {} B (+ {} B index), {verb} \
+         (precompute {:.2} s on {threads} threads)",
+        graph.source(),
+        table.len(),
+        table.entry_bytes(),
+        table.entries().len(),
+        4 * (k as usize + 1 + k as usize * n),
+        took.as_secs_f64()
+    );
+    Ok(Some(table))
 }
 
 /// Writes "no decoder loaded" into `module`'s parameter block: a module whose backend was
@@ -652,6 +789,8 @@ mod tests {
             uf_edge_obs,
             uf_boundary,
             uf_scratch,
+            uf_table,
+            uf_table_index,
             lut_detectors,
             lut_entry_bytes,
             uf_detectors,
@@ -670,8 +809,10 @@ mod tests {
             uf_off_order,
             uf_off_levels,
             uf_off_cand,
+            uf_table_defects,
+            uf_table_entries,
+            uf_max_degree,
             loaded,
-            reserved,
         );
         assert_eq!(fields, rust, "QFWD_DEC_FIELD lines vs DecoderParams");
         assert_eq!(declared, rust, "struct QfwdDecoderParams vs DecoderParams");
@@ -690,12 +831,12 @@ mod tests {
         );
         let p = DecoderParams {
             uf_scratch: 0x0102_0304_0506_0708,
-            reserved: 0xAABB_CCDD,
+            loaded: 0xAABB_CCDD,
             ..DecoderParams::default()
         };
         let b = p.to_bytes();
         assert_eq!(b[48..56], 0x0102_0304_0506_0708u64.to_le_bytes());
-        assert_eq!(b[132..136], 0xAABB_CCDDu32.to_le_bytes());
+        assert_eq!(b[156..160], 0xAABB_CCDDu32.to_le_bytes());
     }
 
     fn edge(u: u32, v: Option<u32>, p: f64, obs: u64) -> EdgeSpec {
@@ -761,8 +902,12 @@ mod tests {
         let uf = Arc::new(Decoder::from_graph(g(), DecoderKind::Uf).unwrap());
         let uf2 = Arc::new(Decoder::from_graph(g(), DecoderKind::Uf).unwrap());
         let lut = Arc::new(Decoder::from_graph(g(), DecoderKind::Lut).unwrap());
-        assert!(DeviceModels::new(&[]).unwrap().is_empty());
-        let m = DeviceModels::new(&[Arc::clone(&uf), Arc::clone(&lut), Arc::clone(&uf)]).unwrap();
+        assert!(DeviceModels::new(&[], None).unwrap().is_empty());
+        let m = DeviceModels::new(
+            &[Arc::clone(&uf), Arc::clone(&lut), Arc::clone(&uf)],
+            Some(0),
+        )
+        .unwrap();
         let p = m.params_at(0x1000);
         assert_eq!(p.loaded, LOADED_LUT | LOADED_UF);
         for a in [
@@ -777,9 +922,53 @@ mod tests {
         }
         assert_eq!(p.uf_detectors, 2);
         assert_eq!(p.lut_entry_bytes, 1);
-        let e = DeviceModels::new(&[uf, uf2]).err().unwrap().to_string();
+        assert!(m.uf_table().is_none() && p.uf_table == 0 && p.uf_table_defects == 0);
+        let e = DeviceModels::new(&[uf, uf2], None)
+            .err()
+            .unwrap()
+            .to_string();
         assert!(e.contains("one model per decoder kind"), "{e}");
         // 1 + 4 payload bytes after the 8-byte header: two 12-byte pieces.
         assert_eq!(poll_chunks_for(&[lut]), 2);
+    }
+
+    /// The table and its index land in the blob where the parameters say, with the
+    /// device's `K` and size; cached per graph content; `Some(0)` turns it off.
+    #[test]
+    fn uf_table_is_uploaded_with_its_index() {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/fixtures/surface_d3_r1_z_p005.dem");
+        let uf = Arc::new(Decoder::from_dem_path(&path, DecoderKind::Uf).unwrap());
+        let n = uf.num_detectors();
+        let m = DeviceModels::new(&[Arc::clone(&uf)], Some(3)).unwrap();
+        let t = m.uf_table().expect("a table").clone();
+        let p = m.params_at(0);
+        assert_eq!((p.uf_table_defects, p.uf_table_entries), (3, 93));
+        assert_eq!(p.uf_table % 16, 0);
+        assert_eq!(p.uf_table_index % 16, 0);
+        let bytes: Vec<u8> = m.blob.iter().flat_map(|w| w.to_le_bytes()).collect();
+        let at = p.uf_table as usize;
+        assert_eq!(&bytes[at..at + t.entries().len()], t.entries());
+        let ix = t.device_index();
+        let at = p.uf_table_index as usize;
+        let got: Vec<u32> = bytes[at..at + 4 * ix.len()]
+            .chunks(4)
+            .map(|c| u32::from_le_bytes(c.try_into().unwrap()))
+            .collect();
+        assert_eq!(got, ix);
+        assert_eq!(ix.len(), 3 + 1 + 3 * n);
+        // Built once per graph content (a second decoder over the same model shares it).
+        let again = Arc::new(Decoder::from_dem_path(&path, DecoderKind::Uf).unwrap());
+        let m2 = DeviceModels::new(&[again], Some(3)).unwrap();
+        assert!(Arc::ptr_eq(m2.uf_table().unwrap(), &t));
+        // Automatic: all 8 detectors; an explicit K above that means all of them too.
+        let auto = DeviceModels::new(&[Arc::clone(&uf)], None).unwrap();
+        assert_eq!(auto.params_at(0).uf_table_defects, 8);
+        assert_eq!(auto.params_at(0).uf_table_entries, 256);
+        let big = DeviceModels::new(&[Arc::clone(&uf)], Some(12)).unwrap();
+        assert_eq!(big.params_at(0).uf_table_defects, 8);
+        let off = DeviceModels::new(&[uf], Some(0)).unwrap();
+        assert!(off.uf_table().is_none());
+        assert_eq!(off.params_at(0x1000).uf_table, 0);
     }
 }

@@ -1,0 +1,553 @@
+//! Low-weight syndrome table for the union-find decoder: the `uf` output (observable flips)
+//! of every syndrome with at most `K` defects, precomputed with the CPU decoder
+//! ([`UfScratch::decode`], whose output is the specification's), so a lookup is
+//! bit-identical to a decode by construction. The GPU `uf` (device/decode.cu) answers a
+//! request with at most `K` defects with one load from this table and runs the full
+//! decoder otherwise (see [`crate::gpu::decoder`]).
+//!
+//! # Index
+//!
+//! Syndromes are ordered by defect count, then by the combinatorial number system over
+//! their sorted detector indices: the `k` defects `d_0 < d_1 < ... < d_{k-1}` have rank
+//! `C(d_0, 1) + C(d_1, 2) + ... + C(d_{k-1}, k)` among the `C(n, k)` syndromes of `k`
+//! defects (ranks `0 .. C(n, k)` in colexicographic order), and index
+//! `base[k] + rank` with `base[k] = C(n, 0) + ... + C(n, k - 1)`. An entry is the wire
+//! result, `ceil(num_observables / 8)` bytes (1 up to 8 observables).
+//!
+//! # Size, and the shots it covers
+//!
+//! [`auto_max_defects`] picks the largest `K` whose table holds at most
+//! [`AUTO_MAX_ENTRIES`] entries and whose precompute stays within [`AUTO_MAX_WORK`] (a
+//! random `k`-defect syndrome is an expensive decode: its clusters grow far before they
+//! meet). On the committed fixtures (circuit noise, rounds = d), the share of shots with at
+//! most `K` defects (shots without defects included: they never reach the table, but they
+//! skip the full decoder too):
+//!
+//! | model | detectors, edges | K | entries | precompute (2-core VM) | p = 0.001 (Z / X) | p = 0.005 (Z) |
+//! |---|---|---|---|---|---|---|
+//! | surface d3, 3 rounds | 24, 78 | 9 (auto) | 2.6 M | 13 s | 100 % / 100 % | 99.99 % |
+//! | surface d5, 5 rounds | 120, 502 | 3 (auto) | 288 k | 2.3 s | 80.9 % / 79.9 % | 11.2 % |
+//! | surface d5, 5 rounds | 120, 502 | 4 | 8.5 M | ~90 s | 90.4 % / 89.8 % | 18.3 % |
+//! | surface d7, 7 rounds | 336, 1558 | 2 (auto) | 56.6 k | 1.7 s | 25.7 % / 25.8 % | 0.01 % |
+//! | surface d7, 7 rounds | 336, 1558 | 3 | 6.3 M | ~5 min | 32.7 % / 32.2 % | 0.02 % |
+//!
+//! (Precompute scales with cores; the K = 4 / K = 3 rows are estimates from the per-decode
+//! cost.) So the table takes most d3 and d5 shots at p = 0.001 off the full device decoder,
+//! a quarter to a third of the d7 ones, and few at p = 0.005: the p99 of d5 and d7 is still
+//! the full decoder's.
+#![forbid(unsafe_code)]
+
+use std::time::{Duration, Instant};
+
+use super::graph::MatchingGraph;
+use super::uf::UfScratch;
+use crate::{Error, Result};
+
+/// Most defects a table may cover.
+pub const MAX_DEFECTS: u32 = 16;
+/// Entries the automatic choice stays within.
+pub const AUTO_MAX_ENTRIES: u64 = 16 << 20;
+/// Precompute work the automatic choice stays within, in [`build_work`] units (syndrome
+/// defects x graph edges: one decode of a random `k`-defect syndrome costs about
+/// `k x edges x 10-20 ns`). 2e9: d3 K = 9 took 13 s, d5 K = 3 2.3 s and d7 K = 2 1.7 s on the
+/// two cores of the (shared) development VM; expect a second or two on a 16-core host.
+pub const AUTO_MAX_WORK: u64 = 2_000_000_000;
+/// Largest table an explicit `K` may ask for (entries; the device indexes with u32).
+pub const MAX_ENTRIES: u64 = 1 << 30;
+
+/// `C(n, k)`, saturating at `u64::MAX`.
+pub fn binomial(n: u64, k: u64) -> u64 {
+    if k > n {
+        return 0;
+    }
+    let k = k.min(n - k);
+    let mut c: u128 = 1;
+    for i in 0..k {
+        // C(n, i + 1) = C(n, i) * (n - i) / (i + 1), exact at every step.
+        c = c * u128::from(n - i) / u128::from(i + 1);
+        if c > u128::from(u64::MAX) {
+            return u64::MAX;
+        }
+    }
+    c as u64
+}
+
+/// Syndromes of at most `k` defects among `n` detectors: `C(n, 0) + ... + C(n, k)`,
+/// saturating.
+pub fn entries_upto(n: u64, k: u32) -> u64 {
+    (0..=u64::from(k)).fold(0u64, |acc, j| acc.saturating_add(binomial(n, j)))
+}
+
+/// Estimated precompute work of a table of `K` for `n` detectors and `edges` edges:
+/// `sum_k C(n, k) * k * edges`, saturating.
+pub fn build_work(n: u64, edges: u64, k: u32) -> u64 {
+    (1..=u64::from(k)).fold(0u64, |acc, j| {
+        acc.saturating_add(
+            binomial(n, j)
+                .saturating_mul(j)
+                .saturating_mul(edges.max(1)),
+        )
+    })
+}
+
+/// The largest `K <= MAX_DEFECTS` (and `<= n`) whose table holds at most
+/// [`AUTO_MAX_ENTRIES`] entries and costs at most [`AUTO_MAX_WORK`] to build; 0 (no table)
+/// when even `K = 1` does not fit.
+pub fn auto_max_defects(n: usize, edges: usize) -> u32 {
+    let (n, e) = (n as u64, edges as u64);
+    let mut k = 0;
+    while k < MAX_DEFECTS
+        && u64::from(k) < n
+        && entries_upto(n, k + 1) <= AUTO_MAX_ENTRIES
+        && build_work(n, e, k + 1) <= AUTO_MAX_WORK
+    {
+        k += 1;
+    }
+    k
+}
+
+/// Rank of the sorted, distinct `defects` among the syndromes of as many defects
+/// (combinatorial number system: `sum C(d_i, i + 1)`).
+pub fn rank(defects: &[u32]) -> u64 {
+    defects
+        .iter()
+        .enumerate()
+        .map(|(i, &d)| binomial(u64::from(d), i as u64 + 1))
+        .sum()
+}
+
+/// The sorted defects of rank `r` among the syndromes of `out.len()` defects (inverse of
+/// [`rank`]).
+pub fn unrank(mut r: u64, out: &mut [u32]) {
+    for i in (0..out.len()).rev() {
+        let j = i as u64 + 1;
+        // Largest d with C(d, j) <= r (d >= i: C(i, j) = 0).
+        let (mut lo, mut hi) = (i as u64, i as u64 + 1);
+        while binomial(hi, j) <= r {
+            hi *= 2;
+        }
+        while hi - lo > 1 {
+            let mid = (lo + hi) / 2;
+            if binomial(mid, j) <= r {
+                lo = mid;
+            } else {
+                hi = mid;
+            }
+        }
+        out[i] = lo as u32;
+        r -= binomial(lo, j);
+    }
+}
+
+/// Steps sorted `c` (detectors `< n`) to the next combination in colexicographic order
+/// (rank + 1); false after the last one.
+fn next_colex(c: &mut [u32], n: u32) -> bool {
+    for i in 0..c.len() {
+        let limit = if i + 1 < c.len() { c[i + 1] } else { n };
+        if c[i] + 1 < limit {
+            c[i] += 1;
+            for (j, x) in c[..i].iter_mut().enumerate() {
+                *x = j as u32;
+            }
+            return true;
+        }
+    }
+    false
+}
+
+/// The uf output of every syndrome of at most `max_defects` defects (module docs).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UfTable {
+    num_detectors: usize,
+    max_defects: u32,
+    entry_bytes: usize,
+    /// `base[k]`: index of the first syndrome of `k` defects, `k = 0 ..= K + 1`.
+    base: Vec<u64>,
+    entries: Vec<u8>,
+    build_time: Duration,
+    threads: usize,
+}
+
+impl UfTable {
+    /// Precomputes the table of `graph` for syndromes of at most `max_defects` defects
+    /// (`1 ..= MAX_DEFECTS`, at most [`MAX_ENTRIES`] entries) with the CPU uf, on
+    /// `threads` threads (0: one per available core).
+    pub fn build(graph: &MatchingGraph, max_defects: u32, threads: usize) -> Result<UfTable> {
+        let n = graph.num_detectors();
+        let total = entries_upto(n as u64, max_defects);
+        if max_defects == 0
+            || max_defects > MAX_DEFECTS
+            || max_defects as usize > n
+            || total > MAX_ENTRIES
+        {
+            return Err(Error::InvalidSetting {
+                key: "uf_table_max_defects",
+                detail: format!(
+                    "{max_defects} for {} ({n} detectors, {total} syndromes): expected 1 ..= \
+                     {} and at most {MAX_ENTRIES} syndromes (0 turns the table off)",
+                    graph.source(),
+                    MAX_DEFECTS.min(n as u32)
+                ),
+            });
+        }
+        let t0 = Instant::now();
+        let entry_bytes = graph.num_observables().div_ceil(8);
+        let base: Vec<u64> = (0..=max_defects + 1)
+            .map(|k| {
+                if k == 0 {
+                    0
+                } else {
+                    entries_upto(n as u64, k - 1)
+                }
+            })
+            .collect();
+        let threads = if threads == 0 {
+            std::thread::available_parallelism().map_or(1, |c| c.get())
+        } else {
+            threads
+        };
+        // At least 4096 syndromes per thread.
+        let threads = threads.clamp(1, total.div_ceil(4096) as usize);
+        let per = total.div_ceil(threads as u64) as usize;
+        let mut entries = vec![0u8; total as usize * entry_bytes];
+        if entry_bytes > 0 {
+            std::thread::scope(|s| {
+                for (t, out) in entries.chunks_mut(per * entry_bytes).enumerate() {
+                    let base = &base;
+                    s.spawn(move || fill(graph, base, (t * per) as u64, out, entry_bytes));
+                }
+            });
+        }
+        Ok(UfTable {
+            num_detectors: n,
+            max_defects,
+            entry_bytes,
+            base,
+            entries,
+            build_time: t0.elapsed(),
+            threads,
+        })
+    }
+
+    /// `K`: syndromes of at most this many defects are in the table.
+    pub fn max_defects(&self) -> u32 {
+        self.max_defects
+    }
+
+    /// Entries (syndromes).
+    pub fn len(&self) -> usize {
+        self.base[self.max_defects as usize + 1] as usize
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Bytes of an entry: the wire result, `ceil(num_observables / 8)`.
+    pub fn entry_bytes(&self) -> usize {
+        self.entry_bytes
+    }
+
+    /// The entries, `entry_bytes` each, in index order (module docs).
+    pub fn entries(&self) -> &[u8] {
+        &self.entries
+    }
+
+    /// Time the precompute took, and on how many threads.
+    pub fn build_time(&self) -> (Duration, usize) {
+        (self.build_time, self.threads)
+    }
+
+    /// Index of the syndrome with the sorted, distinct `defects` (`None`: more than `K`).
+    pub fn index(&self, defects: &[u32]) -> Option<usize> {
+        (defects.len() <= self.max_defects as usize)
+            .then(|| (self.base[defects.len()] + rank(defects)) as usize)
+    }
+
+    /// The observable flips of a bit-packed syndrome (bits past the detectors ignored), or
+    /// `None` when it has more than `K` defects.
+    pub fn lookup(&self, dets: &[u8]) -> Option<u64> {
+        let mut defects = Vec::with_capacity(self.max_defects as usize + 1);
+        for (i, &b) in dets.iter().enumerate().take(self.num_detectors.div_ceil(8)) {
+            let mut b = b;
+            while b != 0 {
+                let v = 8 * i as u32 + b.trailing_zeros();
+                b &= b - 1;
+                if (v as usize) < self.num_detectors {
+                    if defects.len() == self.max_defects as usize {
+                        return None;
+                    }
+                    defects.push(v);
+                }
+            }
+        }
+        let at = self.index(&defects)? * self.entry_bytes;
+        let mut mask = 0u64;
+        for (k, &b) in self.entries[at..at + self.entry_bytes].iter().enumerate() {
+            mask |= u64::from(b) << (8 * k);
+        }
+        Some(mask)
+    }
+
+    /// The index array device/decode.cu reads (u32): `base[k]` for `k = 0 ..= K`, then
+    /// `C(v, j)` at `K + 1 + (j - 1) * n + v` for `j = 1 ..= K`, `v < n`.
+    pub fn device_index(&self) -> Vec<u32> {
+        let (n, k) = (self.num_detectors, self.max_defects as usize);
+        let mut ix: Vec<u32> = self.base[..=k].iter().map(|&b| b as u32).collect();
+        for j in 1..=k as u64 {
+            // C(v, j) <= C(n - 1, j) < the table size, which fits u32 (MAX_ENTRIES).
+            ix.extend((0..n as u64).map(|v| binomial(v, j) as u32));
+        }
+        ix
+    }
+}
+
+/// How device/decode.cu computes the index of the sorted `defects` (`1 ..= K` of them)
+/// from [`UfTable::device_index`]: kept here, beside its twin, so tests check the two agree.
+pub fn device_index_of(ix: &[u32], n: usize, max_defects: u32, defects: &[u32]) -> u32 {
+    let k = max_defects as usize;
+    defects
+        .iter()
+        .enumerate()
+        .fold(ix[defects.len()], |acc, (pos, &d)| {
+            acc.wrapping_add(ix[k + 1 + pos * n + d as usize])
+        })
+}
+
+/// Fills `out` with the entries from index `first` on.
+fn fill(graph: &MatchingGraph, base: &[u64], first: u64, out: &mut [u8], entry_bytes: usize) {
+    let n = graph.num_detectors() as u32;
+    let mut scratch = UfScratch::new(graph);
+    let mut dets = vec![0u8; graph.num_detectors().div_ceil(8)];
+    let mut k = base.iter().rposition(|&b| b <= first).unwrap();
+    let mut c = vec![0u32; k];
+    unrank(first - base[k], &mut c);
+    for entry in out.chunks_mut(entry_bytes) {
+        for &d in &c {
+            dets[d as usize / 8] |= 1 << (d % 8);
+        }
+        let mask = scratch.decode(graph, &dets);
+        for &d in &c {
+            dets[d as usize / 8] = 0;
+        }
+        for (i, b) in entry.iter_mut().enumerate() {
+            *b = (mask >> (8 * i)) as u8;
+        }
+        if !next_colex(&mut c, n) {
+            k += 1;
+            c = (0..k as u32).collect();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::decode::Dem;
+    use proptest::prelude::*;
+
+    fn fixture(name: &str) -> MatchingGraph {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/fixtures")
+            .join(format!("{name}.dem"));
+        MatchingGraph::from_dem(&Dem::from_path(&path).unwrap()).unwrap()
+    }
+
+    fn packed(n: usize, defects: &[u32]) -> Vec<u8> {
+        let mut d = vec![0u8; n.div_ceil(8)];
+        for &v in defects {
+            d[v as usize / 8] |= 1 << (v % 8);
+        }
+        d
+    }
+
+    #[test]
+    fn binomials_and_sizes() {
+        assert_eq!(binomial(5, 2), 10);
+        assert_eq!(binomial(2, 5), 0);
+        assert_eq!(binomial(120, 4), 8_214_570);
+        assert_eq!(binomial(336, 3), 6_265_840);
+        assert_eq!(binomial(65535, 16), u64::MAX);
+        assert_eq!(entries_upto(24, 24), 1 << 24);
+        // The fixtures' models: d3 (24 detectors, 78 edges), d5 (120, 502), d7 (336, 1558).
+        assert_eq!(auto_max_defects(8, 21), 8);
+        assert_eq!(auto_max_defects(24, 78), 9);
+        assert_eq!(auto_max_defects(120, 502), 3);
+        assert_eq!(auto_max_defects(336, 1558), 2);
+        assert_eq!(auto_max_defects(336, 1 << 30), 0);
+        assert_eq!(auto_max_defects(0, 10), 0);
+        assert_eq!(build_work(120, 502, 4), 16_925_030_400);
+    }
+
+    #[test]
+    fn colex_steps_through_ranks_in_order() {
+        for k in 0..=4usize {
+            let mut c: Vec<u32> = (0..k as u32).collect();
+            let mut r = 0u64;
+            loop {
+                assert_eq!(rank(&c), r, "{c:?}");
+                let mut u = vec![0; k];
+                unrank(r, &mut u);
+                assert_eq!(u, c);
+                r += 1;
+                if !next_colex(&mut c, 9) {
+                    break;
+                }
+            }
+            assert_eq!(r, binomial(9, k as u64));
+        }
+    }
+
+    proptest! {
+        #[test]
+        fn rank_and_unrank_round_trip(
+            (n, set) in prop_oneof![
+                (Just(2000u32), proptest::collection::btree_set(0u32..2000, 0..=5)),
+                (Just(64u32), proptest::collection::btree_set(0u32..64, 0..=MAX_DEFECTS as usize)),
+            ]
+        ) {
+            let sorted: Vec<u32> = set.into_iter().collect();
+            let r = rank(&sorted);
+            prop_assert!(r < binomial(u64::from(n), sorted.len() as u64));
+            let mut back = vec![0u32; sorted.len()];
+            unrank(r, &mut back);
+            prop_assert_eq!(back, sorted);
+        }
+
+        #[test]
+        fn unrank_and_rank_round_trip(k in 1u64..=6, x in any::<u64>()) {
+            let r = x % binomial(336, k);
+            let mut c = vec![0u32; k as usize];
+            unrank(r, &mut c);
+            prop_assert!(c.windows(2).all(|w| w[0] < w[1]) && c[k as usize - 1] < 336);
+            prop_assert_eq!(rank(&c), r);
+        }
+    }
+
+    #[test]
+    fn bad_sizes_are_refused() {
+        let g = fixture("surface_d3_r1_z_p005");
+        for k in [0, 9, MAX_DEFECTS + 1] {
+            let e = UfTable::build(&g, k, 1).unwrap_err().to_string();
+            assert!(e.contains("uf_table_max_defects"), "{e}");
+        }
+    }
+
+    /// Every syndrome of a small model (all 2^8 of them: K = n), against the specification
+    /// (`decode_reference`, the one the GPU follows) through the index, the lookup and the
+    /// device's index computation; split over threads as the build splits it.
+    #[test]
+    fn table_equals_the_reference_on_every_syndrome_of_small_models() {
+        for name in ["surface_d3_r1_z_p005", "rep_d3_r3_p005"] {
+            let g = fixture(name);
+            let n = g.num_detectors();
+            for threads in [1, 3] {
+                let t = UfTable::build(&g, n as u32, threads).unwrap();
+                assert_eq!(t.len(), 1 << n);
+                let ix = t.device_index();
+                let mut s = UfScratch::new(&g);
+                for bits in 0u32..1 << n {
+                    let defects: Vec<u32> = (0..n as u32).filter(|v| bits >> v & 1 == 1).collect();
+                    let dets = packed(n, &defects);
+                    let want = s.decode_reference(&g, &dets);
+                    assert_eq!(t.lookup(&dets), Some(want), "{name} {defects:?}");
+                    if !defects.is_empty() {
+                        assert_eq!(
+                            device_index_of(&ix, n, t.max_defects(), &defects) as usize,
+                            t.index(&defects).unwrap()
+                        );
+                    }
+                }
+            }
+        }
+    }
+
+    /// d3 (24 detectors), every syndrome of at most 4 defects; d5 and d7, K = 2, and
+    /// random syndromes of 1 ..= K defects plus some above K (not in the table).
+    #[test]
+    fn table_equals_the_reference_on_low_weight_syndromes() {
+        let mut x = 0x9E37_79B9_7F4A_7C15u64;
+        let mut next = move || {
+            // xorshift64
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        for (name, k, exhaustive) in [
+            ("surface_d3_r3_z_p001", 4, true),
+            ("surface_d5_r5_x_p001", 2, false),
+            ("surface_d7_r7_z_p001", 2, false),
+        ] {
+            let g = fixture(name);
+            let n = g.num_detectors();
+            let t = UfTable::build(&g, k, 0).unwrap();
+            assert_eq!(t.len() as u64, entries_upto(n as u64, k));
+            assert_eq!(t.entries().len(), t.len() * t.entry_bytes());
+            let ix = t.device_index();
+            let mut s = UfScratch::new(&g);
+            let mut check = |defects: &[u32]| {
+                let dets = packed(n, defects);
+                let want = s.decode_reference(&g, &dets);
+                if defects.len() <= k as usize {
+                    assert_eq!(t.lookup(&dets), Some(want), "{name} {defects:?}");
+                    assert_eq!(
+                        device_index_of(&ix, n, k, defects) as usize,
+                        t.index(defects).unwrap()
+                    );
+                } else {
+                    assert_eq!(t.lookup(&dets), None);
+                }
+            };
+            if exhaustive {
+                for kk in 1..=k as usize {
+                    let mut c: Vec<u32> = (0..kk as u32).collect();
+                    loop {
+                        check(&c);
+                        if !next_colex(&mut c, n as u32) {
+                            break;
+                        }
+                    }
+                }
+            } else {
+                for i in 0..4000u64 {
+                    let kk = 1 + (i % (u64::from(k) + 2));
+                    let mut set = std::collections::BTreeSet::new();
+                    while set.len() < kk as usize {
+                        set.insert((next() % n as u64) as u32);
+                    }
+                    check(&set.into_iter().collect::<Vec<_>>());
+                }
+            }
+        }
+    }
+
+    /// The shares of fixture shots the automatic table covers (the module docs' table).
+    #[test]
+    fn fixture_shots_covered_by_the_automatic_table() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
+        for (name, k, want) in [
+            ("surface_d3_r3_z_p001", 9, 1.0),
+            ("surface_d3_r3_z_p005", 9, 0.999),
+            ("surface_d5_r5_z_p001", 3, 0.808),
+            ("surface_d5_r5_x_p001", 3, 0.799),
+            ("surface_d7_r7_z_p001", 2, 0.256),
+            ("surface_d7_r7_x_p001", 2, 0.258),
+        ] {
+            let g = fixture(name);
+            assert_eq!(auto_max_defects(g.num_detectors(), g.num_edges()), k);
+            let n = g.num_detectors();
+            let shots =
+                crate::decode::Shots::read(&dir.join(format!("{name}.b8")), n, None).unwrap();
+            let covered = (0..shots.len())
+                .filter(|&i| (0..n).filter(|&v| shots.get(i, v)).count() <= k as usize)
+                .count();
+            let share = covered as f64 / shots.len() as f64;
+            eprintln!(
+                "{name}: K = {k}, {:.2} % of shots have at most K defects",
+                100.0 * share
+            );
+            assert!((share - want).abs() < 0.001, "{name}: {share}");
+        }
+    }
+}
