@@ -129,6 +129,11 @@ struct RunArgs {
     /// [default: on].
     #[arg(long, value_name = "on|off", value_parser = parse_on_off)]
     poll_spacing: Option<bool>,
+    /// GPU uf decoder: answer syndromes of at most N defects from a table that the CPU uf
+    /// fills at start-up (same answers, one memory load); 0 turns it off [default: the
+    /// largest N whose table fits the build budget, logged at start].
+    #[arg(long, value_name = "N")]
+    uf_table_max_defects: Option<u32>,
     /// GPU topologies: request slots, i.e. requests on the GPU at once [default: 64].
     #[arg(long)]
     slots: Option<usize>,
@@ -213,6 +218,9 @@ impl RunArgs {
         }
         if let Some(v) = self.poll_spacing {
             c.poll_spacing = v;
+        }
+        if self.uf_table_max_defects.is_some() {
+            c.uf_table_max_defects = self.uf_table_max_defects;
         }
         if let Some(v) = self.slots {
             c.slots = v;

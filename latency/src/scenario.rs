@@ -90,6 +90,10 @@ pub struct Point {
     /// Warps of a slot space their reads over a round trip (gpu-persistent).
     #[serde(default = "d_true")]
     pub poll_spacing: bool,
+    /// GPU uf: table of low-weight syndromes up to this many defects (0 = off; absent =
+    /// automatic).
+    #[serde(default)]
+    pub uf_table_max_defects: Option<u32>,
     /// GPU request slots; 0 = the forwarder's default (64).
     #[serde(default)]
     pub slots: usize,
@@ -218,6 +222,7 @@ pub const FORWARDER_KEYS: &[&str] = &[
     "pollers",
     "pollers_per_slot",
     "poll_spacing",
+    "uf_table_max_defects",
     "slots",
     "gpu_device",
     "doorbell",

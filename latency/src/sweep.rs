@@ -88,6 +88,7 @@ pub fn run_config(point: &Point) -> RunConfig {
         },
         pollers_per_slot: point.pollers_per_slot,
         poll_spacing: point.poll_spacing,
+        uf_table_max_defects: point.uf_table_max_defects,
         slots: if point.slots == 0 {
             defaults.slots
         } else {
@@ -285,11 +286,21 @@ pub fn measure(
         // The model names the code and distance; the decoder alone would not.
         decoder: match &point.dem {
             Some(dem) if point.decoder != "-" => format!(
-                "{}:{}",
+                "{}:{}{}",
                 point.decoder,
                 dem.file_stem()
                     .map(|s| s.to_string_lossy())
-                    .unwrap_or_default()
+                    .unwrap_or_default(),
+                // The GPU uf's low-weight table changes its speed, not its answers.
+                match (
+                    point.topology.needs_gpu() && point.decoder == "uf",
+                    point.uf_table_max_defects
+                ) {
+                    (false, _) => String::new(),
+                    (true, None) => "+table".to_string(),
+                    (true, Some(0)) => "+no-table".to_string(),
+                    (true, Some(k)) => format!("+table<={k}"),
+                }
             ),
             _ => point.decoder.clone(),
         },
