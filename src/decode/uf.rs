@@ -89,20 +89,51 @@
 //!
 //! # The event-driven CPU version
 //!
-//! Between two changes of the clusters at its ends, an edge grows at a constant rate `k`,
-//! so its *fill time* `t0 + ceil((w - g0) / k)` (growth `g0` at time `t0`) does not move
-//! while the rounds pass: `need` drops by exactly `delta` each round. [`UfScratch::decode`]
-//! therefore keeps, per edge, one 16-byte record `(growth, since, fill, weight, rate,
-//! seen)`, and per active cluster a lower bound `cmin` of its edges' fill times. A round
-//! jumps to the least `cmin` of the active roots, scans only the clusters due then for the
-//! edges whose fill time it is (the specification's `fused` set), merges them, and
-//! re-rates (brings growth up to now, then recomputes rate and fill time) only the edges
-//! of the clusters whose activity changed, or that merged with another active cluster:
-//! every edge whose rate can change, or that becomes internal, has an endpoint in such a
-//! cluster. Clusters keep member lists and `parent[v]` always names the root (the smaller
-//! cluster is relabelled on union), so there is no `find` in this version. The clusters,
-//! the full edges and so the output are those of the specification; root identities may
-//! differ, which the output never depends on.
+//! [`UfScratch::decode`] gives the specification's output with far less work; it is what
+//! the CPU runs (`qfwd decode`, the appliance's `cpu` topology, the GPU's syndrome table).
+//!
+//! - **Implicit growth.** A vertex `x` that is not the boundary adds one unit per time unit
+//!   to each of its growing edges while its cluster is active, from the time it joined a
+//!   cluster. So an edge `(x, y)` that is neither full nor internal has grown
+//!   `S(x) + S(y)`, where `S(x)` is the active time `x`'s cluster(s) accumulated since `x`
+//!   joined (0 outside clusters and for `B`, whose cluster is never active). A cluster
+//!   holds its accumulated active time as `A(t) = a0 + (t & mask)` (`mask` all ones while
+//!   active, 0 while not; `a0` adjusted when the activity changes so `A` is continuous);
+//!   a vertex holds an offset, `S(x) = A(root) - off[x]`. A union at time `t` relabels the
+//!   smaller cluster's members and shifts their offsets by the difference of the two
+//!   `A(t)`. An internal edge that is not full never fills (it stops growing), so the full
+//!   edges are the specification's `fused` ones, whose ends always share a cluster after
+//!   their round: no per-edge state at all, and nothing is rewritten when a cluster's
+//!   activity changes.
+//! - **Next fill time.** Every growing edge of an active cluster fills at
+//!   `t + ceil((w - S(x) - S(y)) / k)`. Per vertex of an active cluster, `vmin` is a lower
+//!   bound of its growing edges' fill times (with, when one edge alone has the least, that
+//!   edge and the next fill time); per active cluster, `cmin` is one of its vertices'
+//!   bounds. Every growing edge has an end whose bounds cover it: a scan of a vertex sets
+//!   the exact minimum; a cluster becoming active (a merge) scans the parts of it that were
+//!   inactive and keeps the bounds of those that were active; a cluster going inactive
+//!   slows its edges to active clusters from rate 2 to 1, which can make them fill
+//!   *earlier* than those clusters' bounds assumed (they were computed at rate 1 before
+//!   the rate went up), so it lowers their bounds, scanning only its vertices that ever
+//!   had an active neighbour (`hotv`), and only when it had one outside its new cluster
+//!   (`Cluster::hot`). A round jumps to the least bound of the active roots, `t`; in the
+//!   clusters whose bound is `t` it visits the vertices whose bound is `t`, and either
+//!   takes the one edge cached for `t` (checked: still growing, grown to its weight) or
+//!   scans the vertex; the edges grown to their weight are exactly the specification's
+//!   `fused` set of that round (a bound that was only a lower bound gives a round with no
+//!   fill, which changes nothing but bounds). Then the merges of step 2c.
+//! - **Forest.** Step 3 runs over per-vertex lists of the full edges (kept in increasing
+//!   edge index, the CSR order) instead of the whole adjacency; a cluster without the
+//!   boundary is one tree rooted at its least vertex (the first of the sorted `verts` that
+//!   3a leaves unvisited), and the trees peel independently, so their order does not
+//!   matter. Step 5 resets only the vertices in clusters.
+//! - An empty syndrome returns before touching any state; nothing allocates per shot, and
+//!   the edge loop (`scan_vertex`) keeps its least two fill times without branches.
+//!
+//! Clusters keep member lists and `root[v]` always names the root (the smaller cluster is
+//! relabelled on union), so there is no `find` in this version. The clusters, the full
+//! edges, the forest and so the output are those of the specification; root identities
+//! may differ, which the output never depends on.
 //!
 #![forbid(unsafe_code)]
 
@@ -116,76 +147,168 @@ pub const ODD: u8 = 1;
 pub const BOUNDARY: u8 = 2;
 /// Root flag (event-driven version, within a round): the cluster took part in a merge.
 const PART: u8 = 4;
-/// Root flag (event-driven version, within a round): the root is in the new `roots` list.
+/// Root flag (event-driven version): the root is in the `roots` list.
 const LISTED: u8 = 8;
+/// Flag (event-driven version): no longer a root (it lost a union).
+const DEAD: u8 = 16;
 /// "Never" as a fill time.
 const NEVER: u32 = u32::MAX;
+/// `Cluster::hot`: active neighbours in more than one cluster.
+const MULTI: u32 = u32::MAX - 1;
 
-/// `EdgeState::rate` of a full edge.
-const FULL: u8 = 3;
-
-/// The event-driven version's state of one edge.
+/// The event-driven version's state of one vertex (8 bytes: one access per neighbour).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct EdgeState {
-    /// Growth at time `since`.
-    growth: u32,
-    since: u32,
-    /// Fill time (`NEVER` if not growing).
-    fill: u32,
-    /// The edge's weight, copied when first rated.
-    weight: u16,
-    /// Growth per time unit: 0, 1, 2; `FULL` once full.
-    rate: u8,
-    /// Rated at least once in this shot (and so listed in `touched`).
-    seen: u8,
+struct Vtx {
+    /// Root of the vertex's cluster; `NONE` outside clusters.
+    root: u32,
+    /// Growth offset: the vertex's own growth is `A(root) - off` (wrapping arithmetic).
+    off: u32,
 }
 
-impl EdgeState {
-    const RESET: EdgeState = EdgeState {
-        growth: 0,
-        since: 0,
-        fill: NEVER,
-        weight: 0,
-        rate: 0,
-        seen: 0,
+impl Vtx {
+    const RESET: Vtx = Vtx { root: NONE, off: 0 };
+}
+
+/// The event-driven version's state of one cluster, valid at its root.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Cluster {
+    /// Active time accumulated by time `t`: `a0 + (t & mask)` (wrapping), `mask` all ones
+    /// while the cluster is active, 0 while not; kept continuous when it changes.
+    a0: u32,
+    mask: u32,
+    /// While active: a lower bound of the fill times of the cluster's growing edges.
+    cmin: u32,
+    size: u32,
+    /// The least member.
+    minv: u32,
+    /// Member list: `head`, then `next[..]` up to `tail`.
+    head: u32,
+    tail: u32,
+    /// A vertex of every active cluster that is (or was, since) a neighbour across a
+    /// growing edge: `NONE` (none), a vertex whose cluster holds them all, or `MULTI`.
+    hot: u32,
+    /// `ODD`, `BOUNDARY`, and within a round `PART` and `LISTED`.
+    flags: u8,
+}
+
+impl Cluster {
+    const UNUSED: Cluster = Cluster {
+        a0: 0,
+        mask: 0,
+        cmin: NEVER,
+        size: 0,
+        minv: NONE,
+        head: NONE,
+        tail: NONE,
+        hot: NONE,
+        flags: 0,
+    };
+
+    /// A new cluster of the one vertex `v` at time `t`.
+    #[inline]
+    fn singleton(v: u32, t: u32, flags: u8) -> Cluster {
+        let mut c = Cluster {
+            a0: 0,
+            mask: 0,
+            cmin: NEVER,
+            size: 1,
+            minv: v,
+            head: v,
+            tail: v,
+            hot: NONE,
+            flags: 0,
+        };
+        c.set_flags(flags, t);
+        c
+    }
+
+    /// Sets the flags at time `t`, and the growth rate with them, keeping `at(t)`.
+    #[inline]
+    fn set_flags(&mut self, flags: u8, t: u32) {
+        let a = self.at(t);
+        self.flags = flags;
+        self.mask = if self.active() { u32::MAX } else { 0 };
+        self.a0 = a.wrapping_sub(t & self.mask);
+    }
+
+    /// Odd parity and no boundary.
+    #[inline]
+    fn active(&self) -> bool {
+        self.flags & (ODD | BOUNDARY) == ODD
+    }
+
+    /// Accumulated active time at time `t` (at or after the last change of activity).
+    #[inline]
+    fn at(&self, t: u32) -> u32 {
+        self.a0.wrapping_add(t & self.mask)
+    }
+}
+
+/// The event-driven version's bound of one vertex in an active cluster.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Vm {
+    /// A lower bound of the fill times of the vertex's growing edges.
+    vmin: u32,
+    /// When `c0 != NONE`: the fill time of the vertex's other growing edges (a lower bound).
+    second: u32,
+    /// CSR position of the one edge that fills at `vmin` (`NONE`: not known, scan them all).
+    c0: u32,
+}
+
+impl Vm {
+    const UNUSED: Vm = Vm {
+        vmin: NEVER,
+        second: NEVER,
+        c0: NONE,
     };
 }
 
 /// Per-instance working memory of the union-find decoder (see the module docs).
 #[derive(Debug, Clone)]
 pub struct UfScratch {
-    // Specification state.
+    // Specification state (`decode_reference`).
     parent: Vec<u32>,
     flags: Vec<u8>,
-    defect: Vec<u8>,
-    visited: Vec<u8>,
-    parent_edge: Vec<u32>,
     growth: Vec<u32>,
-    verts: Vec<u32>,
     frontier: Vec<u32>,
     cand: Vec<u32>,
     touched: Vec<u32>,
+    // Shared by both versions (all reset after each shot).
+    defect: Vec<u8>,
+    visited: Vec<u8>,
+    parent_edge: Vec<u32>,
+    verts: Vec<u32>,
+    /// The reference: edges fused in the current round. The event-driven version: every
+    /// edge fused so far in the shot (the full edges).
     fused: Vec<u32>,
     order: Vec<u32>,
     // Event-driven version only.
-    /// Cluster sizes at roots; member lists: `next[v]`, and `head`/`tail` at roots. In
-    /// this version `parent[v]` is always the root itself (members are relabelled on
-    /// union), so no find is needed.
-    csize: Vec<u32>,
+    vtx: Vec<Vtx>,
+    /// Per vertex in an active cluster (not reset: written before it is read).
+    vm: Vec<Vm>,
+    /// Per vertex index, valid at roots.
+    clusters: Vec<Cluster>,
+    /// Member lists (see `Cluster::head`).
     next: Vec<u32>,
-    head: Vec<u32>,
-    tail: Vec<u32>,
-    /// At active roots: a lower bound of the fill times of the cluster's growing edges.
-    cmin: Vec<u32>,
-    /// Per edge, in one 16-byte record (one cache access per edge).
-    edges: Vec<EdgeState>,
-    /// Active roots, and the next round's list.
+    /// Per vertex: 1 once seen across a growing edge from or to an active cluster while
+    /// its own cluster was active (a rate-2 edge).
+    hotv: Vec<u8>,
+    /// Forest: per vertex the first of its full-edge slots (`NONE`: none); a slot is
+    /// `[edge, other end, next slot]`.
+    fhead: Vec<u32>,
+    fslot: Vec<[u32; 3]>,
+    /// Forest: vertices with a full boundary edge.
+    bseed: Vec<u32>,
+    /// Active roots (`LISTED`; at a round's start it may still hold roots that went
+    /// inactive or lost a union, which that round drops).
     roots: Vec<u32>,
-    roots_next: Vec<u32>,
-    /// Clusters taking part in this round's merges: (head, tail, was active) at round start.
+    /// Clusters taking part in this round's merges, as at round start: member sublist
+    /// (head, tail), bound, and whether active.
     part_head: Vec<u32>,
     part_tail: Vec<u32>,
-    part_active: Vec<u8>,
+    part_cmin: Vec<u32>,
+    part_hot: Vec<u32>,
+    part_active: Vec<bool>,
 }
 
 #[inline]
@@ -201,7 +324,8 @@ fn find(parent: &mut [u32], mut x: u32) -> u32 {
     }
 }
 
-/// Steps 3 (forest), 4 (peel) and 5 (reset of the vertex state); shared by both versions.
+/// Steps 3 (forest), 4 (peel) and 5 (reset of the vertex state) of the specification, as
+/// [`UfScratch::decode_reference`] runs them.
 /// `full(e)`: edge `e` is full. Returns the observable flips.
 #[allow(clippy::too_many_arguments)]
 fn forest_peel_reset(
@@ -289,6 +413,120 @@ fn forest_peel_reset(
     obs
 }
 
+/// Records in cluster `r` that the cluster of vertex `y` (another one, active) is a
+/// neighbour.
+#[inline]
+fn hot_add(cl: &mut [Cluster], vtx: &[Vtx], r: u32, y: u32) {
+    let h = cl[r as usize].hot;
+    if h == NONE {
+        cl[r as usize].hot = y;
+    } else if h != MULTI && (y == MULTI || vtx[h as usize].root != vtx[y as usize].root) {
+        cl[r as usize].hot = MULTI;
+    }
+}
+
+/// Records that `x` (cluster `r`) and `y` (cluster `ry`), both active, are neighbours across
+/// a growing edge.
+#[inline(never)]
+fn note_active_pair(
+    cl: &mut [Cluster],
+    vtx: &[Vtx],
+    hotv: &mut [u8],
+    (r, x): (u32, u32),
+    (ry, y): (u32, u32),
+) {
+    hot_add(cl, vtx, r, y);
+    hot_add(cl, vtx, ry, x);
+    hotv[x as usize] = 1;
+    hotv[y as usize] = 1;
+}
+
+/// Scans every edge of vertex `x` (in the active cluster `r`, whose accumulated active time
+/// is `a_r`) at time `t`: appends the edges that fill at `t` to `fused` (a due scan; an
+/// edge may be appended twice in a round, once from each end); returns the least fill time
+/// of the others, with the edge that has it if only one does (and then the next fill
+/// time). Reads cluster states only, so every scan of a round sees the round's start;
+/// records active neighbours (`hot_add`, `hotv`). Not inlined: its loop gets the registers.
+#[inline(never)]
+#[allow(clippy::too_many_arguments)]
+fn scan_vertex(
+    (adj, adj_offset, weight): (&[[u32; 2]], &[u32], &[u32]),
+    vtx: &[Vtx],
+    cl: &mut [Cluster],
+    hotv: &mut [u8],
+    (fused, n_full): (&mut [u32], &mut usize),
+    x: u32,
+    r: u32,
+    a_r: u32,
+    t: u32,
+) -> Vm {
+    let xu = x as usize;
+    let solo = cl.len() - 1;
+    let s_x = a_r.wrapping_sub(vtx[xu].off);
+    let (lo, hi) = (adj_offset[xu] as usize, adj_offset[xu + 1] as usize);
+    let row = &adj[lo..hi];
+    // The two least (fill time, CSR position) keys, without branches.
+    let (mut k1, mut k2) = (u64::MAX, u64::MAX);
+    // Positions (below 64) of growing edges to active clusters, handled after the loop.
+    let mut pairs = 0u64;
+    let mut nf = *n_full;
+    for (i, &[e, y]) in row.iter().enumerate() {
+        let vy = vtx[y as usize];
+        // Outside clusters: the sentinel cluster (inactive, no growth).
+        let q = &cl[(vy.root as usize).min(solo)];
+        let (a0, mask) = (q.a0, q.mask);
+        let grown = s_x
+            .wrapping_add(a0.wrapping_add(t & mask))
+            .wrapping_sub(vy.off);
+        let w = weight[e as usize];
+        // Internal edges (full ones included, once merged) do not grow.
+        let growing = vy.root != r;
+        pairs |= u64::from(growing & (mask != 0)) << (i & 63);
+        if growing & (grown >= w) {
+            fused[nf] = e;
+            nf += 1;
+            continue;
+        }
+        // ceil((w - grown) / rate) for rate 1 or 2, without a division.
+        let shift = mask & 1;
+        let f = t.wrapping_add(w.wrapping_sub(grown).wrapping_add(shift) >> shift);
+        let key = if growing {
+            (u64::from(f) << 32) | (lo + i) as u64
+        } else {
+            u64::MAX
+        };
+        k2 = k2.min(k1.max(key));
+        k1 = k1.min(key);
+    }
+    *n_full = nf;
+    // Active neighbours: the positions flagged (modulo 64), checked again.
+    let flagged = std::iter::from_fn(|| {
+        (pairs != 0).then(|| {
+            let i = pairs.trailing_zeros() as usize;
+            pairs &= pairs - 1;
+            i
+        })
+    });
+    for i in flagged.chain(64..row.len()) {
+        let y = row[i][1];
+        let ry = vtx[y as usize].root;
+        if ry != r && ry != NONE && cl[ry as usize].mask != 0 {
+            note_active_pair(cl, vtx, hotv, (r, x), (ry, y));
+        }
+    }
+    let (m1, m2) = ((k1 >> 32) as u32, (k2 >> 32) as u32);
+    Vm {
+        vmin: m1,
+        second: m2,
+        // Cached only when one edge fills first.
+        c0: if m1 != NEVER && m2 != m1 {
+            k1 as u32
+        } else {
+            NONE
+        },
+    }
+}
+
 impl UfScratch {
     /// Working memory for `graph` (and any smaller graph).
     pub fn new(graph: &MatchingGraph) -> UfScratch {
@@ -302,26 +540,29 @@ impl UfScratch {
         UfScratch {
             parent: Vec::new(),
             flags: Vec::new(),
-            defect: Vec::new(),
-            visited: Vec::new(),
-            parent_edge: Vec::new(),
             growth: Vec::new(),
-            verts: Vec::new(),
             frontier: Vec::new(),
             cand: Vec::new(),
             touched: Vec::new(),
+            defect: Vec::new(),
+            visited: Vec::new(),
+            parent_edge: Vec::new(),
+            verts: Vec::new(),
             fused: Vec::new(),
             order: Vec::new(),
-            csize: Vec::new(),
+            vtx: Vec::new(),
+            vm: Vec::new(),
+            clusters: Vec::new(),
             next: Vec::new(),
-            head: Vec::new(),
-            tail: Vec::new(),
-            cmin: Vec::new(),
-            edges: Vec::new(),
+            hotv: Vec::new(),
+            fhead: Vec::new(),
+            fslot: Vec::new(),
+            bseed: Vec::new(),
             roots: Vec::new(),
-            roots_next: Vec::new(),
             part_head: Vec::new(),
             part_tail: Vec::new(),
+            part_cmin: Vec::new(),
+            part_hot: Vec::new(),
             part_active: Vec::new(),
         }
     }
@@ -336,29 +577,33 @@ impl UfScratch {
             self.defect.resize(nv, 0);
             self.visited.resize(nv, 0);
             self.parent_edge.resize(nv, NO_EDGE);
-            self.csize.resize(nv, 0);
+            self.vtx.resize(nv, Vtx::RESET);
+            self.vm.resize(nv, Vm::UNUSED);
+            // One more: the sentinel that `Vtx::root == NONE` reads as (inactive, no growth).
+            self.clusters.resize(nv + 1, Cluster::UNUSED);
             self.next.resize(nv, NONE);
-            self.head.resize(nv, NONE);
-            self.tail.resize(nv, NONE);
-            self.cmin.resize(nv, NEVER);
+            self.fhead.resize(nv, NONE);
+            self.hotv.resize(nv, 0);
             // Lists of vertices or clusters: each enters each list at most once per round.
             self.verts.resize(nv, 0);
             self.frontier.resize(nv, 0);
             self.order.resize(nv, 0);
+            self.bseed.resize(nv, 0);
             self.roots.resize(nv, 0);
-            self.roots_next.resize(nv, 0);
             self.part_head.resize(nv, 0);
             self.part_tail.resize(nv, 0);
-            self.part_active.resize(nv, 0);
+            self.part_cmin.resize(nv, NEVER);
+            self.part_hot.resize(nv, NONE);
+            self.part_active.resize(nv, false);
         }
         if self.growth.len() < ne {
             self.growth.resize(ne, 0);
-            self.edges.resize(ne, EdgeState::RESET);
             // Lists of edges: an edge is touched and fills once; it is a candidate at most
-            // twice per round (once from each endpoint).
+            // twice per round (once from each endpoint); a full edge has two forest slots.
             self.touched.resize(ne, 0);
-            self.fused.resize(ne, 0);
+            self.fused.resize(2 * ne, 0);
             self.cand.resize(2 * ne, 0);
+            self.fslot.resize(2 * ne, [0; 3]);
         }
     }
 
@@ -378,63 +623,76 @@ impl UfScratch {
     pub fn decode(&mut self, g: &MatchingGraph, dets: &[u8]) -> u64 {
         self.check(g);
         let n = g.num_detectors();
+        let dets = &dets[..n.div_ceil(8).min(dets.len())];
+        // No defect (most shots at low noise): return before touching any state.
+        let whole = dets.len().min(n / 8);
+        let tail_mask = if n % 8 == 0 { 0 } else { (1u8 << (n % 8)) - 1 };
+        let tail = dets.get(whole).map_or(0, |&byte| byte & tail_mask);
+        if tail == 0 && dets[..whole].iter().fold(0u8, |a, &byte| a | byte) == 0 {
+            return 0;
+        }
+
         let b = g.boundary();
         let weight = g.edge_weight();
         let (adj_offset, adj) = (g.adj_offset(), g.adj_pairs());
-        let (edge_u, edge_v) = (g.edge_u(), g.edge_v());
+        let (edge_u, edge_v, edge_obs) = (g.edge_u(), g.edge_v(), g.edge_obs());
+        let boundary_edge = g.boundary_edge();
         let UfScratch {
-            parent,
-            flags,
             defect,
             visited,
             parent_edge,
-            csize,
             verts,
-            touched,
             fused,
             order,
+            vtx,
+            vm,
+            clusters,
             next,
-            head,
-            tail,
-            cmin,
-            edges,
+            hotv,
+            fhead,
+            fslot,
+            bseed,
             roots,
-            roots_next,
             part_head,
             part_tail,
+            part_cmin,
+            part_hot,
             part_active,
             ..
         } = self;
         // Slices, not vectors: bounds and base pointers stay in registers.
-        let (parent, flags, defect, visited, parent_edge) = (
-            &mut parent[..],
-            &mut flags[..],
+        let (defect, visited, parent_edge, verts, fused, order) = (
             &mut defect[..],
             &mut visited[..],
             &mut parent_edge[..],
-        );
-        let (verts, touched, fused, order) = (
             &mut verts[..],
-            &mut touched[..],
             &mut fused[..],
             &mut order[..],
         );
-        let (csize, next, head, tail, cmin, edges) = (
-            &mut csize[..],
+        let (vtx, vm, cl, next, hotv, fhead, fslot, bseed) = (
+            &mut vtx[..],
+            &mut vm[..],
+            &mut clusters[..],
             &mut next[..],
-            &mut head[..],
-            &mut tail[..],
-            &mut cmin[..],
-            &mut edges[..],
+            &mut hotv[..],
+            &mut fhead[..],
+            &mut fslot[..],
+            &mut bseed[..],
         );
-        let (mut roots, mut roots_next) = (&mut roots[..], &mut roots_next[..]);
-        let (part_head, part_tail, part_active) =
-            (&mut part_head[..], &mut part_tail[..], &mut part_active[..]);
-        let (mut n_verts, mut n_touched, mut n_roots) = (0, 0, 0);
+        let roots = &mut roots[..];
+        let (part_head, part_tail, part_cmin, part_hot, part_active) = (
+            &mut part_head[..],
+            &mut part_tail[..],
+            &mut part_cmin[..],
+            &mut part_hot[..],
+            &mut part_active[..],
+        );
+        let (mut n_verts, mut n_roots, mut n_full) = (0, 0, 0);
+        let solo = cl.len() - 1;
+        debug_assert_eq!(cl[solo], Cluster::UNUSED);
 
         // 1. Defects: singleton active clusters.
-        let nbytes = n.div_ceil(8).min(dets.len());
-        for (i, &byte) in dets[..nbytes].iter().enumerate() {
+        for (i, &byte) in dets.iter().enumerate() {
             let mut m = byte;
             while m != 0 {
                 let v = i * 8 + m.trailing_zeros() as usize;
@@ -442,255 +700,419 @@ impl UfScratch {
                 if v >= n {
                     break;
                 }
-                parent[v] = v as u32;
-                csize[v] = 1;
-                flags[v] = ODD;
-                defect[v] = 1;
+                vtx[v] = Vtx {
+                    root: v as u32,
+                    off: 0,
+                };
+                cl[v] = Cluster::singleton(v as u32, 0, ODD | LISTED);
                 next[v] = NONE;
-                head[v] = v as u32;
-                tail[v] = v as u32;
-                cmin[v] = NEVER;
+                defect[v] = 1;
                 verts[n_verts] = v as u32;
                 n_verts += 1;
                 roots[n_roots] = v as u32;
                 n_roots += 1;
             }
         }
-        if n_verts == 0 {
-            return 0;
-        }
         let bu = b as usize;
-        parent[bu] = b;
-        csize[bu] = 1;
-        flags[bu] = BOUNDARY;
+        vtx[bu] = Vtx { root: b, off: 0 };
+        cl[bu] = Cluster::singleton(b, 0, BOUNDARY);
         next[bu] = NONE;
-        head[bu] = b;
-        tail[bu] = b;
 
-        // (Re)computes the rate and fill time of every not-full edge of `v` (root `r`) at
-        // time `t`, first bringing its growth up to `t`.
-        macro_rules! rate_vertex {
-            ($v:expr, $r:expr, $t:expr) => {{
-                let (v, r, t) = ($v as usize, $r, $t);
-                let r_active = flags[r as usize] & (ODD | BOUNDARY) == ODD;
-                for &[e, u] in &adj[adj_offset[v] as usize..adj_offset[v + 1] as usize] {
-                    let e = e as usize;
-                    let es = &mut edges[e];
-                    if es.rate == FULL {
-                        continue;
+        let mut t: u32 = 0;
+        // Scans vertex `$x` of the active cluster `$r` (see `scan_vertex`); records its
+        // bound in `vm` and returns it.
+        macro_rules! scan_vertex {
+            ($x:expr, $r:expr, $a_r:expr, $fuse:expr) => {{
+                let x: u32 = $x;
+                let _before = n_full;
+                let v = scan_vertex(
+                    (adj, adj_offset, weight),
+                    vtx,
+                    cl,
+                    hotv,
+                    (fused, &mut n_full),
+                    x,
+                    $r,
+                    $a_r,
+                    t,
+                );
+                debug_assert!(
+                    $fuse || n_full == _before,
+                    "an edge filled outside a due scan"
+                );
+                vm[x as usize] = v;
+                v.vmin
+            }};
+        }
+        // Scans the members `$first..=$last` (a sublist) of the active cluster `$r`;
+        // returns their least fill time.
+        macro_rules! scan_part {
+            ($r:expr, $first:expr, $last:expr) => {{
+                let (r, last): (u32, u32) = ($r, $last);
+                let a_r = cl[r as usize].at(t);
+                let mut m = NEVER;
+                let mut x: u32 = $first;
+                loop {
+                    m = m.min(scan_vertex!(x, r, a_r, false));
+                    if x == last {
+                        break;
                     }
-                    if es.seen == 0 {
-                        es.seen = 1;
-                        es.weight = weight[e] as u16;
-                        touched[n_touched] = e as u32;
-                        n_touched += 1;
-                    }
-                    let w = u32::from(es.weight);
-                    let gr = (es.growth + u32::from(es.rate) * (t - es.since)).min(w);
-                    es.growth = gr;
-                    es.since = t;
-                    let ru = parent[u as usize];
-                    let es = &mut edges[e];
-                    if ru == r {
-                        es.rate = 0;
-                        es.fill = NEVER;
-                        continue;
-                    }
-                    let u_active = ru != NONE && flags[ru as usize] & (ODD | BOUNDARY) == ODD;
-                    let k = u8::from(r_active) + u8::from(u_active);
-                    es.rate = k;
-                    if k == 0 {
-                        es.fill = NEVER;
-                        continue;
-                    }
-                    // ceil((w - gr) / k) for k in {1, 2}, without a division.
-                    let f = t + ((w - gr + u32::from(k) - 1) >> (k - 1));
-                    es.fill = f;
-                    if r_active {
-                        cmin[r as usize] = cmin[r as usize].min(f);
-                    }
-                    if u_active {
-                        cmin[ru as usize] = cmin[ru as usize].min(f);
-                    }
+                    x = next[x as usize];
                 }
+                m
             }};
         }
 
-        let mut t: u32 = 0;
-        for &v in &verts[..n_verts] {
-            rate_vertex!(v, v, t);
+        for &r in &roots[..n_roots] {
+            cl[r as usize].cmin = scan_vertex!(r, r, 0u32, false);
         }
 
         // 2. Rounds: jump to the next fill time.
         loop {
+            // The least bound; drops the roots that went inactive or lost a union.
             let mut tn = NEVER;
-            for &r in &roots[..n_roots] {
-                tn = tn.min(cmin[r as usize]);
+            let mut kept = 0;
+            for i in 0..n_roots {
+                let r = roots[i];
+                let c = &mut cl[r as usize];
+                let keep = c.flags & (ODD | BOUNDARY | DEAD) == ODD;
+                if keep {
+                    tn = tn.min(c.cmin);
+                } else {
+                    c.flags &= !LISTED;
+                }
+                roots[kept] = r;
+                kept += usize::from(keep);
             }
+            n_roots = kept;
             if tn == NEVER {
                 break;
             }
-            debug_assert!(tn >= t, "time went back from {t} to {tn}");
+            debug_assert!(tn > t, "time went from {t} to {tn}");
             t = tn;
-            // The edges that fill now, from the clusters due now; refresh their bound.
-            let mut n_fused = 0;
+            // 2a/2b. The edges that fill now, from the clusters due now; exact bounds there.
+            let first = n_full;
             for &r in &roots[..n_roots] {
-                if cmin[r as usize] != t {
+                let c = cl[r as usize];
+                if c.cmin != t {
                     continue;
                 }
+                let a_r = c.at(t);
                 let mut m = NEVER;
-                let mut v = head[r as usize];
-                while v != NONE {
-                    if v != b {
-                        let (lo, hi) = (
-                            adj_offset[v as usize] as usize,
-                            adj_offset[v as usize + 1] as usize,
-                        );
-                        for &[e, _] in &adj[lo..hi] {
-                            let e = e as usize;
-                            let es = &mut edges[e];
-                            let f = es.fill;
-                            if f == t {
-                                es.rate = FULL;
-                                es.fill = NEVER;
-                                fused[n_fused] = e as u32;
-                                n_fused += 1;
-                            } else {
-                                m = m.min(f);
-                            }
+                let mut x = c.head;
+                loop {
+                    let xu = x as usize;
+                    let v = vm[xu];
+                    debug_assert!(v.vmin >= t);
+                    if v.vmin > t {
+                        m = m.min(v.vmin);
+                    } else if v.c0 != NONE && {
+                        // The one edge found to fill first at the last scan of `x` fills
+                        // now, unless internal since; either way the rest fill from
+                        // `second` on. If it has not grown to its weight (bounds moved),
+                        // scan.
+                        let [e, y] = adj[v.c0 as usize];
+                        let vy = vtx[y as usize];
+                        let q = &cl[(vy.root as usize).min(solo)];
+                        let grown = a_r
+                            .wrapping_sub(vtx[xu].off)
+                            .wrapping_add(q.at(t).wrapping_sub(vy.off));
+                        if vy.root == r {
+                            true
+                        } else if grown >= weight[e as usize] {
+                            fused[n_full] = e;
+                            n_full += 1;
+                            true
+                        } else {
+                            false
                         }
+                    } {
+                        vm[xu] = Vm {
+                            vmin: v.second,
+                            second: NEVER,
+                            c0: NONE,
+                        };
+                        m = m.min(v.second);
+                    } else {
+                        m = m.min(scan_vertex!(x, r, a_r, true));
                     }
-                    v = next[v as usize];
+                    if x == c.tail {
+                        break;
+                    }
+                    x = next[xu];
                 }
-                cmin[r as usize] = m;
+                cl[r as usize].cmin = m;
             }
-            // Clusters taking part in merges, as they were before this round's unions.
+            if n_full == first {
+                continue;
+            }
+            // 2c. Clusters taking part in merges, frozen at `t`, as before the unions.
             let mut n_part = 0;
-            for &e in &fused[..n_fused] {
+            for &e in &fused[first..n_full] {
                 for z in [edge_u[e as usize], edge_v[e as usize]] {
                     let zu = z as usize;
-                    if parent[zu] == NONE {
-                        parent[zu] = z;
-                        csize[zu] = 1;
-                        flags[zu] = PART;
+                    let r = vtx[zu].root;
+                    if r == NONE {
+                        vtx[zu] = Vtx { root: z, off: 0 };
+                        cl[zu] = Cluster::singleton(z, t, PART);
                         next[zu] = NONE;
-                        head[zu] = z;
-                        tail[zu] = z;
-                        cmin[zu] = NEVER;
                         verts[n_verts] = z;
                         n_verts += 1;
                         part_head[n_part] = z;
                         part_tail[n_part] = z;
-                        part_active[n_part] = 0;
+                        part_cmin[n_part] = NEVER;
+                        part_hot[n_part] = NONE;
+                        part_active[n_part] = false;
                         n_part += 1;
                     } else {
-                        let r = parent[zu] as usize;
-                        if flags[r] & PART == 0 {
-                            part_head[n_part] = head[r];
-                            part_tail[n_part] = tail[r];
-                            part_active[n_part] = u8::from(flags[r] & (ODD | BOUNDARY) == ODD);
-                            flags[r] |= PART;
+                        let c = &mut cl[r as usize];
+                        if c.flags & PART == 0 {
+                            let active = c.active();
+                            part_head[n_part] = c.head;
+                            part_tail[n_part] = c.tail;
+                            part_cmin[n_part] = c.cmin;
+                            part_hot[n_part] = c.hot;
+                            part_active[n_part] = active;
                             n_part += 1;
+                            c.flags |= PART;
                         }
                     }
                 }
             }
             // Unions: the larger cluster wins (on a tie the smaller root) and relabels the
-            // other's members, so `parent` always points at the root; lists concatenate.
-            for &e in &fused[..n_fused] {
-                let rx = parent[edge_u[e as usize] as usize];
-                let ry = parent[edge_v[e as usize] as usize];
+            // other's members, keeping their growth; lists concatenate.
+            for &e in &fused[first..n_full] {
+                let rx = vtx[edge_u[e as usize] as usize].root;
+                let ry = vtx[edge_v[e as usize] as usize].root;
                 if rx == ry {
                     continue;
                 }
-                let (sx, sy) = (csize[rx as usize], csize[ry as usize]);
-                let (win, lose) = if sx > sy || (sx == sy && rx < ry) {
-                    (rx as usize, ry as usize)
+                let (cx, cy) = (cl[rx as usize], cl[ry as usize]);
+                let (win, cw, cs) = if cx.size > cy.size || (cx.size == cy.size && rx < ry) {
+                    (rx, cx, cy)
                 } else {
-                    (ry as usize, rx as usize)
+                    (ry, cy, cx)
                 };
-                let mut m = head[lose];
+                let (a_w, a_s) = (cw.at(t), cs.at(t));
+                let shift = a_w.wrapping_sub(a_s);
+                let mut m = cs.head;
                 while m != NONE {
-                    parent[m as usize] = win as u32;
+                    let v = &mut vtx[m as usize];
+                    v.root = win;
+                    v.off = v.off.wrapping_add(shift);
                     m = next[m as usize];
                 }
-                csize[win] = sx + sy;
-                let fl = flags[lose];
-                flags[win] = (flags[win] ^ (fl & ODD)) | (fl & BOUNDARY);
-                next[tail[win] as usize] = head[lose];
-                tail[win] = tail[lose];
-                cmin[win] = cmin[win].min(cmin[lose]);
+                next[cw.tail as usize] = cs.head;
+                cl[if win == rx { ry } else { rx } as usize].flags |= DEAD;
+                let c = &mut cl[win as usize];
+                c.size = cw.size + cs.size;
+                c.minv = cw.minv.min(cs.minv);
+                c.set_flags((cw.flags ^ (cs.flags & ODD)) | (cs.flags & BOUNDARY), t);
+                c.tail = cs.tail;
             }
-            // Re-rate the members of every participant whose activity changed, and of
-            // active participants merged with another active one (their shared edges are
-            // internal now). `visited` (zero until step 3) counts active participants.
-            for p in 0..n_part {
-                if part_active[p] == 1 {
-                    let r = parent[part_head[p] as usize] as usize;
-                    visited[r] = visited[r].saturating_add(1);
-                }
+            // New bounds: inactive clusters hold none; an active one keeps the bounds (and
+            // hot neighbours) of its parts that were active and scans the parts that were
+            // not.
+            for &h in &part_head[..n_part] {
+                let c = &mut cl[vtx[h as usize].root as usize];
+                c.cmin = NEVER;
+                c.hot = NONE;
             }
             for p in 0..n_part {
-                let r = parent[part_head[p] as usize];
-                let now = u8::from(flags[r as usize] & (ODD | BOUNDARY) == ODD);
-                if now == 0 {
-                    // Inactive roots hold no bound, so a later merge cannot carry a stale
-                    // time from before `t` into an active cluster.
-                    cmin[r as usize] = NEVER;
-                }
-                if now != part_active[p] || (now == 1 && visited[r as usize] > 1) {
-                    let (mut v, last) = (part_head[p], part_tail[p]);
-                    loop {
-                        if v != b {
-                            rate_vertex!(v, r, t);
-                        }
-                        if v == last {
-                            break;
-                        }
-                        v = next[v as usize];
+                let r = vtx[part_head[p] as usize].root;
+                if part_active[p] && cl[r as usize].active() {
+                    let c = &mut cl[r as usize];
+                    c.cmin = c.cmin.min(part_cmin[p]);
+                    if part_hot[p] != NONE {
+                        hot_add(cl, vtx, r, part_hot[p]);
                     }
                 }
             }
-            for &h in &part_head[..n_part] {
-                let r = parent[h as usize];
-                visited[r as usize] = 0;
-            }
-            // The next list of active roots.
-            let mut nn = 0;
-            for i in 0..n_roots + n_part {
-                let x = if i < n_roots {
-                    roots[i]
-                } else {
-                    part_head[i - n_roots]
-                };
-                let r = parent[x as usize] as usize;
-                flags[r] &= !PART;
-                if flags[r] & (ODD | BOUNDARY | LISTED) == ODD {
-                    flags[r] |= LISTED;
-                    roots_next[nn] = r as u32;
-                    nn += 1;
+            for p in 0..n_part {
+                let r = vtx[part_head[p] as usize].root;
+                if !part_active[p] && cl[r as usize].active() {
+                    let m = scan_part!(r, part_head[p], part_tail[p]);
+                    let c = &mut cl[r as usize];
+                    c.cmin = c.cmin.min(m);
                 }
             }
-            for &r in &roots_next[..nn] {
-                flags[r as usize] &= !LISTED;
+            // A part that went inactive slows its edges to active clusters from rate 2 to
+            // 1, so their fill times come later than those clusters' bounds assumed:
+            // lower those bounds, unless the part had no active neighbour outside its new
+            // cluster.
+            for p in 0..n_part {
+                let r = vtx[part_head[p] as usize].root;
+                let h = part_hot[p];
+                if !part_active[p] || cl[r as usize].active() || h == NONE {
+                    continue;
+                }
+                if h != MULTI {
+                    let rh = vtx[h as usize].root;
+                    if rh == r || !cl[rh as usize].active() {
+                        continue;
+                    }
+                }
+                let a_r = cl[r as usize].at(t);
+                let (mut x, last) = (part_head[p], part_tail[p]);
+                loop {
+                    let xu = x as usize;
+                    let s_x = a_r.wrapping_sub(vtx[xu].off);
+                    let (lo, hi) = if hotv[xu] == 0 {
+                        (0, 0)
+                    } else {
+                        (adj_offset[xu] as usize, adj_offset[xu + 1] as usize)
+                    };
+                    for &[e, y] in &adj[lo..hi] {
+                        let e = e as usize;
+                        let vy = vtx[y as usize];
+                        if vy.root == r || vy.root == NONE {
+                            continue;
+                        }
+                        let q = &mut cl[vy.root as usize];
+                        if !q.active() {
+                            continue;
+                        }
+                        let grown = s_x.wrapping_add(q.at(t).wrapping_sub(vy.off));
+                        debug_assert!(grown < weight[e], "edge {e} full outside a due scan");
+                        let f = t + weight[e].saturating_sub(grown);
+                        q.cmin = q.cmin.min(f);
+                        let v = &mut vm[y as usize];
+                        v.vmin = v.vmin.min(f);
+                        v.c0 = NONE;
+                    }
+                    if x == last {
+                        break;
+                    }
+                    x = next[xu];
+                }
             }
-            std::mem::swap(&mut roots, &mut roots_next);
-            n_roots = nn;
+            // Active roots that are new to the list join it (the next round's first loop
+            // drops those that went inactive or lost a union).
+            for &h in &part_head[..n_part] {
+                let r = vtx[h as usize].root;
+                let c = &mut cl[r as usize];
+                c.flags &= !PART;
+                if c.flags & (ODD | BOUNDARY | LISTED) == ODD {
+                    c.flags |= LISTED;
+                    roots[n_roots] = r;
+                    n_roots += 1;
+                }
+            }
         }
 
-        let obs = forest_peel_reset(
-            g,
-            &mut verts[..n_verts],
-            order,
-            parent,
-            flags,
-            defect,
-            visited,
-            parent_edge,
-            |e| edges[e].rate == FULL,
-        );
-        for &e in &touched[..n_touched] {
-            edges[e as usize] = EdgeState::RESET;
+        // 3. Spanning forest of the full edges (the fused ones). Per vertex, a list of its
+        // full edges in increasing edge index (the CSR order); the vertices whose boundary
+        // edge is full, in increasing order.
+        let full_edges = &fused[..n_full];
+        let (mut n_slot, mut n_seed) = (0u32, 0);
+        for &e in full_edges {
+            let (u, v) = (edge_u[e as usize], edge_v[e as usize]);
+            if v == b {
+                if bseed[..n_seed].contains(&u) {
+                    continue;
+                }
+                let mut i = n_seed;
+                while i > 0 && bseed[i - 1] > u {
+                    bseed[i] = bseed[i - 1];
+                    i -= 1;
+                }
+                bseed[i] = u;
+                n_seed += 1;
+                continue;
+            }
+            for (x, y) in [(u, v), (v, u)] {
+                // Insert after the slots of lower edges (once: `fused` may hold an edge
+                // twice).
+                let (mut prev, mut s) = (NONE, fhead[x as usize]);
+                while s != NONE && fslot[s as usize][0] < e {
+                    prev = s;
+                    s = fslot[s as usize][2];
+                }
+                if s != NONE && fslot[s as usize][0] == e {
+                    continue;
+                }
+                fslot[n_slot as usize] = [e, y, s];
+                if prev == NONE {
+                    fhead[x as usize] = n_slot;
+                } else {
+                    fslot[prev as usize][2] = n_slot;
+                }
+                n_slot += 1;
+            }
+        }
+        // 3a. Children of the boundary, then BFS; this reaches every vertex of the
+        // boundary's cluster. 3b. Every other cluster is a tree of its own, rooted at its
+        // least vertex (the first of `verts` in index order that 3a left unvisited); the
+        // order of the trees does not matter, as each peels on its own.
+        visited[bu] = 1;
+        let mut n_order = 0;
+        for &v in &bseed[..n_seed] {
+            visited[v as usize] = 1;
+            parent_edge[v as usize] = boundary_edge[v as usize];
+            order[n_order] = v;
+            n_order += 1;
+        }
+        let (mut head, mut next_root) = (0, 0);
+        loop {
+            while head < n_order {
+                let mut s = fhead[order[head] as usize];
+                head += 1;
+                while s != NONE {
+                    let [e, y, after] = fslot[s as usize];
+                    s = after;
+                    let y = y as usize;
+                    if visited[y] == 0 {
+                        visited[y] = 1;
+                        parent_edge[y] = e;
+                        order[n_order] = y as u32;
+                        n_order += 1;
+                    }
+                }
+            }
+            let mut root = NONE;
+            while next_root < n_verts {
+                let v = verts[next_root];
+                next_root += 1;
+                let c = &cl[v as usize];
+                if vtx[v as usize].root == v && c.flags & BOUNDARY == 0 {
+                    root = c.minv;
+                    break;
+                }
+            }
+            if root == NONE {
+                break;
+            }
+            visited[root as usize] = 1;
+            parent_edge[root as usize] = NO_EDGE;
+            order[n_order] = root;
+            n_order += 1;
+        }
+        let verts = &verts[..n_verts];
+
+        // 4. Peel, leaves first.
+        let mut obs = 0u64;
+        for &v in order[..n_order].iter().rev() {
+            let e = parent_edge[v as usize];
+            if defect[v as usize] == 0 || e == NO_EDGE {
+                continue;
+            }
+            let e = e as usize;
+            obs ^= edge_obs[e];
+            defect[v as usize] = 0;
+            let u = edge_u[e] ^ edge_v[e] ^ v;
+            if u != b {
+                defect[u as usize] ^= 1;
+            }
+        }
+
+        // 5. Reset what was touched.
+        for &v in verts.iter().chain(std::iter::once(&b)) {
+            let v = v as usize;
+            vtx[v] = Vtx::RESET;
+            defect[v] = 0;
+            visited[v] = 0;
+            fhead[v] = NONE;
+            hotv[v] = 0;
         }
         obs
     }
@@ -929,11 +1351,19 @@ mod tests {
                     "{name} {syndrome:#b}"
                 );
             }
-            assert!(s.parent.iter().all(|&p| p == NONE), "{name}");
-            assert!(s.flags.iter().all(|&f| f == 0), "{name}");
-            assert!(s.growth.iter().all(|&x| x == 0), "{name}");
-            assert!(s.edges.iter().all(|e| *e == EdgeState::RESET), "{name}");
+            assert_reset(&s, name);
         }
+    }
+
+    /// Every per-shot array is back at its reset value.
+    fn assert_reset(s: &UfScratch, name: &str) {
+        assert!(s.parent.iter().all(|&p| p == NONE), "{name}");
+        assert!(s.flags.iter().all(|&f| f == 0), "{name}");
+        assert!(s.growth.iter().all(|&x| x == 0), "{name}");
+        assert!(s.defect.iter().all(|&x| x == 0), "{name}");
+        assert!(s.visited.iter().all(|&x| x == 0), "{name}");
+        assert!(s.vtx.iter().all(|v| *v == Vtx::RESET), "{name}");
+        assert!(s.fhead.iter().all(|&x| x == NONE), "{name}");
     }
 
     #[test]
@@ -964,5 +1394,87 @@ mod tests {
         let fast = s.decode(&g, &[0b111]);
         assert_eq!(fast, s.decode_reference(&g, &[0b111]));
         assert_eq!(fast, 1);
+    }
+
+    /// A vertex with more neighbours than the 64 positions `scan_vertex` flags in a word.
+    #[test]
+    fn a_hub_of_high_degree_decodes_like_the_reference() {
+        let n = 100;
+        let mut e: Vec<EdgeSpec> = (1..n).map(|v| edge(0, Some(v), 0.05, 0)).collect();
+        e.extend((1..n - 1).map(|v| edge(v, Some(v + 1), 0.2, u64::from(v % 2))));
+        e.push(edge(n - 1, None, 0.1, 1));
+        let g = MatchingGraph::from_edges(n, 1, &e).unwrap();
+        let (mut s, mut r) = (UfScratch::new(&g), UfScratch::new(&g));
+        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        for shot in 0..300 {
+            let mut dets = vec![0u8; 13];
+            for byte in dets.iter_mut() {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                // Sparse, then dense shots.
+                *byte = (x as u8)
+                    & if shot < 150 {
+                        x as u8 >> 3 & x as u8 >> 5
+                    } else {
+                        0xff
+                    };
+            }
+            assert_eq!(
+                s.decode(&g, &dets),
+                r.decode_reference(&g, &dets),
+                "shot {shot}"
+            );
+        }
+        assert_reset(&s, "hub");
+    }
+
+    /// Graphs whose edges take few distinct weights (many equal fill times), decoded with one
+    /// scratch shared with a larger graph, on syndromes with stray bits past the detectors.
+    fn tied_graph(max_n: u32, max_e: usize) -> impl Strategy<Value = MatchingGraph> {
+        (1..=max_n).prop_flat_map(move |n| {
+            let e = (0..n, proptest::option::of(0..n), 0usize..3, 0u64..4).prop_map(
+                |(u, v, k, obs)| EdgeSpec {
+                    u,
+                    v: v.filter(|&v| v != u),
+                    p: [0.01, 0.1, 0.3][k],
+                    observables: obs,
+                },
+            );
+            proptest::collection::vec(e, 0..=max_e)
+                .prop_map(move |edges| MatchingGraph::from_edges(n, 2, &edges).unwrap())
+        })
+    }
+
+    use proptest::prelude::*;
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 300, ..ProptestConfig::default() })]
+
+        #[test]
+        fn fast_equals_reference_with_ties_and_a_shared_scratch(
+            small in tied_graph(20, 50),
+            big in tied_graph(40, 120),
+            shots in proptest::collection::vec((any::<bool>(), any::<[u8; 6]>()), 1..30),
+        ) {
+            // One scratch for both graphs (sized for the larger), one reference each.
+            let mut shared = UfScratch::new(&small);
+            shared.ensure(&big);
+            let (mut ref_small, mut ref_big) = (UfScratch::new(&small), UfScratch::new(&big));
+            for (on_big, dets) in shots {
+                let (g, r) = if on_big { (&big, &mut ref_big) } else { (&small, &mut ref_small) };
+                let fast = shared.decode(g, &dets);
+                prop_assert_eq!(fast, r.decode_reference(g, &dets), "{:?} on_big {}", dets, on_big);
+                // Bits past the detectors are ignored: the same answer with them cleared.
+                let n = g.num_detectors();
+                let mut clean = dets;
+                for (i, byte) in clean.iter_mut().enumerate() {
+                    let keep = n.saturating_sub(8 * i).min(8);
+                    *byte &= ((1u16 << keep) - 1) as u8;
+                }
+                prop_assert_eq!(shared.decode(g, &clean), fast);
+            }
+            assert_reset(&shared, "shared");
+        }
     }
 }
