@@ -65,6 +65,16 @@
 //      is appended in (parent position, CSR position) order: the sequential BFS order.
 //   4. Peel, deepest level first: an edge is in the correction iff the subtree below it
 //      holds an odd number of defects, exactly what the sequential peel computes.
+//
+// ---- Code size ----------------------------------------------------------------------------
+// One warp issues every instruction of a decode, and the H200 profile of the one-request
+// kernel shows instruction-fetch stalls ("No Instruction") as the largest share of its
+// stalls: the straight-line body of a round must stay small. So only the batches of
+// QFWD_DEC_UNROLL independent loads (and the bit loops of qfwd_dec_scan) are unrolled;
+// every loop with a run-time trip count (syndrome words, windows of 32, chunks of a row,
+// fused edges, BFS levels) carries `#pragma unroll 1`, or the compiler unrolls it by 4 with
+// remainder copies that are rarely or never executed (d <= 7: one window, one chunk).
+// Annotations only: the same operations in the same order.
 
 typedef unsigned int u32;
 typedef unsigned long long u64;
@@ -327,6 +337,7 @@ static __device__ __forceinline__ u64 qfwd_uf_run(u8* s, const u32* arg, u32 lan
 
     // 1. Defects. None: no flip, and nothing was touched.
     u32 ndef = 0u;
+#pragma unroll 1
     for (u32 wb = 0; wb < nwords; wb += QFWD_DEC_WARP) {
         const u32 i = wb + lane;
         const u32 w = i < nwords ? qfwd_dec_word(arg, i, n) : 0u;
@@ -343,11 +354,13 @@ static __device__ __forceinline__ u64 qfwd_uf_run(u8* s, const u32* arg, u32 lan
         const u32* ix = (const u32*)p.uf_table_index;
         const u32 base = __ldg(ix + ndef);
         u32 r = 0u, seen = 0u;
+#pragma unroll 1
         for (u32 wb = 0; wb < nwords; wb += QFWD_DEC_WARP) {
             const u32 i = wb + lane;
             u32 w = i < nwords ? qfwd_dec_word(arg, i, n) : 0u;
             u32 tot;
             u32 pos = seen + qfwd_dec_scan<6>((u32)__popc(w), lane, &tot);
+#pragma unroll 1
             while (w != 0u) {
                 const u32 v = 32u * i + (u32)(__ffs(w) - 1);
                 w &= w - 1u;
@@ -372,12 +385,14 @@ static __device__ __forceinline__ u64 qfwd_uf_run(u8* s, const u32* arg, u32 lan
     {
         uint4* z = (uint4*)s;
         const uint4 zero = make_uint4(0u, 0u, 0u, 0u);
+#pragma unroll 1
         for (u32 i = lane; i < p.uf_clear_bytes / 16u; i += QFWD_DEC_WARP) {
             z[i] = zero;
         }
     }
     __syncwarp();
     u32 n_verts = 0u;
+#pragma unroll 1
     for (u32 wb = 0; wb < nwords; wb += QFWD_DEC_WARP) {
         const u32 i = wb + lane;
         u32 w = i < nwords ? qfwd_dec_word(arg, i, n) : 0u;
@@ -386,6 +401,7 @@ static __device__ __forceinline__ u64 qfwd_uf_run(u8* s, const u32* arg, u32 lan
         if (i < nwords) {
             vbits[i] = w;
         }
+#pragma unroll 1
         while (w != 0u) {
             const u32 v = 32u * i + (u32)(__ffs(w) - 1);
             w &= w - 1u;
@@ -413,6 +429,7 @@ static __device__ __forceinline__ u64 qfwd_uf_run(u8* s, const u32* arg, u32 lan
     // listed once, from its lower end when both ends are active), and the same edges fill;
     // `fused` holds their ends in the other orientation, which 2c does not depend on.
     const bool short_rows = p.uf_max_degree <= U;
+#pragma unroll 1
     for (;;) {
         u32 delta = QFWD_DEC_FULL;
         u32 n_fused = 0u;
@@ -499,6 +516,7 @@ static __device__ __forceinline__ u64 qfwd_uf_run(u8* s, const u32* arg, u32 lan
         } else {
             // 2a. Frontier edges, the step, and the frontier without its spent vertices.
             u32 n_cand = 0u, n_keep = 0u;
+#pragma unroll 1
             for (u32 fb = 0; fb < n_front; fb += QFWD_DEC_WARP) {
                 const u32 i = fb + lane;
                 const bool has = i < n_front;
@@ -512,6 +530,7 @@ static __device__ __forceinline__ u64 qfwd_uf_run(u8* s, const u32* arg, u32 lan
                 }
                 const u32 chunks = __reduce_max_sync(QFWD_DEC_FULL, (hi - lo + U - 1u) / U);
                 bool any = false;
+#pragma unroll 1
                 for (u32 ch = 0; ch < chunks; ++ch) {
                     uint2 a[U];
                     u32 g[U], cu[U];
@@ -558,6 +577,7 @@ static __device__ __forceinline__ u64 qfwd_uf_run(u8* s, const u32* arg, u32 lan
             __syncwarp();
 
             // 2b. Grow; the edges that fill form `fused` (written over the consumed entries).
+#pragma unroll 1
             for (u32 cb = 0; cb < n_cand; cb += QFWD_DEC_WARP) {
                 const u32 i = cb + lane;
                 bool fused = false;
@@ -582,6 +602,7 @@ static __device__ __forceinline__ u64 qfwd_uf_run(u8* s, const u32* arg, u32 lan
         __syncwarp();
 
         // 2c. Merge, one fused edge at a time.
+#pragma unroll 1
         for (u32 f = 0; f < n_fused; ++f) {
             const u32 uv = cand[f];
             const u32 x = uv & 0xFFFFu, y = uv >> 16;
@@ -606,6 +627,7 @@ static __device__ __forceinline__ u64 qfwd_uf_run(u8* s, const u32* arg, u32 lan
                 // rewrite each word with itself. Skip it (the common step of a growing
                 // cluster whose root is below the vertices it reaches).
                 const bool noop = (jx != 0u && cy == nc) || (jy != 0u && cx == nc);
+#pragma unroll 1
                 for (u32 i = lane; !noop && i <= n_verts; i += QFWD_DEC_WARP) {
                     const u32 v = i < n_verts ? (u32)verts[i] : bv;
                     const u32 r = cl[v] & 0xFFFFu;
@@ -639,12 +661,14 @@ static __device__ __forceinline__ u64 qfwd_uf_run(u8* s, const u32* arg, u32 lan
     // 3. Spanning forest. Cluster vertices in index order (over `verts`), from the bitmap.
     {
         u32 ns = 0u;
+#pragma unroll 1
         for (u32 wb = 0; wb < nwords; wb += QFWD_DEC_WARP) {
             const u32 i = wb + lane;
             u32 w = i < nwords ? vbits[i] : 0u;
             u32 tot;
             u32 pos = ns + qfwd_dec_scan<6>((u32)__popc(w), lane, &tot);
             __syncwarp();
+#pragma unroll 1
             while (w != 0u) {
                 verts[pos++] = (u16)(32u * i + (u32)(__ffs(w) - 1));
                 w &= w - 1u;
@@ -658,6 +682,7 @@ static __device__ __forceinline__ u64 qfwd_uf_run(u8* s, const u32* arg, u32 lan
     __syncwarp();
     // Level 0: children of the boundary, and roots of the clusters away from it.
     u32 n_order = 0u;
+#pragma unroll 1
     for (u32 sb = 0; sb < n_verts; sb += QFWD_DEC_WARP) {
         const u32 i = sb + lane;
         bool take = false;
@@ -688,12 +713,14 @@ static __device__ __forceinline__ u64 qfwd_uf_run(u8* s, const u32* arg, u32 lan
     u32 n_levels = 0u;
     {
         u32 lo = 0u, hi = n_order;
+#pragma unroll 1
         while (lo < hi) {
             if (lane == 0u) {
                 levels[n_levels] = (u16)lo;
             }
             ++n_levels;
             u32 next = hi;
+#pragma unroll 1
             for (u32 xb = lo; xb < hi; xb += QFWD_DEC_WARP) {
                 const u32 i = xb + lane;
                 const bool has = i < hi;
@@ -708,6 +735,7 @@ static __device__ __forceinline__ u64 qfwd_uf_run(u8* s, const u32* arg, u32 lan
                 u32 ys[U], es[U];
                 // Candidates: full edges to vertices unvisited before this window.
                 u64 candmask = 0ull;
+#pragma unroll 1
                 for (u32 ch = 0; ch < chunks; ++ch) {
                     u32 w[U];
                     qfwd_dec_row(adj, a0 + ch * U, a1, es, ys, w);
@@ -726,6 +754,7 @@ static __device__ __forceinline__ u64 qfwd_uf_run(u8* s, const u32* arg, u32 lan
                 }
                 __syncwarp();
                 // Claims: a vertex goes to the smallest lane (the first x in queue order).
+#pragma unroll 1
                 for (u32 ch = 0; ch < chunks; ++ch) {
                     if (chunks > 1u) {
                         u32 w[U];
@@ -742,6 +771,7 @@ static __device__ __forceinline__ u64 qfwd_uf_run(u8* s, const u32* arg, u32 lan
                 // Winners, appended in (lane, CSR) order.
                 u32 cnt = 0u;
                 u64 winmask = 0ull;
+#pragma unroll 1
                 for (u32 ch = 0; ch < chunks; ++ch) {
                     if (chunks > 1u) {
                         u32 w[U];
@@ -758,6 +788,7 @@ static __device__ __forceinline__ u64 qfwd_uf_run(u8* s, const u32* arg, u32 lan
                 }
                 u32 tot;
                 u32 pos = next + qfwd_dec_scan<6>(cnt, lane, &tot);
+#pragma unroll 1
                 for (u32 ch = 0; ch < chunks; ++ch) {
                     if (chunks > 1u) {
                         u32 w[U];
@@ -785,8 +816,10 @@ static __device__ __forceinline__ u64 qfwd_uf_run(u8* s, const u32* arg, u32 lan
 
     // 4. Peel, deepest level first: a vertex's defect bit is its subtree's parity by then.
     u64 obs = 0ull;
+#pragma unroll 1
     for (u32 l = n_levels; l-- > 0u;) {
         const u32 first = levels[l], end = levels[l + 1u];
+#pragma unroll 1
         for (u32 i = first + lane; i < end; i += QFWD_DEC_WARP) {
             const u32 v = order[i];
             const u32 t = tree[v];
