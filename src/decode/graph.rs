@@ -31,7 +31,9 @@
 //!   `adj_edge[adj_offset[v]..adj_offset[v+1]]`, and `adj_nbr[i]` is the other endpoint of
 //!   `adj_edge[i]`; within a row edges are in increasing edge index. `adj_pairs` holds the
 //!   same CSR interleaved (`[edge, neighbour]` per entry), one cache access per entry for
-//!   the CPU decoders.
+//!   the CPU decoders. `adj_nbr_weight` holds `[neighbour, edge_weight]` per CSR entry (the
+//!   CPU union-find's edge loops read the weight from the same cache line as the
+//!   neighbour, and the edge id from `adj_edge` only when they need it).
 //! - `boundary_edge[v]` (u32, `NO_EDGE` if none): the one edge between detector `v` and the
 //!   boundary (parallel edges are merged, so there is at most one).
 #![forbid(unsafe_code)]
@@ -82,6 +84,7 @@ pub struct MatchingGraph {
     adj_edge: Vec<u32>,
     adj_nbr: Vec<u32>,
     adj_pairs: Vec<[u32; 2]>,
+    adj_nbr_weight: Vec<[u32; 2]>,
     boundary_edge: Vec<u32>,
 }
 
@@ -211,6 +214,7 @@ impl MatchingGraph {
             adj_edge: vec![0; 2 * b.ends.len()],
             adj_nbr: vec![0; 2 * b.ends.len()],
             adj_pairs: Vec::new(),
+            adj_nbr_weight: Vec::new(),
             boundary_edge: vec![NO_EDGE; n as usize],
         };
         if b.ends.len() >= (u32::MAX / 2) as usize {
@@ -262,6 +266,12 @@ impl MatchingGraph {
             .iter()
             .zip(&g.adj_nbr)
             .map(|(&e, &v)| [e, v])
+            .collect();
+        g.adj_nbr_weight = g
+            .adj_edge
+            .iter()
+            .zip(&g.adj_nbr)
+            .map(|(&e, &v)| [v, g.edge_weight[e as usize]])
             .collect();
         Ok(g)
     }
@@ -319,6 +329,10 @@ impl MatchingGraph {
     pub fn adj_pairs(&self) -> &[[u32; 2]] {
         &self.adj_pairs
     }
+    /// `[neighbour, weight]` per CSR entry: `[adj_nbr[i], edge_weight[adj_edge[i]]]`.
+    pub fn adj_nbr_weight(&self) -> &[[u32; 2]] {
+        &self.adj_nbr_weight
+    }
     /// The boundary edge of each detector, or `NO_EDGE`.
     pub fn boundary_edge(&self) -> &[u32] {
         &self.boundary_edge
@@ -360,6 +374,11 @@ mod tests {
         assert_eq!(&g.adj_edge()[off[0] as usize..off[1] as usize], &[0, 1]);
         assert_eq!(&g.adj_nbr()[off[0] as usize..off[1] as usize], &[1, 3]);
         assert_eq!(&g.adj_edge()[off[3] as usize..off[4] as usize], &[1, 2]);
+        for (i, &[y, w]) in g.adj_nbr_weight().iter().enumerate() {
+            assert_eq!(y, g.adj_nbr()[i]);
+            assert_eq!(w, g.edge_weight()[g.adj_edge()[i] as usize]);
+        }
+        assert_eq!(g.adj_nbr_weight().len(), g.adj_edge().len());
     }
 
     #[test]

@@ -309,6 +309,9 @@ pub struct UfScratch {
     part_cmin: Vec<u32>,
     part_hot: Vec<u32>,
     part_active: Vec<bool>,
+    /// Isolated-pairs fast path, per defect (not reset: written before it is read):
+    /// `[fill time, partner, CSR position of the partner edge]`.
+    iso: Vec<[u32; 3]>,
 }
 
 #[inline]
@@ -450,7 +453,7 @@ fn note_active_pair(
 #[inline(never)]
 #[allow(clippy::too_many_arguments)]
 fn scan_vertex(
-    (adj, adj_offset, weight): (&[[u32; 2]], &[u32], &[u32]),
+    (adj, adj_edge, adj_offset): (&[[u32; 2]], &[u32], &[u32]),
     vtx: &[Vtx],
     cl: &mut [Cluster],
     hotv: &mut [u8],
@@ -461,16 +464,20 @@ fn scan_vertex(
     t: u32,
 ) -> Vm {
     let xu = x as usize;
-    let solo = cl.len() - 1;
+    // `cl` ends with the sentinel: `min(root, solo)` is always in range.
+    let Some(solo) = cl.len().checked_sub(1) else {
+        return Vm::UNUSED;
+    };
     let s_x = a_r.wrapping_sub(vtx[xu].off);
     let (lo, hi) = (adj_offset[xu] as usize, adj_offset[xu + 1] as usize);
     let row = &adj[lo..hi];
-    // The two least (fill time, CSR position) keys, without branches.
+    let edges = &adj_edge[lo..hi];
+    // The two least (fill time, row position) keys, without branches.
     let (mut k1, mut k2) = (u64::MAX, u64::MAX);
-    // Positions (below 64) of growing edges to active clusters, handled after the loop.
-    let mut pairs = 0u64;
+    // Positions (modulo 64) of growing edges to active clusters, handled after the loop.
+    let (mut pairs, mut bit) = (0u64, 1u64);
     let mut nf = *n_full;
-    for (i, &[e, y]) in row.iter().enumerate() {
+    for (i, &[y, w]) in row.iter().enumerate() {
         let vy = vtx[y as usize];
         // Outside clusters: the sentinel cluster (inactive, no growth).
         let q = &cl[(vy.root as usize).min(solo)];
@@ -478,49 +485,48 @@ fn scan_vertex(
         let grown = s_x
             .wrapping_add(a0.wrapping_add(t & mask))
             .wrapping_sub(vy.off);
-        let w = weight[e as usize];
-        // Internal edges (full ones included, once merged) do not grow.
-        let growing = vy.root != r;
-        pairs |= u64::from(growing & (mask != 0)) << (i & 63);
-        if growing & (grown >= w) {
-            fused[nf] = e;
+        // Internal edges (full ones included, once merged) do not grow: all ones when
+        // growing, else 0.
+        let g = u32::from(vy.root != r).wrapping_neg();
+        // All ones when growing towards an active cluster (sign-extended), else 0.
+        pairs |= bit & ((mask & g) as i32 as u64);
+        bit = bit.rotate_left(1);
+        if u32::from(grown >= w) & g != 0 {
+            fused[nf] = edges[i];
             nf += 1;
             continue;
         }
         // ceil((w - grown) / rate) for rate 1 or 2, without a division.
         let shift = mask & 1;
         let f = t.wrapping_add(w.wrapping_sub(grown).wrapping_add(shift) >> shift);
-        let key = if growing {
-            (u64::from(f) << 32) | (lo + i) as u64
-        } else {
-            u64::MAX
-        };
+        // Not growing: all ones (never least).
+        let key = (u64::from(f) << 32 | i as u64) | (!g as i32 as u64);
         k2 = k2.min(k1.max(key));
         k1 = k1.min(key);
     }
     *n_full = nf;
     // Active neighbours: the positions flagged (modulo 64), checked again.
-    let flagged = std::iter::from_fn(|| {
-        (pairs != 0).then(|| {
-            let i = pairs.trailing_zeros() as usize;
-            pairs &= pairs - 1;
-            i
-        })
-    });
-    for i in flagged.chain(64..row.len()) {
-        let y = row[i][1];
+    let mut note = |y: u32| {
         let ry = vtx[y as usize].root;
         if ry != r && ry != NONE && cl[ry as usize].mask != 0 {
             note_active_pair(cl, vtx, hotv, (r, x), (ry, y));
         }
+    };
+    while pairs != 0 {
+        let i = pairs.trailing_zeros() as usize;
+        pairs &= pairs - 1;
+        note(row[i][0]);
+    }
+    for &[y, _] in row.get(64..).unwrap_or(&[]) {
+        note(y);
     }
     let (m1, m2) = ((k1 >> 32) as u32, (k2 >> 32) as u32);
     Vm {
         vmin: m1,
         second: m2,
-        // Cached only when one edge fills first.
+        // Cached only when one edge fills first (its CSR position).
         c0: if m1 != NEVER && m2 != m1 {
-            k1 as u32
+            (k1 as u32).wrapping_add(lo as u32)
         } else {
             NONE
         },
@@ -564,6 +570,7 @@ impl UfScratch {
             part_cmin: Vec::new(),
             part_hot: Vec::new(),
             part_active: Vec::new(),
+            iso: Vec::new(),
         }
     }
 
@@ -595,6 +602,7 @@ impl UfScratch {
             self.part_cmin.resize(nv, NEVER);
             self.part_hot.resize(nv, NONE);
             self.part_active.resize(nv, false);
+            self.iso.resize(nv, [0; 3]);
         }
         if self.growth.len() < ne {
             self.growth.resize(ne, 0);
@@ -631,10 +639,12 @@ impl UfScratch {
         if tail == 0 && dets[..whole].iter().fold(0u8, |a, &byte| a | byte) == 0 {
             return 0;
         }
+        if let Some(obs) = self.isolated(g, dets) {
+            return obs;
+        }
 
         let b = g.boundary();
-        let weight = g.edge_weight();
-        let (adj_offset, adj) = (g.adj_offset(), g.adj_pairs());
+        let (adj_offset, adj, adj_edge) = (g.adj_offset(), g.adj_nbr_weight(), g.adj_edge());
         let (edge_u, edge_v, edge_obs) = (g.edge_u(), g.edge_v(), g.edge_obs());
         let boundary_edge = g.boundary_edge();
         let UfScratch {
@@ -726,7 +736,7 @@ impl UfScratch {
                 let x: u32 = $x;
                 let _before = n_full;
                 let v = scan_vertex(
-                    (adj, adj_offset, weight),
+                    (adj, adj_edge, adj_offset),
                     vtx,
                     cl,
                     hotv,
@@ -811,7 +821,7 @@ impl UfScratch {
                         // now, unless internal since; either way the rest fill from
                         // `second` on. If it has not grown to its weight (bounds moved),
                         // scan.
-                        let [e, y] = adj[v.c0 as usize];
+                        let [y, w] = adj[v.c0 as usize];
                         let vy = vtx[y as usize];
                         let q = &cl[(vy.root as usize).min(solo)];
                         let grown = a_r
@@ -819,8 +829,8 @@ impl UfScratch {
                             .wrapping_add(q.at(t).wrapping_sub(vy.off));
                         if vy.root == r {
                             true
-                        } else if grown >= weight[e as usize] {
-                            fused[n_full] = e;
+                        } else if grown >= w {
+                            fused[n_full] = adj_edge[v.c0 as usize];
                             n_full += 1;
                             true
                         } else {
@@ -962,8 +972,7 @@ impl UfScratch {
                     } else {
                         (adj_offset[xu] as usize, adj_offset[xu + 1] as usize)
                     };
-                    for &[e, y] in &adj[lo..hi] {
-                        let e = e as usize;
+                    for &[y, w] in &adj[lo..hi] {
                         let vy = vtx[y as usize];
                         if vy.root == r || vy.root == NONE {
                             continue;
@@ -973,8 +982,8 @@ impl UfScratch {
                             continue;
                         }
                         let grown = s_x.wrapping_add(q.at(t).wrapping_sub(vy.off));
-                        debug_assert!(grown < weight[e], "edge {e} full outside a due scan");
-                        let f = t + weight[e].saturating_sub(grown);
+                        debug_assert!(grown < w, "an edge full outside a due scan");
+                        let f = t + w.saturating_sub(grown);
                         q.cmin = q.cmin.min(f);
                         let v = &mut vm[y as usize];
                         v.vmin = v.vmin.min(f);
@@ -1115,6 +1124,102 @@ impl UfScratch {
             hotv[v] = 0;
         }
         obs
+    }
+
+    /// The fast path for syndromes whose defects settle in one step each (most shots at low
+    /// noise): `Some(obs)` when it applies, and then `obs` is [`UfScratch::decode`]'s (and
+    /// the specification's) output; `None` otherwise. Touches no per-shot state that needs
+    /// a reset.
+    ///
+    /// Each defect `x` takes as *partner* the incident edge that fills first if every
+    /// cluster stayed a singleton: to another defect at `ceil(w / 2)` (both ends grow), to
+    /// anything else (the boundary included) at `w`; `t_x` is that time. It applies when
+    /// every defect's least time is held by one edge only, every partner is a defect that
+    /// chose `x` back or the boundary, and every other edge from `x` to a defect `z` has
+    /// `w > t_x + t_z`. Then no other edge ever fills: an edge from `x` to a vertex in no
+    /// cluster grows at rate 1 until `t_x` (to `t_x < w`), one to a defect `z` at rate 2
+    /// until `min(t_x, t_z)` and at rate 1 until `max(t_x, t_z)` (to `t_x + t_z < w`), and
+    /// nothing but defects and the boundary is ever in a cluster. So the specification's
+    /// rounds end exactly at the partners' times, each fills its partner edge and nothing
+    /// else; a pair becomes an even cluster, a defect with its boundary edge a boundary
+    /// one, and both stop. The forest is the partner edges (a pair is a tree rooted at its
+    /// least vertex, a boundary partner a child of `B`), and peeling flips the observables
+    /// of every partner edge once.
+    fn isolated(&mut self, g: &MatchingGraph, dets: &[u8]) -> Option<u64> {
+        let n = g.num_detectors();
+        let b = g.boundary();
+        let (adj_offset, adj) = (g.adj_offset(), g.adj_nbr_weight());
+        let (adj_edge, edge_obs) = (g.adj_edge(), g.edge_obs());
+        let is_defect = |z: u32| {
+            (z as usize) < n
+                && dets
+                    .get(z as usize >> 3)
+                    .is_some_and(|&m| m >> (z & 7) & 1 != 0)
+        };
+        let iso = &mut self.iso[..];
+        // Defects, then those with a defect neighbour besides the partner (checked after).
+        let (list, check) = (&mut self.verts[..], &mut self.order[..]);
+        let (mut n_list, mut n_check) = (0, 0);
+        for (i, &byte) in dets.iter().enumerate() {
+            let mut m = byte;
+            while m != 0 {
+                let x = i * 8 + m.trailing_zeros() as usize;
+                m &= m - 1;
+                if x >= n {
+                    break;
+                }
+                let lo = adj_offset[x] as usize;
+                let row = &adj[lo..adj_offset[x + 1] as usize];
+                // Least key, its position, whether it is tied, defect neighbours.
+                let (mut best, mut at, mut tied, mut n_def) = (NEVER, 0, false, 0u32);
+                for (j, &[y, w]) in row.iter().enumerate() {
+                    let d = is_defect(y);
+                    n_def += u32::from(d);
+                    let key = if d { (w + 1) >> 1 } else { w };
+                    tied |= key == best;
+                    if key < best {
+                        (best, at, tied) = (key, j, false);
+                    }
+                }
+                if best == NEVER || tied {
+                    return None;
+                }
+                let y = row[at][0];
+                let d = is_defect(y);
+                // A partner already seen must have chosen `x` back (checked for all below).
+                if (!d && y != b) || (d && (y as usize) < x && iso[y as usize][1] != x as u32) {
+                    return None;
+                }
+                iso[x] = [best, y, (lo + at) as u32];
+                list[n_list] = x as u32;
+                n_list += 1;
+                if n_def > u32::from(d) {
+                    check[n_check] = x as u32;
+                    n_check += 1;
+                }
+            }
+        }
+        let mut obs = 0u64;
+        for &x in &list[..n_list] {
+            let [_, y, pos] = iso[x as usize];
+            if y != b && iso[y as usize][1] != x {
+                return None;
+            }
+            if y == b || x < y {
+                obs ^= edge_obs[adj_edge[pos as usize] as usize];
+            }
+        }
+        for &x in &check[..n_check] {
+            let xu = x as usize;
+            let [t_x, y, _] = iso[xu];
+            let row = &adj[adj_offset[xu] as usize..adj_offset[xu + 1] as usize];
+            for &[z, w] in row {
+                if z != y && is_defect(z) && w <= t_x + iso[z as usize][0] {
+                    return None;
+                }
+            }
+        }
+        Some(obs)
     }
 
     /// The specification, round by round, exactly as the module docs list the steps: the
@@ -1446,7 +1551,80 @@ mod tests {
         })
     }
 
+    /// Graphs like a circuit-noise model's: probabilities in a narrow band (so defects of one
+    /// error usually settle in one step), some boundary edges.
+    fn narrow_graph(max_n: u32, max_e: usize) -> impl Strategy<Value = MatchingGraph> {
+        (2..=max_n).prop_flat_map(move |n| {
+            let e = (0..n, proptest::option::of(0..n), 0usize..5, 0u64..4).prop_map(
+                |(u, v, k, obs)| EdgeSpec {
+                    u,
+                    v: v.filter(|&v| v != u),
+                    p: [0.001, 0.0015, 0.002, 0.003, 0.004][k],
+                    observables: obs,
+                },
+            );
+            proptest::collection::vec(e, 1..=max_e)
+                .prop_map(move |edges| MatchingGraph::from_edges(n, 2, &edges).unwrap())
+        })
+    }
+
+    /// The syndrome of a few errors, each on one edge of `g` (the index taken modulo the
+    /// edge count).
+    fn syndrome_of(g: &MatchingGraph, errors: &[usize]) -> Vec<u8> {
+        let mut dets = vec![0u8; g.num_detectors().div_ceil(8)];
+        for &i in errors {
+            let e = i % g.num_edges();
+            for v in [g.edge_u()[e], g.edge_v()[e]] {
+                if v != g.boundary() {
+                    dets[v as usize / 8] ^= 1 << (v % 8);
+                }
+            }
+        }
+        dets
+    }
+
+    #[test]
+    fn isolated_pairs_take_the_fast_path() {
+        // The chain, with boundary edges lighter than the inner ones (no ties).
+        let mut e = vec![edge(0, None, 0.1, 1)];
+        for d in 0..3 {
+            e.push(edge(d, Some(d + 1), 0.05, 0));
+        }
+        e.push(edge(3, None, 0.1, 0));
+        let g = MatchingGraph::from_edges(4, 1, &e).unwrap();
+        let mut s = UfScratch::new(&g);
+        // A pair, a boundary defect, both; three defects in a row do not qualify.
+        assert_eq!(s.isolated(&g, &[0b0011]), Some(0));
+        assert_eq!(s.isolated(&g, &[0b0001]), Some(1));
+        assert_eq!(s.isolated(&g, &[0b1001]), Some(1));
+        assert_eq!(s.isolated(&g, &[0b0111]), None);
+        assert_reset(&s, "isolated");
+    }
+
     use proptest::prelude::*;
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 400, ..ProptestConfig::default() })]
+
+        /// Whenever the isolated-pairs fast path answers, it answers like the specification;
+        /// and `decode` (which tries it first) always does.
+        #[test]
+        fn isolated_fast_path_equals_reference(
+            g in narrow_graph(30, 80),
+            shots in proptest::collection::vec(proptest::collection::vec(any::<usize>(), 1..5), 1..20),
+        ) {
+            let (mut s, mut r) = (UfScratch::new(&g), UfScratch::new(&g));
+            for errors in shots {
+                let dets = syndrome_of(&g, &errors);
+                let want = r.decode_reference(&g, &dets);
+                if let Some(obs) = s.isolated(&g, &dets) {
+                    prop_assert_eq!(obs, want, "{:?}", dets);
+                }
+                prop_assert_eq!(s.decode(&g, &dets), want, "{:?}", dets);
+            }
+            assert_reset(&s, "isolated");
+        }
+    }
 
     proptest! {
         #![proptest_config(ProptestConfig { cases: 300, ..ProptestConfig::default() })]
