@@ -516,8 +516,7 @@ static __device__ __forceinline__ void spacing_observe(volatile PollSpacing* g, 
 extern "C" __global__ void QFWD_PERSISTENT_BOUNDS qfwd_persistent(u64 req_ring, u64 resp_ring, u64 control, u64 state,
                                            u32 slots, u32 req_slot_bytes, u32 resp_slot_bytes,
                                            u32 rx_inline, u32 poll_chunks, u32 pollers,
-                                           u32 pollers_per_slot, u32 poll_spacing,
-                                           u32 spec_window_ns, u64 nic)
+                                           u32 pollers_per_slot, u32 poll_spacing, u64 nic)
 {
     extern __shared__ u32 smem[];
     __shared__ PollSpacing spacing[QFWD_MAX_WARPS_PER_BLOCK];
@@ -601,10 +600,6 @@ extern "C" __global__ void QFWD_PERSISTENT_BOUNDS qfwd_persistent(u64 req_ring, 
             continue;
         }
         const u64 resp = resp_ring + (u64)pos.slot * resp_slot_bytes;
-        u64 seen_ns = 0ull;
-        if (spec_window_ns != 0u && lane == 0u) {
-            seen_ns = globaltimer_ns();
-        }
 
         u32 code = 0u, arg_len = 0u;
         int early_status = QFWD_STATUS_OK;
@@ -645,30 +640,10 @@ extern "C" __global__ void QFWD_PERSISTENT_BOUNDS qfwd_persistent(u64 req_ring, 
             compute_response(code, arg_len, early_status, stage, res, resp_chunks, control,
                              lane);
             if (!claimed) {
-                // Speculative publish (spec_window_ns != 0): answer without waiting for the
-                // claim while still within the window of seeing the request; a loser writes
-                // the same bytes. The host keeps a reaped slot unwritten long enough that
-                // such a duplicate lands before the slot's next response (persistent.rs).
-                bool early = false;
-                if (spec_window_ns != 0u) {
-                    u32 in_time = 0u;
-                    if (lane == 0u) {
-                        in_time = (globaltimer_ns() - seen_ns) < (u64)spec_window_ns ? 1u : 0u;
-                    }
-                    early = __shfl_sync(QFWD_FULL_MASK, in_time, 0) != 0u;
-                }
-                if (early) {
-                    publish_response(res, resp, resp_chunks, want, lane);
-                }
                 previous = __shfl_sync(QFWD_FULL_MASK, previous, 0);
                 if (previous != pos.k) {
                     ++lost;
                     position_follow(pos, previous, group, groups, slots);
-                    continue;
-                }
-                if (early) {
-                    ++served;
-                    position_next(pos, groups, slots);
                     continue;
                 }
             }

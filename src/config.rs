@@ -70,9 +70,6 @@ pub struct RunConfig {
     pub pollers_per_slot: Option<u32>,
     /// gpu-persistent: a slot's warps space their reads over one read round trip.
     pub poll_spacing: bool,
-    /// gpu-persistent: the warps of a slot publish before their claim is confirmed (see
-    /// `GpuOptions::speculative_publish`).
-    pub speculative_publish: bool,
     /// GPU uf: answer syndromes of at most this many defects from a table the CPU uf
     /// fills at start-up (0: off; absent: the largest that fits the build budget).
     pub uf_table_max_defects: Option<u32>,
@@ -116,7 +113,6 @@ impl Default for RunConfig {
             pollers: GpuOptions::default().pollers,
             pollers_per_slot: None,
             poll_spacing: true,
-            speculative_publish: false,
             uf_table_max_defects: None,
             slots: GpuOptions::default().slots,
             doorbell: Doorbell::BlueFlame,
@@ -286,7 +282,6 @@ impl RunConfig {
             pollers: self.pollers,
             pollers_per_slot: self.pollers_per_slot.unwrap_or(self.pollers.min(2)),
             poll_spacing: self.poll_spacing,
-            speculative_publish: self.speculative_publish,
             uf_table_max_defects: self.uf_table_max_defects,
             ..GpuOptions::default()
         }

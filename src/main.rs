@@ -129,11 +129,6 @@ struct RunArgs {
     /// [default: on].
     #[arg(long, value_name = "on|off", value_parser = parse_on_off)]
     poll_spacing: Option<bool>,
-    /// gpu-persistent, several pollers per slot: the first warp to finish publishes
-    /// without waiting for its claim (an L2 round trip); the host then keeps a reaped slot
-    /// unwritten for 20 µs, capping the rate at slots / 20 µs [default: off].
-    #[arg(long, value_name = "on|off", value_parser = parse_on_off)]
-    speculative_publish: Option<bool>,
     /// GPU uf decoder: answer syndromes of at most N defects from a table that the CPU uf
     /// fills at start-up (same answers, one memory load); 0 turns it off [default: the
     /// largest N whose table fits the build budget, logged at start].
@@ -223,9 +218,6 @@ impl RunArgs {
         }
         if let Some(v) = self.poll_spacing {
             c.poll_spacing = v;
-        }
-        if let Some(v) = self.speculative_publish {
-            c.speculative_publish = v;
         }
         if self.uf_table_max_defects.is_some() {
             c.uf_table_max_defects = self.uf_table_max_defects;

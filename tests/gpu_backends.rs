@@ -208,34 +208,6 @@ fn persistent_kernel_serves_a_million_requests_and_stops_cleanly() {
     }
 }
 
-/// Speculative publishing: the warps of a slot may all answer (identical bytes); every
-/// request still completes exactly once on the host, with the right result, under load
-/// (32 in flight) and one at a time, and each request is served (claimed) exactly once.
-#[test]
-#[ignore = "needs an NVIDIA GPU: cargo test --release --test gpu_backends -- --ignored"]
-fn speculative_publish_answers_every_request_exactly_once() {
-    let Some(_gpu) = gpu_or_skip("speculative_publish_answers_every_request_exactly_once") else {
-        return;
-    };
-    for (pollers, per_slot) in [(2u32, 2u32), (8, 2), (16, 4)] {
-        for (window, n) in [(1usize, 20_000u32), (32, 200_000)] {
-            let o = GpuOptions {
-                speculative_publish: true,
-                ..options(RxCompletion::Inline, pollers, per_slot)
-            };
-            let mut b = gpu::persistent_backend(&o).unwrap();
-            exercise(&mut b, n, window, u64::from(pollers) * 7 + window as u64);
-            let c = PollerCounters::total(&b.shutdown(Duration::from_secs(2)).unwrap());
-            assert_eq!(
-                c.served,
-                u64::from(n),
-                "{pollers}/{per_slot} window {window}"
-            );
-            eprintln!("  speculative {pollers}/{per_slot} window {window}: {c:?}");
-        }
-    }
-}
-
 /// A request told to stall misses its deadline while the others are served at full speed;
 /// once the ring wraps around to the stalled slot it refuses more (OVERLOAD: the slot is
 /// not reused under a request the device may still answer); the kernel still stops.

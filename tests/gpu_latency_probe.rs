@@ -146,59 +146,45 @@ fn latency_probe() {
         row("gpu-graph", &ping_pong(&mut b, warmup, samples));
     }
     use RxCompletion::{Buffer, Inline};
-    let rows: &[(RxCompletion, u32, u32, u32, bool, bool)] = &[
-        // (rx, pollers, pollers per slot, warps per block: 0 = one block, poll spacing,
-        // speculative publish)
-        (Inline, 1, 1, 0, false, false),
-        (Inline, 2, 2, 0, false, false),
-        (Inline, 2, 2, 0, true, false),
-        (Inline, 4, 4, 0, false, false),
-        (Inline, 4, 4, 0, true, false),
-        (Inline, 8, 8, 0, true, false),
-        (Inline, 16, 16, 0, true, false),
-        (Inline, 4, 1, 0, false, false),
-        (Inline, 8, 1, 0, false, false),
-        (Inline, 4, 2, 0, true, false),
-        (Inline, 8, 2, 0, false, false),
-        (Inline, 8, 2, 0, true, false),
-        (Inline, 8, 2, 1, true, false),
-        (Inline, 16, 2, 0, true, false),
-        (Inline, 8, 4, 0, false, false),
-        (Inline, 8, 4, 0, true, false),
-        (Inline, 16, 4, 0, true, false),
-        (Inline, 16, 8, 0, true, false),
-        (Inline, 2, 2, 0, true, true),
-        (Inline, 4, 2, 0, true, true),
-        (Inline, 4, 4, 0, true, true),
-        (Inline, 8, 2, 0, true, true),
-        (Inline, 8, 4, 0, true, true),
-        (Inline, 16, 2, 0, true, true),
-        (Inline, 16, 4, 0, true, true),
-        (Buffer, 1, 1, 0, false, false),
-        (Buffer, 2, 2, 0, true, false),
-        (Buffer, 8, 2, 0, true, false),
-        (Buffer, 8, 4, 0, true, false),
+    let rows: &[(RxCompletion, u32, u32, u32, bool)] = &[
+        // (rx, pollers, pollers per slot, warps per block: 0 = one block, phase grid)
+        (Inline, 1, 1, 0, false),
+        (Inline, 2, 2, 0, false),
+        (Inline, 2, 2, 0, true),
+        (Inline, 4, 4, 0, false),
+        (Inline, 4, 4, 0, true),
+        (Inline, 8, 8, 0, true),
+        (Inline, 16, 16, 0, true),
+        (Inline, 4, 1, 0, false),
+        (Inline, 8, 1, 0, false),
+        (Inline, 4, 2, 0, true),
+        (Inline, 8, 2, 0, false),
+        (Inline, 8, 2, 0, true),
+        (Inline, 8, 2, 1, true),
+        (Inline, 16, 2, 0, true),
+        (Inline, 8, 4, 0, false),
+        (Inline, 8, 4, 0, true),
+        (Inline, 16, 4, 0, true),
+        (Inline, 16, 8, 0, true),
+        (Buffer, 1, 1, 0, false),
+        (Buffer, 2, 2, 0, true),
+        (Buffer, 8, 2, 0, true),
+        (Buffer, 8, 4, 0, true),
     ];
-    for &(rx, pollers, pollers_per_slot, warps_per_block, poll_spacing, speculative_publish) in rows
-    {
+    for &(rx, pollers, pollers_per_slot, warps_per_block, poll_spacing) in rows {
         let o = GpuOptions {
             rx_completion: rx,
             pollers,
             pollers_per_slot,
             warps_per_block,
             poll_spacing,
-            speculative_publish,
             ..base.clone()
         };
         let mut b = gpu::persistent_backend(&o).unwrap();
         let s = ping_pong(&mut b, warmup, samples);
         let c = PollerCounters::total(&b.shutdown(Duration::from_secs(2)).unwrap());
         let placement = if warps_per_block == 0 { "" } else { " spread" };
-        let grid = match (poll_spacing, speculative_publish) {
-            (false, _) => "",
-            (true, false) => " spaced",
-            (true, true) => " spaced spec",
-        };
+        let grid = if poll_spacing { " spaced" } else { "" };
         row(
             &format!(
                 "gpu-persistent {rx} {pollers:>2} pollers, {pollers_per_slot:>2}/slot{placement}{grid}"

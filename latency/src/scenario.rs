@@ -90,9 +90,6 @@ pub struct Point {
     /// Warps of a slot space their reads over a round trip (gpu-persistent).
     #[serde(default = "d_true")]
     pub poll_spacing: bool,
-    /// Publish before the claim is confirmed (gpu-persistent, several pollers per slot).
-    #[serde(default)]
-    pub speculative_publish: bool,
     /// GPU uf: table of low-weight syndromes up to this many defects (0 = off; absent =
     /// automatic).
     #[serde(default)]
@@ -225,7 +222,6 @@ pub const FORWARDER_KEYS: &[&str] = &[
     "pollers",
     "pollers_per_slot",
     "poll_spacing",
-    "speculative_publish",
     "uf_table_max_defects",
     "slots",
     "gpu_device",

@@ -88,7 +88,6 @@ pub fn run_config(point: &Point) -> RunConfig {
         },
         pollers_per_slot: point.pollers_per_slot,
         poll_spacing: point.poll_spacing,
-        speculative_publish: point.speculative_publish,
         uf_table_max_defects: point.uf_table_max_defects,
         slots: if point.slots == 0 {
             defaults.slots

@@ -96,12 +96,6 @@ pub struct GpuOptions {
     /// the kernel keeps measuring), instead of reading wherever the last request left them
     /// (in phase: every warp resumes polling right after a request is served).
     pub poll_spacing: bool,
-    /// Several warps per slot: the first to finish a side-effect-free handler publishes
-    /// its response without waiting for its claim (an L2 atomic round trip) to come back;
-    /// a warp that loses publishes the same bytes. Safe by timing: a warp publishes early
-    /// only within 2 µs of reading the request, and the host does not rewrite a reaped slot
-    /// for 20 µs (so at most `slots / 20 µs` requests per second: 3.2 M/s with 64 slots).
-    pub speculative_publish: bool,
 }
 
 impl Default for GpuOptions {
@@ -123,7 +117,6 @@ impl Default for GpuOptions {
             poll_chunks: 4,
             uf_table_max_defects: None,
             poll_spacing: true,
-            speculative_publish: false,
         }
     }
 }

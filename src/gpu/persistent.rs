@@ -36,14 +36,6 @@ const DEFAULT_SHARED_LIMIT: u32 = 48 * 1024;
 /// How long `Drop` waits for the kernel after the sentinel before giving up on it.
 const DROP_STOP_TIMEOUT: Duration = Duration::from_secs(3);
 
-/// A warp publishes a response before its claim is confirmed only if it is still within
-/// this long of reading the request (device clock, `%globaltimer`).
-const SPECULATIVE_WINDOW_NS: u32 = 2_000;
-/// ... and the host leaves a reaped slot unwritten this long, so such a duplicate (the
-/// same bytes, at most the window plus a timer tick and a PCIe write after the winner's
-/// read) always lands before the slot's next response can.
-const SPECULATIVE_REUSE_GUARD: Duration = Duration::from_micros(20);
-
 /// A persistent kernel serving a mailbox. Stop it with [`PersistentKernel::stop`] and
 /// [`PersistentKernel::wait`] (or through [`crate::mailbox::MailboxBackend::shutdown`]);
 /// dropping it does both, and if the kernel does not stop, leaks the memory it uses rather
@@ -64,8 +56,6 @@ pub struct PersistentKernel {
     running: bool,
     counters: Vec<PollerCounters>,
     nic_counters: Option<DevicePostCounters>,
-    /// Non-zero when the kernel may publish a response speculatively (see GpuOptions).
-    reuse_guard: Duration,
 }
 
 impl PersistentKernel {
@@ -199,16 +189,8 @@ impl PersistentKernel {
         let mut pollers_per_slot = options.pollers_per_slot;
         // Warps of a group space their reads over a round trip (the kernel measures it).
         let mut poll_spacing = u32::from(options.poll_spacing);
-        // Speculative publishing only where answering twice is harmless: never when the
-        // kernel sends through the NIC itself, and only with several warps per slot.
-        let mut spec_window_ns: u32 =
-            if options.speculative_publish && nic.is_none() && pollers_per_slot > 1 {
-                SPECULATIVE_WINDOW_NS
-            } else {
-                0
-            };
         let mut nic_ptr = nic.as_ref().map_or(0, |(block, _)| block.device_ptr());
-        let mut params: [*mut c_void; 14] = [
+        let mut params: [*mut c_void; 13] = [
             &mut req_ring as *mut u64 as *mut c_void,
             &mut resp_ring as *mut u64 as *mut c_void,
             &mut control as *mut u64 as *mut c_void,
@@ -221,7 +203,6 @@ impl PersistentKernel {
             &mut pollers_param as *mut u32 as *mut c_void,
             &mut pollers_per_slot as *mut u32 as *mut c_void,
             &mut poll_spacing as *mut u32 as *mut c_void,
-            &mut spec_window_ns as *mut u32 as *mut c_void,
             &mut nic_ptr as *mut u64 as *mut c_void,
         ];
         let mut kernel = PersistentKernel {
@@ -237,13 +218,8 @@ impl PersistentKernel {
             running: false,
             counters: Vec::new(),
             nic_counters: None,
-            reuse_guard: if spec_window_ns != 0 {
-                SPECULATIVE_REUSE_GUARD
-            } else {
-                Duration::ZERO
-            },
         };
-        // SAFETY: the 14 params match `qfwd_persistent(u64 x4, u32 x9, u64)` in order and
+        // SAFETY: the 13 params match `qfwd_persistent(u64 x4, u32 x8, u64)` in order and
         // size; the addresses are of `memory`, `state` and the NIC block and region, which
         // `kernel` owns from here on and frees only after the kernel stopped (or leaks, see
         // Drop).
@@ -417,10 +393,6 @@ impl MailboxDevice for PersistentKernel {
 
     fn topology(&self) -> Topology {
         Topology::GpuPersistent
-    }
-
-    fn reuse_guard(&self) -> Duration {
-        self.reuse_guard
     }
 
     fn stop(&mut self) {

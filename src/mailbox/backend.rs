@@ -57,12 +57,6 @@ pub trait MailboxDevice {
     /// Waits until every poller has exited, at most until `deadline`; returns each
     /// poller's counters. An error names what did not stop.
     fn wait(&mut self, deadline: Instant) -> Result<Vec<PollerCounters>>;
-
-    /// How long after a response is reaped its slot must stay unwritten (non-zero when
-    /// the device side may publish a response more than once; see `SlotRing`).
-    fn reuse_guard(&self) -> Duration {
-        Duration::ZERO
-    }
 }
 
 /// The host side of a mailbox over device side `D`.
@@ -79,7 +73,7 @@ impl<D: MailboxDevice> MailboxBackend<D> {
     pub fn new(device: D) -> MailboxBackend<D> {
         let layout = device.layout();
         MailboxBackend {
-            ring: SlotRing::with_reuse_guard(layout.slots(), device.reuse_guard()),
+            ring: SlotRing::new(layout.slots()),
             result: vec![0; layout.max_result_len()].into_boxed_slice(),
             layout,
             device,

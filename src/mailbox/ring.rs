@@ -7,8 +7,6 @@
 //! ring is full when the oldest unreaped request is `slots` submissions behind.
 #![forbid(unsafe_code)]
 
-use std::time::{Duration, Instant};
-
 use super::layout::tag_for_lap;
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -21,12 +19,6 @@ pub(crate) struct Entry {
 #[derive(Debug)]
 pub(crate) struct SlotRing {
     entries: Box<[Entry]>,
-    /// When each slot's last response was reaped (only with a reuse guard).
-    freed_at: Box<[Option<Instant>]>,
-    /// A slot is not written again until this long after its response was reaped: the
-    /// device side may then answer a request more than once (speculatively, identical
-    /// bytes), and a late duplicate must land before the slot's next response can.
-    guard: Duration,
     /// Slot the next request takes, and the lap it is on.
     head: usize,
     head_lap: u64,
@@ -38,15 +30,9 @@ pub(crate) struct SlotRing {
 
 impl SlotRing {
     pub fn new(slots: usize) -> SlotRing {
-        SlotRing::with_reuse_guard(slots, Duration::ZERO)
-    }
-
-    pub fn with_reuse_guard(slots: usize, guard: Duration) -> SlotRing {
         assert!(slots > 0);
         SlotRing {
             entries: vec![Entry::default(); slots].into_boxed_slice(),
-            freed_at: vec![None; if guard.is_zero() { 0 } else { slots }].into_boxed_slice(),
-            guard,
             head: 0,
             head_lap: 0,
             tail: 0,
@@ -67,11 +53,6 @@ impl SlotRing {
             return None;
         }
         let slot = self.head;
-        if let Some(Some(freed)) = self.freed_at.get(slot) {
-            if freed.elapsed() < self.guard {
-                return None;
-            }
-        }
         let tag = tag_for_lap(self.head_lap);
         self.entries[slot] = Entry {
             token,
@@ -111,9 +92,6 @@ impl SlotRing {
         debug_assert!(self.entries[slot].pending);
         self.entries[slot].pending = false;
         self.pending -= 1;
-        if let Some(freed) = self.freed_at.get_mut(slot) {
-            *freed = Some(Instant::now());
-        }
     }
 
     /// Frees the reaped slots at the old end.
@@ -133,22 +111,6 @@ impl SlotRing {
 mod tests {
     use super::*;
     use crate::mailbox::layout::tag_for;
-
-    #[test]
-    fn a_reaped_slot_is_not_reused_within_the_guard() {
-        let mut r = SlotRing::with_reuse_guard(1, Duration::from_millis(50));
-        let (slot, _) = r.reserve(7).unwrap();
-        r.complete(slot);
-        r.advance();
-        assert_eq!(r.reserve(8), None, "within the guard");
-        std::thread::sleep(Duration::from_millis(60));
-        assert!(r.reserve(8).is_some(), "after the guard");
-        let mut plain = SlotRing::new(1);
-        let (slot, _) = plain.reserve(1).unwrap();
-        plain.complete(slot);
-        plain.advance();
-        assert!(plain.reserve(2).is_some(), "no guard: reusable at once");
-    }
 
     #[test]
     fn tags_follow_sequence_numbers_and_full_means_oldest_unreaped() {
