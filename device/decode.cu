@@ -46,6 +46,11 @@
 //   1. Defects: lanes over syndrome words.
 //   1b. At most K defects: rank = sum of C(d_pos, pos + 1) (lanes over syndrome words, the
 //       binomials from the table's index array), one load of the result. Nothing touched.
+//   1c. Isolated defects (src/decode/uf.rs `UfScratch::isolated`): lanes over the defects,
+//       each scans its row for its least-key edge (its partner); when every defect and its
+//       partner settle in one step without touching any other edge, the answer is the XOR
+//       of the partner edges' observables. Writes `visited` and `verts` only (before the
+//       zeroing below; the full decoder writes `verts` before reading it).
 //   2.  A round whose frontier fits one window (the common case) in a model whose rows fit
 //       one load keeps 2a's frontier edges in registers for 2b (no `cand` round trip).
 //   2a. Lanes over frontier vertices, each over its incident edges (12 at a time, loads
@@ -307,6 +312,153 @@ static __device__ __forceinline__ u32 qfwd_uf_frontier_k(uint2 a, u32 g, u32 cu,
     return 0u;
 }
 
+// Whether vertex `z` is a defect of the syndrome in `arg` (the boundary, z == n, never).
+static __device__ __forceinline__ bool qfwd_uf_is_defect(const u32* arg, u32 z, u32 n)
+{
+    return z < n && ((arg[z >> 5] >> (z & 31u)) & 1u) != 0u;
+}
+
+// Step 1c: the isolated-defects fast path, src/decode/uf.rs `UfScratch::isolated` (whose doc
+// comment has the proof; proptested there against the specification). Each defect x takes
+// as partner its least-key incident edge, key ceil(w / 2) to another defect and w to
+// anything else (the boundary included), t_x = that key. It applies when every defect's
+// least key is held by one edge only, every partner is the boundary or a defect that chose
+// x back, and every other edge from x to a defect z has w > t_x + t_z; then the
+// specification's output is the XOR of the observables of the partner edges, each pair
+// once (from its lower end). Returns false, with `*out` untouched, when it does not apply.
+// Lanes over the defects (windows of 32); writes only `visited` (iso[x] = t_x | partner << 16,
+// defects only) and `verts` (the defect list), before the full decoder's zeroing and its
+// own writes of `verts`, so nothing the full decoder reads is left changed.
+static __device__ __forceinline__ bool qfwd_uf_isolated(u8* s, const u32* arg, u32 lane,
+                                                         u32 ndef, u64* out)
+{
+    const QfwdDecoderParams& p = qfwd_decoders;
+    const u32 n = p.uf_detectors;
+    const u32 bv = n;
+    const u32 nwords = (n + 31u) / 32u;
+    constexpr u32 U = QFWD_DEC_UNROLL;
+    u32* iso = (u32*)(s + p.uf_off_visited);
+    u16* list = (u16*)(s + p.uf_off_verts);
+    const u32* adj_off = (const u32*)p.uf_adj_offset;
+    const uint2* adj = (const uint2*)p.uf_adj;
+    const u64* edge_obs = (const u64*)p.uf_edge_obs;
+
+    // The defects in index order.
+    {
+        u32 nl = 0u;
+#pragma unroll 1
+        for (u32 wb = 0; wb < nwords; wb += QFWD_DEC_WARP) {
+            const u32 i = wb + lane;
+            u32 w = i < nwords ? qfwd_dec_word(arg, i, n) : 0u;
+            u32 tot;
+            u32 pos = nl + qfwd_dec_scan<6>((u32)__popc(w), lane, &tot);
+#pragma unroll 1
+            while (w != 0u) {
+                list[pos++] = (u16)(32u * i + (u32)(__ffs(w) - 1));
+                w &= w - 1u;
+            }
+            nl += tot;
+        }
+    }
+    __syncwarp();
+    // Partners. `chk`: bit (window mod 32) set when this lane's defect of that window has a
+    // defect neighbour besides its partner (aliased windows are checked both: harmless).
+    u64 obs = 0ull;
+    bool bad = false;
+    u32 chk = 0u;
+#pragma unroll 1
+    for (u32 db = 0, win = 0; db < ndef; db += QFWD_DEC_WARP, ++win) {
+        const u32 i = db + lane;
+        const bool has = i < ndef;
+        const u32 x = has ? (u32)list[i] : 0u;
+        u32 lo = 0u, hi = 0u;
+        if (has) {
+            lo = __ldg(adj_off + x);
+            hi = __ldg(adj_off + x + 1u);
+        }
+        const u32 chunks = __reduce_max_sync(QFWD_DEC_FULL, (hi - lo + U - 1u) / U);
+        u32 best = QFWD_DEC_FULL, be = 0u, by = 0u, ndn = 0u;
+        bool tied = false;
+#pragma unroll 1
+        for (u32 ch = 0; ch < chunks; ++ch) {
+            u32 es[U], ys[U], ws[U];
+            qfwd_dec_row(adj, lo + ch * U, hi, es, ys, ws);
+#pragma unroll
+            for (u32 j = 0; j < U; ++j) {
+                // Past the row: weight QFWD_DEC_FULL (real weights are at most 0xFFFF), the
+                // key of no edge (a row without edges leaves `best` there: no fast path).
+                const bool d = ws[j] != QFWD_DEC_FULL && qfwd_uf_is_defect(arg, ys[j], n);
+                ndn += d ? 1u : 0u;
+                const u32 key = d ? (ws[j] + 1u) >> 1 : ws[j];
+                tied |= key == best;
+                if (key < best) {
+                    best = key;
+                    be = es[j];
+                    by = ys[j];
+                    tied = false;
+                }
+            }
+        }
+        if (has) {
+            const bool dy = qfwd_uf_is_defect(arg, by, n);
+            const bool b = best == QFWD_DEC_FULL || tied || (!dy && by != bv);
+            bad |= b;
+            iso[x] = best | (by << 16);
+            if (ndn > (dy ? 1u : 0u)) {
+                chk |= 1u << (win & 31u);
+            }
+            if (!b && (by == bv || x < by)) {
+                obs ^= __ldg(edge_obs + be);
+            }
+        }
+    }
+    if (__any_sync(QFWD_DEC_FULL, bad)) {
+        __syncwarp();
+        return false;
+    }
+    __syncwarp(); // every `iso` entry is written
+    // Mutual partners, and w > t_x + t_z for every other edge from x to a defect z.
+#pragma unroll 1
+    for (u32 db = 0, win = 0; db < ndef; db += QFWD_DEC_WARP, ++win) {
+        const u32 i = db + lane;
+        const bool has = i < ndef;
+        const u32 x = has ? (u32)list[i] : 0u;
+        const u32 ix = has ? iso[x] : 0u;
+        const u32 tx = ix & 0xFFFFu, y = ix >> 16;
+        if (has && y != bv && (iso[y] >> 16) != x) {
+            bad = true;
+        }
+        u32 lo = 0u, hi = 0u;
+        if (has && ((chk >> (win & 31u)) & 1u) != 0u) {
+            lo = __ldg(adj_off + x);
+            hi = __ldg(adj_off + x + 1u);
+        }
+        const u32 chunks = __reduce_max_sync(QFWD_DEC_FULL, (hi - lo + U - 1u) / U);
+#pragma unroll 1
+        for (u32 ch = 0; ch < chunks; ++ch) {
+            u32 es[U], ys[U], ws[U];
+            qfwd_dec_row(adj, lo + ch * U, hi, es, ys, ws);
+#pragma unroll
+            for (u32 j = 0; j < U; ++j) {
+                const u32 z = ys[j];
+                if (ws[j] != QFWD_DEC_FULL && z != y && qfwd_uf_is_defect(arg, z, n) &&
+                    ws[j] <= tx + (iso[z] & 0xFFFFu)) {
+                    bad = true;
+                }
+            }
+        }
+    }
+    const bool ok = __all_sync(QFWD_DEC_FULL, !bad);
+    __syncwarp(); // every lane is done with `iso` and `list` before the full decoder's writes
+    if (!ok) {
+        return false;
+    }
+    const u32 olo = __reduce_xor_sync(QFWD_DEC_FULL, (u32)obs);
+    const u32 ohi = __reduce_xor_sync(QFWD_DEC_FULL, (u32)(obs >> 32));
+    *out = ((u64)ohi << 32) | olo;
+    return true;
+}
+
 // Decodes the syndrome in `arg` (validated) with the per-warp state at `s`; returns the
 // observable flips. All 32 lanes call it; every collective below is reached by all lanes.
 static __device__ __forceinline__ u64 qfwd_uf_run(u8* s, const u32* arg, u32 lane)
@@ -379,6 +531,13 @@ static __device__ __forceinline__ u64 qfwd_uf_run(u8* s, const u32* arg, u32 lan
                     obs |= (u64)__ldg(e + j) << (8u * j);
                 }
             }
+            return obs;
+        }
+    }
+    // 1c. Every defect settles in one step: the answer without the growth rounds.
+    {
+        u64 obs;
+        if (qfwd_uf_isolated(s, arg, lane, ndef, &obs)) {
             return obs;
         }
     }
