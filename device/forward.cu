@@ -237,6 +237,34 @@ static __device__ int handler_parity(const u32* arg, u32 arg_len, u32* out, u32 
     return QFWD_STATUS_OK;
 }
 
+// Parity straight from the poll's registers, for a request that arrived whole in the first
+// read (lane k holds chunk k: stream words 3k..3k+2, the argument from word 2 on). Same
+// result as handler_parity, without staging the request in shared memory or the dispatch's
+// warp barriers: a lone warp issues about one instruction per 7 cycles, so the short path
+// is most of what separates the kernel from the bare mailbox (scripts/mailbox-floor.cu).
+static __device__ __forceinline__ u32 parity_in_registers(const Chunk& c, u32 lane, u32 n,
+                                                          u32 arg_len)
+{
+    u32 acc = 0u;
+    if (lane < n) {
+        const u32 words[3] = {c.x, c.y, c.z};
+#pragma unroll
+        for (u32 m = 0; m < 3u; ++m) {
+            const u32 j = 3u * lane + m;
+            if (j >= 2u && 4u * (j - 2u) < arg_len) {
+                u32 w = words[m];
+                const u32 valid = arg_len - 4u * (j - 2u);
+                if (valid < 4u) {
+                    w &= (1u << (8u * valid)) - 1u;
+                }
+                acc ^= w;
+            }
+        }
+    }
+    acc = __reduce_xor_sync(QFWD_FULL_MASK, acc);
+    return (u32)(__popc(acc) & 1);
+}
+
 // Debug stall (tests of the host watchdog): spins for arg[0] microseconds (at most
 // QFWD_MAX_STALL_US), or until the host's release word reaches arg[1] (when given; else
 // until it changes), whichever comes first. Passing the target generation in the request
@@ -618,6 +646,29 @@ extern "C" __global__ void QFWD_PERSISTENT_BOUNDS qfwd_persistent(u64 req_ring, 
                     reread = true;
                     continue;
                 }
+            }
+            // Parity on a request that came in one read: answered from registers, one
+            // chunk {OK, 1, bit, tag} (what publish_response writes for it; the first lap
+            // of a tag cycle, which rewrites the whole slot, takes the general path).
+            if (code == QFWD_CODE_PARITY && early_status == QFWD_STATUS_OK && n <= first &&
+                want != 1u && !reply) {
+                u64 previous = pos.k;
+                if (shared_claim && lane == 0u) {
+                    previous = atomicCAS((unsigned long long*)claim, pos.k, pos.k + 1ull);
+                }
+                const u32 bit = parity_in_registers(lc.c[0], lane, n, arg_len);
+                previous = __shfl_sync(QFWD_FULL_MASK, previous, 0);
+                if (previous != pos.k) {
+                    ++lost;
+                    position_follow(pos, previous, group, groups, slots);
+                    continue;
+                }
+                if (lane == 0u) {
+                    store_chunk(resp, (u32)QFWD_STATUS_OK, 1u, bit, want);
+                }
+                ++served;
+                position_next(pos, groups, slots);
+                continue;
             }
             // Claim and serve at once: the CAS travels to L2 while the warp stages the
             // request and runs a side-effect-free handler; only the winner publishes.
