@@ -238,19 +238,24 @@ static __device__ int handler_parity(const u32* arg, u32 arg_len, u32* out, u32 
 }
 
 // Parity straight from the poll's registers, for a request that arrived whole in the first
-// read (lane k holds chunk k: stream words 3k..3k+2, the argument from word 2 on). Same
+// read (lane k holds chunk k: stream words 3k..3k+2 inline, 4k..4k+3 in a buffer payload;
+// the argument from word 2 on). Same
 // result as handler_parity, without staging the request in shared memory or the dispatch's
 // warp barriers: a lone warp issues about one instruction per 7 cycles, so the short path
 // is most of what separates the kernel from the bare mailbox (scripts/mailbox-floor.cu).
+// `per_chunk`: 3 stream words a chunk (inline: the fourth is the tag) or 4 (buffer payload).
 static __device__ __forceinline__ u32 parity_in_registers(const Chunk& c, u32 lane, u32 n,
-                                                          u32 arg_len)
+                                                          u32 arg_len, u32 per_chunk)
 {
     u32 acc = 0u;
     if (lane < n) {
-        const u32 words[3] = {c.x, c.y, c.z};
+        const u32 words[4] = {c.x, c.y, c.z, c.tag};
 #pragma unroll
-        for (u32 m = 0; m < 3u; ++m) {
-            const u32 j = 3u * lane + m;
+        for (u32 m = 0; m < 4u; ++m) {
+            const u32 j = per_chunk * lane + m;
+            if (m >= per_chunk) {
+                break;
+            }
             if (j >= 2u && 4u * (j - 2u) < arg_len) {
                 u32 w = words[m];
                 const u32 valid = arg_len - 4u * (j - 2u);
@@ -656,7 +661,7 @@ extern "C" __global__ void QFWD_PERSISTENT_BOUNDS qfwd_persistent(u64 req_ring, 
                 if (shared_claim && lane == 0u) {
                     previous = atomicCAS((unsigned long long*)claim, pos.k, pos.k + 1ull);
                 }
-                const u32 bit = parity_in_registers(lc.c[0], lane, n, arg_len);
+                const u32 bit = parity_in_registers(lc.c[0], lane, n, arg_len, 3u);
                 previous = __shfl_sync(QFWD_FULL_MASK, previous, 0);
                 if (previous != pos.k) {
                     ++lost;
@@ -720,6 +725,16 @@ extern "C" __global__ void QFWD_PERSISTENT_BOUNDS qfwd_persistent(u64 req_ring, 
             const u64 need = chunks_for(request_stream_bytes(arg_len, reply), QFWD_CHUNK_BYTES);
             if (need > req_chunks - 1u) {
                 early_status = QFWD_STATUS_OVERSIZED;
+            } else if (code == QFWD_CODE_PARITY && need <= payload_first && want != 1u &&
+                       !reply) {
+                // As in inline mode: the payload came in one read, answer from registers.
+                const u32 bit = parity_in_registers(lc.c[0], lane, (u32)need, arg_len, 4u);
+                if (lane == 0u) {
+                    store_chunk(resp, (u32)QFWD_STATUS_OK, 1u, bit, want);
+                }
+                ++served;
+                position_next(pos, groups, slots);
+                continue;
             } else {
                 load_chunks(lc, payload, lane, payload_first, (u32)need);
                 stage_plain(lc, lane, (u32)need, stage);
@@ -791,6 +806,15 @@ extern "C" __global__ void qfwd_serve_once(u64 req, u64 resp, u64 control, u32 r
             // Written before the launch, so this means a host bug: say so, don't guess.
             early_status = QFWD_STATUS_LENGTH_MISMATCH;
         }
+    }
+    // The persistent kernel's register path for parity, so every topology runs the same
+    // handler code.
+    if (code == QFWD_CODE_PARITY && early_status == QFWD_STATUS_OK && n <= first && tag != 1u) {
+        const u32 bit = parity_in_registers(lc.c[0], lane, n, arg_len, 3u);
+        if (lane == 0u) {
+            store_chunk(resp, (u32)QFWD_STATUS_OK, 1u, bit, tag);
+        }
+        return;
     }
     stage_inline(lc, lane, n, stage);
     __syncwarp();
