@@ -327,6 +327,29 @@ fn find(parent: &mut [u32], mut x: u32) -> u32 {
     }
 }
 
+/// Step 4 of the specification: peel the forest listed in BFS `order`, leaves first; an
+/// edge is in the correction iff the subtree below it holds an odd number of defects.
+/// Clears `defect` along the way and returns the observable flips.
+fn peel(g: &MatchingGraph, order: &[u32], defect: &mut [u8], parent_edge: &[u32]) -> u64 {
+    let b = g.boundary();
+    let (edge_u, edge_v, edge_obs) = (g.edge_u(), g.edge_v(), g.edge_obs());
+    let mut obs = 0u64;
+    for &v in order.iter().rev() {
+        let e = parent_edge[v as usize];
+        if defect[v as usize] == 0 || e == NO_EDGE {
+            continue;
+        }
+        let e = e as usize;
+        obs ^= edge_obs[e];
+        defect[v as usize] = 0;
+        let u = edge_u[e] ^ edge_v[e] ^ v;
+        if u != b {
+            defect[u as usize] ^= 1;
+        }
+    }
+    obs
+}
+
 /// Steps 3 (forest), 4 (peel) and 5 (reset of the vertex state) of the specification, as
 /// [`UfScratch::decode_reference`] runs them.
 /// `full(e)`: edge `e` is full. Returns the observable flips.
@@ -345,7 +368,6 @@ fn forest_peel_reset(
     let b = g.boundary();
     let boundary_edge = g.boundary_edge();
     let (adj_offset, adj) = (g.adj_offset(), g.adj_pairs());
-    let (edge_u, edge_v, edge_obs) = (g.edge_u(), g.edge_v(), g.edge_obs());
 
     // 3. Spanning forest of the full edges, BFS, from vertices in index order.
     verts.sort_unstable();
@@ -390,20 +412,7 @@ fn forest_peel_reset(
     }
 
     // 4. Peel, leaves first.
-    let mut obs = 0u64;
-    for &v in order[..n_order].iter().rev() {
-        let e = parent_edge[v as usize];
-        if defect[v as usize] == 0 || e == NO_EDGE {
-            continue;
-        }
-        let e = e as usize;
-        obs ^= edge_obs[e];
-        defect[v as usize] = 0;
-        let u = edge_u[e] ^ edge_v[e] ^ v;
-        if u != b {
-            defect[u as usize] ^= 1;
-        }
-    }
+    let obs = peel(g, &order[..n_order], defect, parent_edge);
 
     // 5. Reset what was touched.
     for &v in verts.iter().chain(std::iter::once(&b)) {
@@ -645,7 +654,7 @@ impl UfScratch {
 
         let b = g.boundary();
         let (adj_offset, adj, adj_edge) = (g.adj_offset(), g.adj_nbr_weight(), g.adj_edge());
-        let (edge_u, edge_v, edge_obs) = (g.edge_u(), g.edge_v(), g.edge_obs());
+        let (edge_u, edge_v) = (g.edge_u(), g.edge_v());
         let boundary_edge = g.boundary_edge();
         let UfScratch {
             defect,
@@ -1099,20 +1108,7 @@ impl UfScratch {
         let verts = &verts[..n_verts];
 
         // 4. Peel, leaves first.
-        let mut obs = 0u64;
-        for &v in order[..n_order].iter().rev() {
-            let e = parent_edge[v as usize];
-            if defect[v as usize] == 0 || e == NO_EDGE {
-                continue;
-            }
-            let e = e as usize;
-            obs ^= edge_obs[e];
-            defect[v as usize] = 0;
-            let u = edge_u[e] ^ edge_v[e] ^ v;
-            if u != b {
-                defect[u as usize] ^= 1;
-            }
-        }
+        let obs = peel(g, &order[..n_order], defect, parent_edge);
 
         // 5. Reset what was touched.
         for &v in verts.iter().chain(std::iter::once(&b)) {
