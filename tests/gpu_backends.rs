@@ -11,47 +11,21 @@
 //! device (default 0). Tests take a process-wide lock: freeing GPU memory can synchronize
 //! the whole context, which a persistent kernel of a concurrent test would hold up.
 
+mod gpu_common;
+
 use std::collections::HashMap;
-use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
+use gpu_common::{gpu_index, gpu_or_skip};
 use qfwd::backend::{Backend, Topology};
 use qfwd::gpu::{self, GpuOptions};
 use qfwd::handler::{parity, Handler};
 use qfwd::mailbox::{PollerCounters, RxCompletion};
 use qfwd::wire::status;
 
-static GPU_LOCK: Mutex<()> = Mutex::new(());
-
-fn device() -> usize {
-    std::env::var("QFWD_GPU")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(0)
-}
-
-/// The lock, or `None` (after a notice) where there is no GPU.
-fn gpu_or_skip(test: &str) -> Option<std::sync::MutexGuard<'static, ()>> {
-    let guard = GPU_LOCK.lock().unwrap_or_else(|p| p.into_inner());
-    match gpu::probe() {
-        Ok(Some(gpus)) => {
-            eprintln!("{test}: {}", gpus[device().min(gpus.len() - 1)]);
-            Some(guard)
-        }
-        Ok(None) => {
-            eprintln!(
-                "SKIP {test}: no GPU ({})",
-                gpu::unavailable_reason().unwrap_or_default()
-            );
-            None
-        }
-        Err(e) => panic!("{test}: the GPU driver is present but broken: {e}"),
-    }
-}
-
 fn options(rx: RxCompletion, pollers: u32, pollers_per_slot: u32) -> GpuOptions {
     GpuOptions {
-        device: device(),
+        device: gpu_index(),
         rx_completion: rx,
         pollers,
         pollers_per_slot,

@@ -16,10 +16,13 @@
 //! automatic); `QFWD_PROBE_SAMPLES` the samples per probe row (default 20000);
 //! `QFWD_PROBE_CORE` the core the probe thread is pinned to (default: the last one).
 
+mod gpu_common;
+
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use gpu_common::{gpu_index, gpu_or_skip};
 use qfwd::backend::Backend;
 use qfwd::decode::cli::{evaluate, DecodeArgs, DecodeBackend, OutputFormat};
 use qfwd::decode::{uf_table, Decoder, DecoderKind, Shots};
@@ -29,36 +32,11 @@ use qfwd::handler::Handler;
 use qfwd::mailbox::MailboxBackend;
 use qfwd::wire::status;
 
-static GPU_LOCK: Mutex<()> = Mutex::new(());
-
 fn env_or<T: std::str::FromStr>(key: &str, default: T) -> T {
     std::env::var(key)
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(default)
-}
-
-fn device() -> usize {
-    env_or("QFWD_GPU", 0)
-}
-
-/// The lock, or `None` (after a notice) where there is no GPU.
-fn gpu_or_skip(test: &str) -> Option<std::sync::MutexGuard<'static, ()>> {
-    let guard = GPU_LOCK.lock().unwrap_or_else(|p| p.into_inner());
-    match gpu::probe() {
-        Ok(Some(gpus)) => {
-            eprintln!("{test}: {}", gpus[device().min(gpus.len() - 1)]);
-            Some(guard)
-        }
-        Ok(None) => {
-            eprintln!(
-                "SKIP {test}: no GPU ({})",
-                gpu::unavailable_reason().unwrap_or_default()
-            );
-            None
-        }
-        Err(e) => panic!("{test}: the GPU driver is present but broken: {e}"),
-    }
 }
 
 fn fixtures_dir() -> PathBuf {
@@ -103,7 +81,7 @@ fn load(name: &str, kind: DecoderKind, limit: usize) -> Fixture {
 
 fn options() -> GpuOptions {
     GpuOptions {
-        device: device(),
+        device: gpu_index(),
         poll_chunks: 8,
         uf_table_max_defects: table_k(),
         ..GpuOptions::default()

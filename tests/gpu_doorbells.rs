@@ -13,12 +13,15 @@
 //! Each prints a skip notice and passes where no GPU is present. `QFWD_GPU` picks the
 //! device (default 0).
 
+mod gpu_common;
+
 use std::collections::HashMap;
 use std::ffi::c_void;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use gpu_common::{gpu_index, gpu_or_skip};
 use qfwd::forward::{ForwardConfig, Forwarder, IdlePolicy, StopWhen};
 use qfwd::gpu::context::GpuContext;
 use qfwd::gpu::memory::device_address_of;
@@ -29,33 +32,6 @@ use qfwd::mlx5::Doorbell;
 use qfwd::softnic::{self, device, DevicePostCounters, NicLayout, SoftNicConfig};
 use qfwd::transport::Client;
 use qfwd::wire::{self, function_id, status};
-
-static GPU_LOCK: Mutex<()> = Mutex::new(());
-
-fn device_index() -> usize {
-    std::env::var("QFWD_GPU")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(0)
-}
-
-fn gpu_or_skip(test: &str) -> Option<std::sync::MutexGuard<'static, ()>> {
-    let guard = GPU_LOCK.lock().unwrap_or_else(|p| p.into_inner());
-    match gpu::probe() {
-        Ok(Some(gpus)) => {
-            eprintln!("{test}: {}", gpus[device_index().min(gpus.len() - 1)]);
-            Some(guard)
-        }
-        Ok(None) => {
-            eprintln!(
-                "SKIP {test}: no GPU ({})",
-                gpu::unavailable_reason().unwrap_or_default()
-            );
-            None
-        }
-        Err(e) => panic!("{test}: the GPU driver is present but broken: {e}"),
-    }
-}
 
 #[test]
 fn forward_doorbell_program_compiles_for_sm_90() {
@@ -131,11 +107,11 @@ fn exchange(
 ) -> (DevicePostCounters, softnic::NicCounters, u64) {
     let cfg = nic_config(doorbell);
     let layout = NicLayout::new(&cfg).unwrap();
-    let region = gpu::mapped_nic_region(device_index(), layout.len).unwrap();
+    let region = gpu::mapped_nic_region(gpu_index(), layout.len).unwrap();
     let (mut client, transport) = softnic::inproc_in(&cfg, region, true).unwrap();
     let posting = transport.device_posting().unwrap();
     let options = GpuOptions {
-        device: device_index(),
+        device: gpu_index(),
         pollers,
         pollers_per_slot: per_slot,
         ..GpuOptions::default()
@@ -257,7 +233,7 @@ fn concurrent_warps_post_every_message_exactly_once() {
     for doorbell in [Doorbell::Regular, Doorbell::BlueFlame] {
         let cfg = nic_config(doorbell);
         let layout = NicLayout::new(&cfg).unwrap();
-        let region = gpu::mapped_nic_region(device_index(), layout.len).unwrap();
+        let region = gpu::mapped_nic_region(gpu_index(), layout.len).unwrap();
         let (mut client, mut transport) = softnic::inproc_in(&cfg, region, true).unwrap();
         // One request connects the QP to the client.
         let mut buf = vec![0u8; 4096];
@@ -272,7 +248,7 @@ fn concurrent_warps_post_every_message_exactly_once() {
         }
         let posting = transport.device_posting().unwrap();
 
-        let ctx = GpuContext::open(device_index()).unwrap();
+        let ctx = GpuContext::open(gpu_index()).unwrap();
         let module = Module::compile_and_load(&ctx, &FORWARD_DOORBELL).unwrap();
         let function = module.function("qfwd_doorbell_nic_posts").unwrap();
         let base = device_address_of(&ctx, posting.region().host_addr(0), "NIC").unwrap();
