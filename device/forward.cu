@@ -639,24 +639,21 @@ extern "C" __global__ void QFWD_PERSISTENT_BOUNDS qfwd_persistent(u64 req_ring, 
         if (rx_inline) {
             code = __shfl_sync(QFWD_FULL_MASK, lc.c[0].x, 0);
             arg_len = __shfl_sync(QFWD_FULL_MASK, lc.c[0].y, 0);
-            const u64 need = chunks_for(request_stream_bytes(arg_len, reply), QFWD_INLINE_DATA_BYTES);
-            u32 n = 1u;
-            if (need > req_chunks) {
-                early_status = QFWD_STATUS_OVERSIZED;
-            } else {
-                n = (u32)need;
-                load_chunks(lc, req, lane, first, n);
-                if (!tags_match(lc, lane, n, want)) {
+            // Parity on a request that came whole in the first read: answered from
+            // registers, one chunk {OK, 1, bit, tag} (what publish_response writes for
+            // it; the first lap of a tag cycle, which rewrites the whole slot, takes the
+            // general path). The shortest path from seeing a request to answering it: a
+            // lone warp issues about one instruction per 7 cycles, so every instruction
+            // here is latency (32-bit bound first, so the chunk count cannot wrap).
+            if (code == QFWD_CODE_PARITY && !reply && want != 1u &&
+                arg_len <= QFWD_INLINE_DATA_BYTES * first - QFWD_HEADER_BYTES) {
+                const u32 n = (QFWD_HEADER_BYTES + arg_len + QFWD_INLINE_DATA_BYTES - 1u) /
+                              QFWD_INLINE_DATA_BYTES;
+                if (!__all_sync(QFWD_FULL_MASK, lane >= n || lc.c[0].tag == want)) {
                     ++torn; // the host is still writing it: read again, now
                     reread = true;
                     continue;
                 }
-            }
-            // Parity on a request that came in one read: answered from registers, one
-            // chunk {OK, 1, bit, tag} (what publish_response writes for it; the first lap
-            // of a tag cycle, which rewrites the whole slot, takes the general path).
-            if (code == QFWD_CODE_PARITY && early_status == QFWD_STATUS_OK && n <= first &&
-                want != 1u && !reply) {
                 u64 previous = pos.k;
                 if (shared_claim && lane == 0u) {
                     previous = atomicCAS((unsigned long long*)claim, pos.k, pos.k + 1ull);
@@ -674,6 +671,19 @@ extern "C" __global__ void QFWD_PERSISTENT_BOUNDS qfwd_persistent(u64 req_ring, 
                 ++served;
                 position_next(pos, groups, slots);
                 continue;
+            }
+            const u64 need = chunks_for(request_stream_bytes(arg_len, reply), QFWD_INLINE_DATA_BYTES);
+            u32 n = 1u;
+            if (need > req_chunks) {
+                early_status = QFWD_STATUS_OVERSIZED;
+            } else {
+                n = (u32)need;
+                load_chunks(lc, req, lane, first, n);
+                if (!tags_match(lc, lane, n, want)) {
+                    ++torn; // the host is still writing it: read again, now
+                    reread = true;
+                    continue;
+                }
             }
             // Claim and serve at once: the CAS travels to L2 while the warp stages the
             // request and runs a side-effect-free handler; only the winner publishes.
