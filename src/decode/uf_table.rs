@@ -12,7 +12,9 @@
 //! `C(d_0, 1) + C(d_1, 2) + ... + C(d_{k-1}, k)` among the `C(n, k)` syndromes of `k`
 //! defects (ranks `0 .. C(n, k)` in colexicographic order), and index
 //! `base[k] + rank` with `base[k] = C(n, 0) + ... + C(n, k - 1)`. An entry is the wire
-//! result, `ceil(num_observables / 8)` bytes (1 up to 8 observables).
+//! result, `ceil(num_observables / 8)` bytes (1 up to 8 observables); beside it,
+//! [`UfTable::times`] holds per entry the time its growth stopped (u16, saturated at
+//! [`uf_split::SAT`]), which the split path's test reads ([`super::uf_split`]).
 //!
 //! # Size, and the shots it covers
 //!
@@ -34,13 +36,17 @@
 //! (Precompute scales with cores; the K = 4 / K = 3 rows are estimates from the per-decode
 //! cost.) So the table takes most d3 and d5 shots at p = 0.001 off the full device decoder,
 //! a quarter to a third of the d7 ones, and few at p = 0.005: the p99 of d5 and d7 is still
-//! the full decoder's.
+//! the full decoder's. With the isolated-defects path and the split path (a syndrome cut
+//! into independent groups of at most `K` defects each), see the table in
+//! [`super::uf_split`]: d5 at K = 4 reaches 99.6-99.8 % at p = 0.001, d7 98.3 % at K = 4
+//! (not buildable) and 92 % at K = 3.
 #![forbid(unsafe_code)]
 
 use std::time::{Duration, Instant};
 
 use super::graph::MatchingGraph;
 use super::uf::UfScratch;
+use super::uf_split;
 use crate::{Error, Result};
 
 /// Most defects a table may cover.
@@ -164,6 +170,9 @@ pub struct UfTable {
     /// `base[k]`: index of the first syndrome of `k` defects, `k = 0 ..= K + 1`.
     base: Vec<u64>,
     entries: Vec<u8>,
+    /// Per entry, the time growth stopped (`UfScratch::decode_timed`), at most
+    /// [`uf_split::SAT`] (which reads "at least that").
+    times: Vec<u16>,
     build_time: Duration,
     threads: usize,
 }
@@ -210,20 +219,25 @@ impl UfTable {
         let threads = threads.clamp(1, total.div_ceil(4096) as usize);
         let per = total.div_ceil(threads as u64) as usize;
         let mut entries = vec![0u8; total as usize * entry_bytes];
-        if entry_bytes > 0 {
-            std::thread::scope(|s| {
-                for (t, out) in entries.chunks_mut(per * entry_bytes).enumerate() {
-                    let base = &base;
-                    s.spawn(move || fill(graph, base, (t * per) as u64, out, entry_bytes));
-                }
-            });
-        }
+        let mut times = vec![0u16; total as usize];
+        std::thread::scope(|s| {
+            // Per thread, `per` entries and their times (entries of 0 bytes without
+            // observables: the times are still needed).
+            let mut rest = &mut entries[..];
+            for (t, tout) in times.chunks_mut(per).enumerate() {
+                let (out, r) = rest.split_at_mut(tout.len() * entry_bytes);
+                rest = r;
+                let base = &base;
+                s.spawn(move || fill(graph, base, (t * per) as u64, out, tout, entry_bytes));
+            }
+        });
         Ok(UfTable {
             num_detectors: n,
             max_defects,
             entry_bytes,
             base,
             entries,
+            times,
             build_time: t0.elapsed(),
             threads,
         })
@@ -251,6 +265,23 @@ impl UfTable {
     /// The entries, `entry_bytes` each, in index order (module docs).
     pub fn entries(&self) -> &[u8] {
         &self.entries
+    }
+
+    /// Per entry, in index order, the time growth stopped when its syndrome was decoded
+    /// (the specification's sum of `delta`), at most [`uf_split::SAT`] ("at least that").
+    pub fn times(&self) -> &[u16] {
+        &self.times
+    }
+
+    /// `(obs, time)` of the sorted, distinct `defects` (`None`: more than `K`).
+    pub fn entry(&self, defects: &[u32]) -> Option<(u64, u32)> {
+        let i = self.index(defects)?;
+        let at = i * self.entry_bytes;
+        let mut mask = 0u64;
+        for (k, &b) in self.entries[at..at + self.entry_bytes].iter().enumerate() {
+            mask |= u64::from(b) << (8 * k);
+        }
+        Some((mask, u32::from(self.times[i])))
     }
 
     /// Time the precompute took, and on how many threads.
@@ -281,12 +312,7 @@ impl UfTable {
                 }
             }
         }
-        let at = self.index(&defects)? * self.entry_bytes;
-        let mut mask = 0u64;
-        for (k, &b) in self.entries[at..at + self.entry_bytes].iter().enumerate() {
-            mask |= u64::from(b) << (8 * k);
-        }
-        Some(mask)
+        self.entry(&defects).map(|(mask, _)| mask)
     }
 
     /// The index array device/decode.cu reads (u32): `base[k]` for `k = 0 ..= K`, then
@@ -314,25 +340,34 @@ pub fn device_index_of(ix: &[u32], n: usize, max_defects: u32, defects: &[u32]) 
         })
 }
 
-/// Fills `out` with the entries from index `first` on.
-fn fill(graph: &MatchingGraph, base: &[u64], first: u64, out: &mut [u8], entry_bytes: usize) {
+/// Fills `out` (and `times`) with the entries from index `first` on.
+fn fill(
+    graph: &MatchingGraph,
+    base: &[u64],
+    first: u64,
+    out: &mut [u8],
+    times: &mut [u16],
+    entry_bytes: usize,
+) {
     let n = graph.num_detectors() as u32;
     let mut scratch = UfScratch::new(graph);
     let mut dets = vec![0u8; graph.num_detectors().div_ceil(8)];
     let mut k = base.iter().rposition(|&b| b <= first).unwrap();
     let mut c = vec![0u32; k];
     unrank(first - base[k], &mut c);
-    for entry in out.chunks_mut(entry_bytes) {
+    for (i, time) in times.iter_mut().enumerate() {
         for &d in &c {
             dets[d as usize / 8] |= 1 << (d % 8);
         }
-        let mask = scratch.decode(graph, &dets);
+        let (mask, t) = scratch.decode_timed(graph, &dets);
         for &d in &c {
             dets[d as usize / 8] = 0;
         }
+        let entry = &mut out[i * entry_bytes..(i + 1) * entry_bytes];
         for (i, b) in entry.iter_mut().enumerate() {
             *b = (mask >> (8 * i)) as u8;
         }
+        *time = t.min(uf_split::SAT) as u16;
         if !next_colex(&mut c, n) {
             k += 1;
             c = (0..k as u32).collect();
@@ -424,6 +459,40 @@ mod tests {
         }
     }
 
+    /// A model without observables still gets its times (entries of 0 bytes).
+    #[test]
+    fn times_without_observables() {
+        let g = MatchingGraph::from_edges(
+            3,
+            0,
+            &[
+                crate::decode::graph::EdgeSpec {
+                    u: 0,
+                    v: Some(1),
+                    p: 0.1,
+                    observables: 0,
+                },
+                crate::decode::graph::EdgeSpec {
+                    u: 1,
+                    v: None,
+                    p: 0.2,
+                    observables: 0,
+                },
+            ],
+        )
+        .unwrap();
+        let t = UfTable::build(&g, 2, 2).unwrap();
+        assert_eq!(
+            (t.entry_bytes(), t.entries().len(), t.times().len()),
+            (0, 0, 7)
+        );
+        let mut s = UfScratch::new(&g);
+        for defects in [&[0u32][..], &[1], &[0, 1], &[1, 2]] {
+            let want = s.decode_reference_timed(&g, &packed(3, defects));
+            assert_eq!(t.entry(defects), Some(want), "{defects:?}");
+        }
+    }
+
     #[test]
     fn bad_sizes_are_refused() {
         let g = fixture("surface_d3_r1_z_p005");
@@ -449,8 +518,9 @@ mod tests {
                 for bits in 0u32..1 << n {
                     let defects: Vec<u32> = (0..n as u32).filter(|v| bits >> v & 1 == 1).collect();
                     let dets = packed(n, &defects);
-                    let want = s.decode_reference(&g, &dets);
+                    let (want, time) = s.decode_reference_timed(&g, &dets);
                     assert_eq!(t.lookup(&dets), Some(want), "{name} {defects:?}");
+                    assert_eq!(t.entry(&defects), Some((want, time)), "{name} {defects:?}");
                     if !defects.is_empty() {
                         assert_eq!(
                             device_index_of(&ix, n, t.max_defects(), &defects) as usize,
@@ -488,9 +558,11 @@ mod tests {
             let mut s = UfScratch::new(&g);
             let mut check = |defects: &[u32]| {
                 let dets = packed(n, defects);
-                let want = s.decode_reference(&g, &dets);
+                let (want, time) = s.decode_reference_timed(&g, &dets);
                 if defects.len() <= k as usize {
                     assert_eq!(t.lookup(&dets), Some(want), "{name} {defects:?}");
+                    let time = time.min(uf_split::SAT);
+                    assert_eq!(t.entry(defects), Some((want, time)), "{name} {defects:?}");
                     assert_eq!(
                         device_index_of(&ix, n, k, defects) as usize,
                         t.index(defects).unwrap()
