@@ -30,7 +30,9 @@
 // one 8-byte load gives an incident edge, its other end and its weight. With it, the
 // low-weight syndrome table (src/decode/uf_table.rs, built by the host with the CPU uf):
 // the result of every syndrome of at most K defects, indexed by the combinatorial number
-// system; a request with 1..K defects is answered by one load from it (step 1b).
+// system; a request with 1..K defects is answered by one load from it (step 1b). With the
+// table, for the split path (step 1d): each entry's growth time (u16) and the boundary-free
+// distance matrix of the model (u16, n x n; both saturated at 65535, src/decode/uf_split.rs).
 //
 // Per-warp state ("scratch", offsets in the parameters): in dynamic shared memory after the
 // kernel's request/response staging, or, when that does not fit, in a global buffer (one
@@ -51,6 +53,11 @@
 //       partner settle in one step without touching any other edge, the answer is the XOR
 //       of the partner edges' observables. Writes `visited` and `verts` only (before the
 //       zeroing below; the full decoder writes `verts` before reading it).
+//   1d. At most 32 defects (one per lane) that fall into groups of at most K defects which
+//       provably never interact (src/decode/uf_split.rs `split`, whose module docs have the
+//       proof): every cross pair of defects a, b has distance d(a, b) > T_a + T_b, the
+//       groups' growth times from the table. The answer is the XOR of the groups' entries.
+//       Reads `verts` (1c's defect list) and the table; writes nothing.
 //   2.  A round whose frontier fits one window (the common case) in a model whose rows fit
 //       one load keeps 2a's frontier edges in registers for 2b (no `cand` round trip).
 //   2a. Lanes over frontier vertices, each over its incident edges (12 at a time, loads
@@ -138,6 +145,8 @@ struct QfwdDecoderParams {
     u32 uf_table_entries;
     u32 uf_max_degree;     // most incident edges of a detector
     u32 loaded;            // QFWD_DEC_LOADED_*
+    u64 uf_dist;           // u16[n * n]: boundary-free distances (0: no split path, step 1d)
+    u64 uf_table_times;    // u16[uf_table_entries]: each entry's growth time
 };
 
 // Field offsets (the Rust test parses these lines and compares with `DecoderParams`).
@@ -175,7 +184,9 @@ QFWD_DEC_FIELD(uf_table_defects, 144)
 QFWD_DEC_FIELD(uf_table_entries, 148)
 QFWD_DEC_FIELD(uf_max_degree, 152)
 QFWD_DEC_FIELD(loaded, 156)
-static_assert(sizeof(QfwdDecoderParams) == 160, "QfwdDecoderParams size");
+QFWD_DEC_FIELD(uf_dist, 160)
+QFWD_DEC_FIELD(uf_table_times, 168)
+static_assert(sizeof(QfwdDecoderParams) == 176, "QfwdDecoderParams size");
 
 // Written by the host (cuModuleGetGlobal + a copy) before the kernels start.
 __constant__ QfwdDecoderParams qfwd_decoders;
@@ -459,6 +470,121 @@ static __device__ __forceinline__ bool qfwd_uf_isolated(u8* s, const u32* arg, u
     return true;
 }
 
+// The observable flips stored at table index `at` (the wire result, LSB first).
+static __device__ __forceinline__ u64 qfwd_uf_entry(u32 at)
+{
+    const QfwdDecoderParams& p = qfwd_decoders;
+    const u8* e = (const u8*)p.uf_table + (u64)at * p.uf_result_bytes;
+    u64 obs = 0ull;
+#pragma unroll
+    for (u32 j = 0; j < QFWD_DEC_MAX_RESULT_BYTES; ++j) {
+        if (j < p.uf_result_bytes) {
+            obs |= (u64)__ldg(e + j) << (8u * j);
+        }
+    }
+    return obs;
+}
+
+// Step 1d: the split path, src/decode/uf_split.rs `split` step for step (its module docs
+// have the proof), for 1..32 defects: lane i holds the i-th defect in index order (1c's
+// list in `verts`). Every defect starts as its own group; a group's label is its least lane
+// (its leader), so the lanes of a group hold its members in sorted order. Each pass:
+//   - the leaders look up their group's (obs, T) in the table (a group above K: give up);
+//     the rank's terms C(d_pos, pos + 1) are summed over the group's lanes by one
+//     `redux.sync` whose mask is the group (`__match_any_sync` on the label);
+//   - each lane tests its defect a against every defect b of another group, d(a, b) >
+//     T_a + T_b (exactly the CPU's test: strict, on the saturated u16 values), and links to
+//     the nearest failing b (least distance, then least lane);
+//   - no link anywhere: the answer is the XOR of the leaders' entries; else the linked
+//     groups merge (along the links in lane order, labels staying least lanes, as the CPU
+//     merges: the partition is the links' connected components, whatever the order).
+// At most `ndef` passes (each merges two groups at least). The grouping is the CPU's, so a
+// shot takes the same path on both; only the final test matters for the answer. Returns
+// false, with `*out` untouched, when it does not apply. Reads only; every lane returns
+// together (the loop's bounds and exits are warp-uniform).
+static __device__ __forceinline__ bool qfwd_uf_split(const u8* s, u32 lane, u32 ndef, u64* out)
+{
+    const QfwdDecoderParams& p = qfwd_decoders;
+    const u32 n = p.uf_detectors;
+    const u32 kmax = p.uf_table_defects;
+    const u32* ix = (const u32*)p.uf_table_index;
+    const u16* dist = (const u16*)p.uf_dist;
+    const u16* times = (const u16*)p.uf_table_times;
+    constexpr u32 B = 8u; // distance loads issued together
+    const u32 lt = (1u << lane) - 1u;
+    const bool has = lane < ndef;
+    const u32 x = has ? (u32)((const u16*)(s + p.uf_off_verts))[lane] : 0u;
+    const u16* row = dist + x * n;
+    u32 label = lane; // lanes past the defects: groups of their own, never merged
+#pragma unroll 1
+    for (u32 pass = 0; pass < ndef; ++pass) {
+        // Look-ups: the group's lanes, its size, this lane's place in it.
+        const u32 gm = __match_any_sync(QFWD_DEC_FULL, label);
+        const u32 m = (u32)__popc(gm);
+        if (__any_sync(QFWD_DEC_FULL, has && m > kmax)) {
+            return false;
+        }
+        const u32 c = has ? __ldg(ix + kmax + 1u + (u32)__popc(gm & lt) * n + x) : 0u;
+        const u32 r = __reduce_add_sync(gm, c); // the lanes of one group share `gm`
+        u64 obs = 0ull;
+        u32 t = 0u;
+        bool bad = false;
+        if (has && label == lane) {
+            const u32 at = __ldg(ix + m) + r;
+            bad = at >= p.uf_table_entries; // never (the host sizes the table); insurance
+            if (!bad) {
+                obs = qfwd_uf_entry(at);
+                t = __ldg(times + at);
+            }
+        }
+        if (__any_sync(QFWD_DEC_FULL, bad)) {
+            return false;
+        }
+        t = __shfl_sync(QFWD_DEC_FULL, t, label); // the group's time
+        // The test against every defect of another group; the nearest failing one.
+        u32 best = QFWD_DEC_FULL, link = QFWD_DEC_FULL;
+#pragma unroll 1
+        for (u32 jb = 0; jb < ndef; jb += B) {
+            u32 d[B], tj[B];
+#pragma unroll
+            for (u32 u = 0; u < B; ++u) {
+                const u32 j = (jb + u) & 31u;
+                const u32 xj = __shfl_sync(QFWD_DEC_FULL, x, j);
+                const u32 lj = __shfl_sync(QFWD_DEC_FULL, label, j);
+                tj[u] = __shfl_sync(QFWD_DEC_FULL, t, j);
+                // Not a cross pair: a distance no sum of two u16 times reaches.
+                d[u] = has && jb + u < ndef && lj != label ? (u32)__ldg(row + xj) : QFWD_DEC_FULL;
+            }
+#pragma unroll
+            for (u32 u = 0; u < B; ++u) {
+                if (d[u] <= t + tj[u] && d[u] < best) {
+                    best = d[u];
+                    link = jb + u;
+                }
+            }
+        }
+        const u32 lm = __ballot_sync(QFWD_DEC_FULL, link != QFWD_DEC_FULL);
+        if (lm == 0u) {
+            const u32 lo = __reduce_xor_sync(QFWD_DEC_FULL, (u32)obs);
+            const u32 hi = __reduce_xor_sync(QFWD_DEC_FULL, (u32)(obs >> 32));
+            *out = ((u64)hi << 32) | lo;
+            return true;
+        }
+        // Merge along the links, in lane order.
+#pragma unroll 1
+        for (u32 mm = lm; mm != 0u; mm &= mm - 1u) {
+            const u32 i = (u32)(__ffs(mm) - 1);
+            const u32 j = __shfl_sync(QFWD_DEC_FULL, link, i);
+            const u32 a = __shfl_sync(QFWD_DEC_FULL, label, i);
+            const u32 b = __shfl_sync(QFWD_DEC_FULL, label, j);
+            if (label == (a > b ? a : b)) {
+                label = qfwd_dec_min(a, b);
+            }
+        }
+    }
+    return false;
+}
+
 // Decodes the syndrome in `arg` (validated) with the per-warp state at `s`; returns the
 // observable flips. All 32 lanes call it; every collective below is reached by all lanes.
 static __device__ __forceinline__ u64 qfwd_uf_run(u8* s, const u32* arg, u32 lane)
@@ -523,21 +649,21 @@ static __device__ __forceinline__ u64 qfwd_uf_run(u8* s, const u32* arg, u32 lan
         }
         const u32 at = base + __reduce_add_sync(QFWD_DEC_FULL, r);
         if (at < p.uf_table_entries) { // always (the host sizes the table); cheap insurance
-            const u8* e = (const u8*)p.uf_table + (u64)at * p.uf_result_bytes;
-            u64 obs = 0ull;
-#pragma unroll
-            for (u32 j = 0; j < QFWD_DEC_MAX_RESULT_BYTES; ++j) {
-                if (j < p.uf_result_bytes) {
-                    obs |= (u64)__ldg(e + j) << (8u * j);
-                }
-            }
-            return obs;
+            return qfwd_uf_entry(at);
         }
     }
     // 1c. Every defect settles in one step: the answer without the growth rounds.
     {
         u64 obs;
         if (qfwd_uf_isolated(s, arg, lane, ndef, &obs)) {
+            return obs;
+        }
+    }
+    // 1d. Independent groups of at most K defects: one table entry per group. (`uf_dist`
+    // is set only with a table, K >= 1.)
+    if (p.uf_dist != 0ull && ndef <= QFWD_DEC_WARP) {
+        u64 obs;
+        if (qfwd_uf_split(s, lane, ndef, &obs)) {
             return obs;
         }
     }

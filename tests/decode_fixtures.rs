@@ -68,16 +68,17 @@ impl Fixture {
     }
 
     /// Mistakes of a uf decoder on every shot, checking on each that the event-driven
-    /// version and the round-by-round specification (the GPU port's model) agree.
+    /// version and the round-by-round specification (the GPU port's model) agree, on the
+    /// output and on the time growth stopped (what the split path's test reads).
     fn uf_mistakes_checked(&self, dec: &Decoder) -> u64 {
         let (dets, obs) = self.shots(dec);
         let g = dec.graph();
         let mut s = UfScratch::new(g);
         let mut mistakes = 0;
         for i in 0..dets.len() {
-            let fast = s.decode(g, dets.row(i));
-            let reference = s.decode_reference(g, dets.row(i));
-            assert_eq!(fast, reference, "{}: shot {i}", self.name);
+            let (fast, t) = s.decode_timed(g, dets.row(i));
+            let reference = s.decode_reference_timed(g, dets.row(i));
+            assert_eq!((fast, t), reference, "{}: shot {i}", self.name);
             mistakes += u64::from(fast != u64::from(obs.row(i)[0]));
         }
         mistakes

@@ -3,8 +3,13 @@
 //! detectors, uf on all), through the persistent kernel; the launch/graph baselines and the
 //! global-memory placement of the decoder state on a sample; `qfwd decode --backend gpu`;
 //! and a latency probe (round trips of real shots, p=0.001). `uf` runs with its low-weight
-//! syndrome table (`GpuOptions::uf_table_max_defects`, automatic K) and without it (every
-//! shot through the full device decoder).
+//! syndrome table (`GpuOptions::uf_table_max_defects`, automatic K; with the table comes
+//! the split path, step 1d of device/decode.cu) and without it (no table, no split path);
+//! the d = 5 surface-code fixtures also with K = 4 where the automatic K is another (it is
+//! 4 on hosts of 14 cores and more). The identity test prints, per run, how many shots take
+//! each path on the device (empty, table, isolated, split, full), counted on the CPU with
+//! the device's order of steps and the same table (`uf_split::decode_with_path`; the
+//! device's grouping is the CPU's, so the counts are the device's).
 //!
 //! ```text
 //! cargo test --release --test gpu_decoders -- --ignored --nocapture --test-threads=1
@@ -25,7 +30,9 @@ use std::time::{Duration, Instant};
 use gpu_common::{gpu_index, gpu_or_skip};
 use qfwd::backend::Backend;
 use qfwd::decode::cli::{evaluate, DecodeArgs, DecodeBackend, OutputFormat};
-use qfwd::decode::{uf_table, Decoder, DecoderKind, Shots};
+use qfwd::decode::uf_split::{self, decode_with_path, DecodeGroups, Distances, Path as UfPath};
+use qfwd::decode::uf_table::{self, UfTable};
+use qfwd::decode::{Decoder, DecoderKind, Shots, UfScratch};
 use qfwd::gpu::decoder::ScratchPlacement;
 use qfwd::gpu::{self, GpuOptions, PersistentKernel};
 use qfwd::handler::Handler;
@@ -99,9 +106,43 @@ fn table_k() -> Option<u32> {
 fn table_k_of(dec: &Decoder, setting: Option<u32>) -> u32 {
     let g = dec.graph();
     match setting {
-        None => uf_table::auto_max_defects(g.num_detectors(), g.num_edges()),
+        None => uf_table::auto_max_defects_here(g.num_detectors(), g.num_edges()),
         Some(k) => k.min(g.num_detectors() as u32),
     }
+}
+
+/// Shots of `payloads` per device path (empty, table, isolated, split, full) with the
+/// table of `setting` (the one the upload built: cached per process), as "path n, ...".
+fn path_counts(dec: &Decoder, payloads: &[Vec<u8>], setting: Option<u32>) -> String {
+    let g = dec.graph();
+    let nb = dec.detector_bytes();
+    let table = gpu::decoder::uf_table_for(g, setting).unwrap();
+    let mut s = UfScratch::new(g);
+    let mut counts = [0usize; UfPath::ALL.len()];
+    match &table {
+        Some(t) => {
+            let dist = (g.num_detectors() <= uf_split::MAX_SPLIT_DETECTORS)
+                .then(|| Distances::build(g).unwrap());
+            let mut t: &UfTable = t;
+            for p in payloads {
+                let (_, path) = decode_with_path(g, &mut s, dist.as_ref(), &mut t, &p[..nb]);
+                counts[path as usize] += 1;
+            }
+        }
+        None => {
+            // No table, no split path: empty, isolated or full.
+            let mut none = DecodeGroups::new(g, 0);
+            for p in payloads {
+                let (_, path) = decode_with_path(g, &mut s, None, &mut none, &p[..nb]);
+                counts[path as usize] += 1;
+            }
+        }
+    }
+    UfPath::ALL
+        .iter()
+        .map(|p| format!("{} {}", p.as_str(), counts[*p as usize]))
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// Share of `payloads` with 1 ..= k defects (the table's), and with none.
@@ -247,13 +288,20 @@ fn gpu_output_equals_cpu_output_on_every_fixture_shot() {
         let n = load(&name, DecoderKind::Uf, 1).dec.num_detectors();
         for kind in kinds_for(n) {
             let f = load(&name, kind, limit);
-            // uf: with its low-weight syndrome table and without it (lut: the setting is
-            // ignored, one run).
-            let tables: &[Option<u32>] = match kind {
-                DecoderKind::Uf => &[table_k(), Some(0)],
-                DecoderKind::Lut => &[None],
+            // uf: with its low-weight syndrome table and without it, and the d5 surface
+            // models with K = 4 too (the split path's K) where the automatic K is another
+            // (lut: the setting is ignored, one run).
+            let mut tables = match kind {
+                DecoderKind::Uf => vec![table_k(), Some(0)],
+                DecoderKind::Lut => vec![None],
             };
-            for &table in tables {
+            if kind == DecoderKind::Uf
+                && name.starts_with("surface_d5")
+                && table_k_of(&f.dec, table_k()) != 4
+            {
+                tables.push(Some(4));
+            }
+            for table in tables {
                 let o = GpuOptions {
                     uf_table_max_defects: table,
                     ..options()
@@ -264,6 +312,13 @@ fn gpu_output_equals_cpu_output_on_every_fixture_shot() {
                 };
                 let mut b = gpu::persistent_backend_with(&o, &[Arc::clone(&f.dec)]).unwrap();
                 bad += compare(&mut b, &f, &label);
+                if kind == DecoderKind::Uf {
+                    println!(
+                        "{:<28} device paths: {}",
+                        "",
+                        path_counts(&f.dec, &f.payloads, table)
+                    );
+                }
                 bad += check_bad_payloads(&mut b, &f);
                 b.shutdown(Duration::from_secs(2)).unwrap();
             }

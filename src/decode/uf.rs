@@ -638,6 +638,17 @@ impl UfScratch {
     /// # Panics
     /// If this scratch was not sized for `g` ([`UfScratch::new`] / [`UfScratch::ensure`]).
     pub fn decode(&mut self, g: &MatchingGraph, dets: &[u8]) -> u64 {
+        self.decode_timed(g, dets).0
+    }
+
+    /// [`UfScratch::decode`], with the time growth stopped: the specification's sum of the
+    /// rounds' `delta` (0 without defects), which [`UfScratch::decode_reference_timed`]
+    /// also returns. The split fast path ([`super::uf_split`]) bounds a cluster's reach by
+    /// it.
+    ///
+    /// # Panics
+    /// If this scratch was not sized for `g`.
+    pub fn decode_timed(&mut self, g: &MatchingGraph, dets: &[u8]) -> (u64, u32) {
         self.check(g);
         let n = g.num_detectors();
         let dets = &dets[..n.div_ceil(8).min(dets.len())];
@@ -646,10 +657,10 @@ impl UfScratch {
         let tail_mask = if n % 8 == 0 { 0 } else { (1u8 << (n % 8)) - 1 };
         let tail = dets.get(whole).map_or(0, |&byte| byte & tail_mask);
         if tail == 0 && dets[..whole].iter().fold(0u8, |a, &byte| a | byte) == 0 {
-            return 0;
+            return (0, 0);
         }
-        if let Some(obs) = self.isolated(g, dets) {
-            return obs;
+        if let Some(done) = self.isolated(g, dets) {
+            return done;
         }
 
         let b = g.boundary();
@@ -738,6 +749,10 @@ impl UfScratch {
         next[bu] = NONE;
 
         let mut t: u32 = 0;
+        // The last round that filled an edge: the specification's rounds are the rounds
+        // here that fill (each of its rounds fills one at least), so this is its sum of
+        // `delta`. (A round here may fill nothing: a bound was only a lower bound.)
+        let mut t_fill: u32 = 0;
         // Scans vertex `$x` of the active cluster `$r` (see `scan_vertex`); records its
         // bound in `vm` and returns it.
         macro_rules! scan_vertex {
@@ -865,6 +880,7 @@ impl UfScratch {
             if n_full == first {
                 continue;
             }
+            t_fill = t;
             // 2c. Clusters taking part in merges, frozen at `t`, as before the unions.
             let mut n_part = 0;
             for &e in &fused[first..n_full] {
@@ -1119,7 +1135,7 @@ impl UfScratch {
             fhead[v] = NONE;
             hotv[v] = 0;
         }
-        obs
+        (obs, t_fill)
     }
 
     /// The fast path for syndromes whose defects settle in one step each (most shots at low
@@ -1140,8 +1156,9 @@ impl UfScratch {
     /// else; a pair becomes an even cluster, a defect with its boundary edge a boundary
     /// one, and both stop. The forest is the partner edges (a pair is a tree rooted at its
     /// least vertex, a boundary partner a child of `B`), and peeling flips the observables
-    /// of every partner edge once.
-    fn isolated(&mut self, g: &MatchingGraph, dets: &[u8]) -> Option<u64> {
+    /// of every partner edge once. Growth stops at the last partner time, the greatest
+    /// `t_x`, returned with `obs`.
+    pub fn isolated(&mut self, g: &MatchingGraph, dets: &[u8]) -> Option<(u64, u32)> {
         let n = g.num_detectors();
         let b = g.boundary();
         let (adj_offset, adj) = (g.adj_offset(), g.adj_nbr_weight());
@@ -1195,12 +1212,13 @@ impl UfScratch {
                 }
             }
         }
-        let mut obs = 0u64;
+        let (mut obs, mut t_end) = (0u64, 0u32);
         for &x in &list[..n_list] {
-            let [_, y, pos] = iso[x as usize];
+            let [t_x, y, pos] = iso[x as usize];
             if y != b && iso[y as usize][1] != x {
                 return None;
             }
+            t_end = t_end.max(t_x);
             if y == b || x < y {
                 obs ^= edge_obs[adj_edge[pos as usize] as usize];
             }
@@ -1215,7 +1233,7 @@ impl UfScratch {
                 }
             }
         }
-        Some(obs)
+        Some((obs, t_end))
     }
 
     /// The specification, round by round, exactly as the module docs list the steps: the
@@ -1224,6 +1242,15 @@ impl UfScratch {
     /// # Panics
     /// If this scratch was not sized for `g`.
     pub fn decode_reference(&mut self, g: &MatchingGraph, dets: &[u8]) -> u64 {
+        self.decode_reference_timed(g, dets).0
+    }
+
+    /// [`UfScratch::decode_reference`], with the sum of the rounds' `delta` (the time
+    /// growth stopped; 0 without defects).
+    ///
+    /// # Panics
+    /// If this scratch was not sized for `g`.
+    pub fn decode_reference_timed(&mut self, g: &MatchingGraph, dets: &[u8]) -> (u64, u32) {
         self.check(g);
         let n = g.num_detectors();
         let b = g.boundary();
@@ -1283,12 +1310,13 @@ impl UfScratch {
             }
         }
         if n_verts == 0 {
-            return 0;
+            return (0, 0);
         }
         parent[b as usize] = b;
         flags[b as usize] = BOUNDARY;
 
         // 2. Growth rounds.
+        let mut time = 0u32;
         loop {
             // 2a. Step size and candidate edges; drop frontier vertices with nothing to grow.
             let mut delta = u32::MAX;
@@ -1334,6 +1362,7 @@ impl UfScratch {
             if n_cand == 0 {
                 break;
             }
+            time += delta;
             // 2b. Grow: each visit of an edge from an active endpoint adds `delta`.
             let mut n_fused = 0;
             for &e in &cand[..n_cand] {
@@ -1391,7 +1420,7 @@ impl UfScratch {
         for &e in &touched[..n_touched] {
             growth[e as usize] = 0;
         }
-        obs
+        (obs, time)
     }
 }
 
@@ -1589,10 +1618,14 @@ mod tests {
         e.push(edge(3, None, 0.1, 0));
         let g = MatchingGraph::from_edges(4, 1, &e).unwrap();
         let mut s = UfScratch::new(&g);
-        // A pair, a boundary defect, both; three defects in a row do not qualify.
-        assert_eq!(s.isolated(&g, &[0b0011]), Some(0));
-        assert_eq!(s.isolated(&g, &[0b0001]), Some(1));
-        assert_eq!(s.isolated(&g, &[0b1001]), Some(1));
+        let w = g.edge_weight();
+        let (w_pair, w_bnd) = (w[g.adj_edge()[g.adj_offset()[1] as usize] as usize], w[0]);
+        assert!(w_pair.div_ceil(2) < w_bnd && w_bnd < w_pair);
+        // A pair, a boundary defect, both; three defects in a row do not qualify. Growth
+        // stops when the last partner edge fills.
+        assert_eq!(s.isolated(&g, &[0b0011]), Some((0, w_pair.div_ceil(2))));
+        assert_eq!(s.isolated(&g, &[0b0001]), Some((1, w_bnd)));
+        assert_eq!(s.isolated(&g, &[0b1001]), Some((1, w_bnd)));
         assert_eq!(s.isolated(&g, &[0b0111]), None);
         assert_reset(&s, "isolated");
     }
@@ -1612,11 +1645,11 @@ mod tests {
             let (mut s, mut r) = (UfScratch::new(&g), UfScratch::new(&g));
             for errors in shots {
                 let dets = syndrome_of(&g, &errors);
-                let want = r.decode_reference(&g, &dets);
-                if let Some(obs) = s.isolated(&g, &dets) {
-                    prop_assert_eq!(obs, want, "{:?}", dets);
+                let want = r.decode_reference_timed(&g, &dets);
+                if let Some(got) = s.isolated(&g, &dets) {
+                    prop_assert_eq!(got, want, "{:?}", dets);
                 }
-                prop_assert_eq!(s.decode(&g, &dets), want, "{:?}", dets);
+                prop_assert_eq!(s.decode_timed(&g, &dets), want, "{:?}", dets);
             }
             assert_reset(&s, "isolated");
         }
@@ -1637,8 +1670,9 @@ mod tests {
             let (mut ref_small, mut ref_big) = (UfScratch::new(&small), UfScratch::new(&big));
             for (on_big, dets) in shots {
                 let (g, r) = if on_big { (&big, &mut ref_big) } else { (&small, &mut ref_small) };
-                let fast = shared.decode(g, &dets);
-                prop_assert_eq!(fast, r.decode_reference(g, &dets), "{:?} on_big {}", dets, on_big);
+                // The output and the time growth stopped.
+                let (fast, t) = shared.decode_timed(g, &dets);
+                prop_assert_eq!((fast, t), r.decode_reference_timed(g, &dets), "{:?} on_big {}", dets, on_big);
                 // Bits past the detectors are ignored: the same answer with them cleared.
                 let n = g.num_detectors();
                 let mut clean = dets;

@@ -12,35 +12,50 @@
 //! `C(d_0, 1) + C(d_1, 2) + ... + C(d_{k-1}, k)` among the `C(n, k)` syndromes of `k`
 //! defects (ranks `0 .. C(n, k)` in colexicographic order), and index
 //! `base[k] + rank` with `base[k] = C(n, 0) + ... + C(n, k - 1)`. An entry is the wire
-//! result, `ceil(num_observables / 8)` bytes (1 up to 8 observables).
+//! result, `ceil(num_observables / 8)` bytes (1 up to 8 observables); beside it,
+//! [`UfTable::times`] holds per entry the time its growth stopped (u16, saturated at
+//! [`uf_split::SAT`]), which the split path's test reads ([`super::uf_split`]).
 //!
 //! # Size, and the shots it covers
 //!
 //! [`auto_max_defects`] picks the largest `K` whose table holds at most
 //! [`AUTO_MAX_ENTRIES`] entries and whose precompute stays within [`AUTO_MAX_WORK`] (a
 //! random `k`-defect syndrome is an expensive decode: its clusters grow far before they
-//! meet). On the committed fixtures (circuit noise, rounds = d), the share of shots with at
-//! most `K` defects (shots without defects included: they never reach the table, but they
-//! skip the full decoder too):
+//! meet): the same `K` on every host. Where the split path is available (the model has at
+//! most [`uf_split::MAX_SPLIT_DETECTORS`] detectors), [`auto_max_defects_split`] raises `K`
+//! further, up to [`AUTO_SPLIT_MAX_DEFECTS`], while the precompute stays within
+//! [`AUTO_SPLIT_WORK_PER_CORE`] per core of the host (about 13 s at any core count): the
+//! split path answers a shot whose interacting groups hold at most `K` defects each, and
+//! its coverage gains little past 4 (module docs of [`super::uf_split`]), while a larger
+//! `K` only grows the table. [`auto_max_defects_here`] is the choice the GPU upload makes.
+//! On the committed fixtures (circuit noise, rounds = d), the share of shots with at most
+//! `K` defects (shots without defects included: they never reach the table, but they skip
+//! the full decoder too):
 //!
 //! | model | detectors, edges | K | entries | precompute (2-core VM) | p = 0.001 (Z / X) | p = 0.005 (Z) |
 //! |---|---|---|---|---|---|---|
 //! | surface d3, 3 rounds | 24, 78 | 9 (auto) | 2.6 M | 13 s | 100 % / 100 % | 99.99 % |
-//! | surface d5, 5 rounds | 120, 502 | 3 (auto) | 288 k | 2.3 s | 80.9 % / 79.9 % | 11.2 % |
-//! | surface d5, 5 rounds | 120, 502 | 4 | 8.5 M | ~90 s | 90.4 % / 89.8 % | 18.3 % |
-//! | surface d7, 7 rounds | 336, 1558 | 2 (auto) | 56.6 k | 1.7 s | 25.7 % / 25.8 % | 0.01 % |
-//! | surface d7, 7 rounds | 336, 1558 | 3 | 6.3 M | ~5 min | 32.7 % / 32.2 % | 0.02 % |
+//! | surface d5, 5 rounds | 120, 502 | 3 (auto, < 14 cores) | 288 k | 2.3 s | 80.9 % / 79.9 % | 11.2 % |
+//! | surface d5, 5 rounds | 120, 502 | 4 (auto, >= 14 cores) | 8.5 M | ~90 s (~12 s on 16 cores) | 90.4 % / 89.8 % | 18.3 % |
+//! | surface d7, 7 rounds | 336, 1558 | 2 (auto, < 24 cores) | 56.6 k | 1.7 s | 25.7 % / 25.8 % | 0.01 % |
+//! | surface d7, 7 rounds | 336, 1558 | 3 (auto, >= 24 cores) | 6.3 M | ~5 min (~20 s on 16 cores) | 32.7 % / 32.2 % | 0.02 % |
 //!
-//! (Precompute scales with cores; the K = 4 / K = 3 rows are estimates from the per-decode
-//! cost.) So the table takes most d3 and d5 shots at p = 0.001 off the full device decoder,
-//! a quarter to a third of the d7 ones, and few at p = 0.005: the p99 of d5 and d7 is still
-//! the full decoder's.
+//! (Precompute scales with cores, ~94 M work units per core-second; the K = 4 / K = 3 rows
+//! are estimates from the per-decode cost.) The d7 K = 3 table is left to hosts of 24
+//! cores and more: on the 16-core H200 host it would add ~20 s to every start for 4 % more
+//! shots off the full decoder at p = 0.001 (split path: 88 % at K = 2, 92 % at K = 3); an
+//! explicit `--uf-table-max-defects 3` builds it anywhere. So the table takes most d3 and d5
+//! shots at p = 0.001 off the full device decoder, a quarter to a third of the d7 ones, and
+//! few at p = 0.005; with the isolated-defects path and the split path (a syndrome cut into
+//! independent groups of at most `K` defects each), see the table in [`super::uf_split`]:
+//! d5 at K = 4 reaches 99.6-99.8 % at p = 0.001, d7 88 % at K = 2, 92 % at K = 3.
 #![forbid(unsafe_code)]
 
 use std::time::{Duration, Instant};
 
 use super::graph::MatchingGraph;
 use super::uf::UfScratch;
+use super::uf_split;
 use crate::{Error, Result};
 
 /// Most defects a table may cover.
@@ -52,6 +67,12 @@ pub const AUTO_MAX_ENTRIES: u64 = 16 << 20;
 /// `k x edges x 10-20 ns`). 2e9: d3 K = 9 took 13 s, d5 K = 3 2.3 s and d7 K = 2 1.7 s on the
 /// two cores of the (shared) development VM; expect a second or two on a 16-core host.
 pub const AUTO_MAX_WORK: u64 = 2_000_000_000;
+/// Largest `K` the split path's budget ([`auto_max_defects_split`]) raises the table to.
+pub const AUTO_SPLIT_MAX_DEFECTS: u32 = 4;
+/// Precompute work per core of the host that [`auto_max_defects_split`] allows, in
+/// [`build_work`] units: ~13 s at ~94 M units per core-second (d5 K = 4 took ~90 s on the
+/// 2-core VM for 16.9e9 units). d5 K = 4 (16.9e9) needs 14 cores, d7 K = 3 (29.5e9) 24.
+pub const AUTO_SPLIT_WORK_PER_CORE: u64 = 1_250_000_000;
 /// Largest table an explicit `K` may ask for (entries; the device indexes with u32).
 pub const MAX_ENTRIES: u64 = 1 << 30;
 
@@ -104,6 +125,36 @@ pub fn auto_max_defects(n: usize, edges: usize) -> u32 {
         k += 1;
     }
     k
+}
+
+/// [`auto_max_defects`], raised for the split path (module docs) to at most
+/// [`AUTO_SPLIT_MAX_DEFECTS`] while the table holds at most [`AUTO_MAX_ENTRIES`] entries
+/// and its precompute stays within `cores` x [`AUTO_SPLIT_WORK_PER_CORE`]; never lower than
+/// [`auto_max_defects`].
+pub fn auto_max_defects_split(n: usize, edges: usize, cores: usize) -> u32 {
+    let (nn, e) = (n as u64, edges as u64);
+    let budget = AUTO_SPLIT_WORK_PER_CORE.saturating_mul(cores.max(1) as u64);
+    let mut k = auto_max_defects(n, edges);
+    while k < AUTO_SPLIT_MAX_DEFECTS
+        && u64::from(k) < nn
+        && entries_upto(nn, k + 1) <= AUTO_MAX_ENTRIES
+        && build_work(nn, e, k + 1) <= budget
+    {
+        k += 1;
+    }
+    k
+}
+
+/// The automatic `K` on this host, as the GPU upload picks it: [`auto_max_defects_split`]
+/// with the available cores when the model is small enough for the split path's distance
+/// matrix, else [`auto_max_defects`].
+pub fn auto_max_defects_here(n: usize, edges: usize) -> u32 {
+    if n <= uf_split::MAX_SPLIT_DETECTORS {
+        let cores = std::thread::available_parallelism().map_or(1, |c| c.get());
+        auto_max_defects_split(n, edges, cores)
+    } else {
+        auto_max_defects(n, edges)
+    }
 }
 
 /// Rank of the sorted, distinct `defects` among the syndromes of as many defects
@@ -164,6 +215,9 @@ pub struct UfTable {
     /// `base[k]`: index of the first syndrome of `k` defects, `k = 0 ..= K + 1`.
     base: Vec<u64>,
     entries: Vec<u8>,
+    /// Per entry, the time growth stopped (`UfScratch::decode_timed`), at most
+    /// [`uf_split::SAT`] (which reads "at least that").
+    times: Vec<u16>,
     build_time: Duration,
     threads: usize,
 }
@@ -210,20 +264,25 @@ impl UfTable {
         let threads = threads.clamp(1, total.div_ceil(4096) as usize);
         let per = total.div_ceil(threads as u64) as usize;
         let mut entries = vec![0u8; total as usize * entry_bytes];
-        if entry_bytes > 0 {
-            std::thread::scope(|s| {
-                for (t, out) in entries.chunks_mut(per * entry_bytes).enumerate() {
-                    let base = &base;
-                    s.spawn(move || fill(graph, base, (t * per) as u64, out, entry_bytes));
-                }
-            });
-        }
+        let mut times = vec![0u16; total as usize];
+        std::thread::scope(|s| {
+            // Per thread, `per` entries and their times (entries of 0 bytes without
+            // observables: the times are still needed).
+            let mut rest = &mut entries[..];
+            for (t, tout) in times.chunks_mut(per).enumerate() {
+                let (out, r) = rest.split_at_mut(tout.len() * entry_bytes);
+                rest = r;
+                let base = &base;
+                s.spawn(move || fill(graph, base, (t * per) as u64, out, tout, entry_bytes));
+            }
+        });
         Ok(UfTable {
             num_detectors: n,
             max_defects,
             entry_bytes,
             base,
             entries,
+            times,
             build_time: t0.elapsed(),
             threads,
         })
@@ -251,6 +310,23 @@ impl UfTable {
     /// The entries, `entry_bytes` each, in index order (module docs).
     pub fn entries(&self) -> &[u8] {
         &self.entries
+    }
+
+    /// Per entry, in index order, the time growth stopped when its syndrome was decoded
+    /// (the specification's sum of `delta`), at most [`uf_split::SAT`] ("at least that").
+    pub fn times(&self) -> &[u16] {
+        &self.times
+    }
+
+    /// `(obs, time)` of the sorted, distinct `defects` (`None`: more than `K`).
+    pub fn entry(&self, defects: &[u32]) -> Option<(u64, u32)> {
+        let i = self.index(defects)?;
+        let at = i * self.entry_bytes;
+        let mut mask = 0u64;
+        for (k, &b) in self.entries[at..at + self.entry_bytes].iter().enumerate() {
+            mask |= u64::from(b) << (8 * k);
+        }
+        Some((mask, u32::from(self.times[i])))
     }
 
     /// Time the precompute took, and on how many threads.
@@ -281,12 +357,7 @@ impl UfTable {
                 }
             }
         }
-        let at = self.index(&defects)? * self.entry_bytes;
-        let mut mask = 0u64;
-        for (k, &b) in self.entries[at..at + self.entry_bytes].iter().enumerate() {
-            mask |= u64::from(b) << (8 * k);
-        }
-        Some(mask)
+        self.entry(&defects).map(|(mask, _)| mask)
     }
 
     /// The index array device/decode.cu reads (u32): `base[k]` for `k = 0 ..= K`, then
@@ -314,25 +385,34 @@ pub fn device_index_of(ix: &[u32], n: usize, max_defects: u32, defects: &[u32]) 
         })
 }
 
-/// Fills `out` with the entries from index `first` on.
-fn fill(graph: &MatchingGraph, base: &[u64], first: u64, out: &mut [u8], entry_bytes: usize) {
+/// Fills `out` (and `times`) with the entries from index `first` on.
+fn fill(
+    graph: &MatchingGraph,
+    base: &[u64],
+    first: u64,
+    out: &mut [u8],
+    times: &mut [u16],
+    entry_bytes: usize,
+) {
     let n = graph.num_detectors() as u32;
     let mut scratch = UfScratch::new(graph);
     let mut dets = vec![0u8; graph.num_detectors().div_ceil(8)];
     let mut k = base.iter().rposition(|&b| b <= first).unwrap();
     let mut c = vec![0u32; k];
     unrank(first - base[k], &mut c);
-    for entry in out.chunks_mut(entry_bytes) {
+    for (i, time) in times.iter_mut().enumerate() {
         for &d in &c {
             dets[d as usize / 8] |= 1 << (d % 8);
         }
-        let mask = scratch.decode(graph, &dets);
+        let (mask, t) = scratch.decode_timed(graph, &dets);
         for &d in &c {
             dets[d as usize / 8] = 0;
         }
+        let entry = &mut out[i * entry_bytes..(i + 1) * entry_bytes];
         for (i, b) in entry.iter_mut().enumerate() {
             *b = (mask >> (8 * i)) as u8;
         }
+        *time = t.min(uf_split::SAT) as u16;
         if !next_colex(&mut c, n) {
             k += 1;
             c = (0..k as u32).collect();
@@ -377,6 +457,23 @@ mod tests {
         assert_eq!(auto_max_defects(336, 1 << 30), 0);
         assert_eq!(auto_max_defects(0, 10), 0);
         assert_eq!(build_work(120, 502, 4), 16_925_030_400);
+        // With the split path: d5 K = 4 from 14 cores, d7 K = 3 from 24, d3 unchanged.
+        for (cores, d3, d5, d7) in [(1, 9, 3, 2), (2, 9, 3, 2), (13, 9, 3, 2), (14, 9, 4, 2)] {
+            assert_eq!(auto_max_defects_split(24, 78, cores), d3, "{cores} cores");
+            assert_eq!(auto_max_defects_split(120, 502, cores), d5, "{cores} cores");
+            assert_eq!(
+                auto_max_defects_split(336, 1558, cores),
+                d7,
+                "{cores} cores"
+            );
+        }
+        assert_eq!(auto_max_defects_split(120, 502, 16), 4);
+        assert_eq!(auto_max_defects_split(336, 1558, 16), 2);
+        assert_eq!(auto_max_defects_split(336, 1558, 24), 3);
+        assert_eq!(auto_max_defects_split(336, 1558, 1024), 3);
+        assert_eq!(auto_max_defects_split(8, 21, 64), 8);
+        let here = auto_max_defects_here(120, 502);
+        assert!((3..=4).contains(&here), "{here}");
     }
 
     #[test]
@@ -424,6 +521,40 @@ mod tests {
         }
     }
 
+    /// A model without observables still gets its times (entries of 0 bytes).
+    #[test]
+    fn times_without_observables() {
+        let g = MatchingGraph::from_edges(
+            3,
+            0,
+            &[
+                crate::decode::graph::EdgeSpec {
+                    u: 0,
+                    v: Some(1),
+                    p: 0.1,
+                    observables: 0,
+                },
+                crate::decode::graph::EdgeSpec {
+                    u: 1,
+                    v: None,
+                    p: 0.2,
+                    observables: 0,
+                },
+            ],
+        )
+        .unwrap();
+        let t = UfTable::build(&g, 2, 2).unwrap();
+        assert_eq!(
+            (t.entry_bytes(), t.entries().len(), t.times().len()),
+            (0, 0, 7)
+        );
+        let mut s = UfScratch::new(&g);
+        for defects in [&[0u32][..], &[1], &[0, 1], &[1, 2]] {
+            let want = s.decode_reference_timed(&g, &packed(3, defects));
+            assert_eq!(t.entry(defects), Some(want), "{defects:?}");
+        }
+    }
+
     #[test]
     fn bad_sizes_are_refused() {
         let g = fixture("surface_d3_r1_z_p005");
@@ -449,8 +580,9 @@ mod tests {
                 for bits in 0u32..1 << n {
                     let defects: Vec<u32> = (0..n as u32).filter(|v| bits >> v & 1 == 1).collect();
                     let dets = packed(n, &defects);
-                    let want = s.decode_reference(&g, &dets);
+                    let (want, time) = s.decode_reference_timed(&g, &dets);
                     assert_eq!(t.lookup(&dets), Some(want), "{name} {defects:?}");
+                    assert_eq!(t.entry(&defects), Some((want, time)), "{name} {defects:?}");
                     if !defects.is_empty() {
                         assert_eq!(
                             device_index_of(&ix, n, t.max_defects(), &defects) as usize,
@@ -488,9 +620,11 @@ mod tests {
             let mut s = UfScratch::new(&g);
             let mut check = |defects: &[u32]| {
                 let dets = packed(n, defects);
-                let want = s.decode_reference(&g, &dets);
+                let (want, time) = s.decode_reference_timed(&g, &dets);
                 if defects.len() <= k as usize {
                     assert_eq!(t.lookup(&dets), Some(want), "{name} {defects:?}");
+                    let time = time.min(uf_split::SAT);
+                    assert_eq!(t.entry(defects), Some((want, time)), "{name} {defects:?}");
                     assert_eq!(
                         device_index_of(&ix, n, k, defects) as usize,
                         t.index(defects).unwrap()

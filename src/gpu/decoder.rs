@@ -18,10 +18,18 @@
 //!
 //! **Low-weight syndrome table** of `uf` ([`crate::decode::uf_table`]): the CPU uf's output
 //! for every syndrome of at most `K` defects, precomputed at upload and read by the kernel
-//! with one load when a request has at most `K` defects (the full decoder runs otherwise).
+//! with one load when a request has at most `K` defects.
 //! `K` comes from [`super::GpuOptions::uf_table_max_defects`] (`None`: automatic, see
-//! [`uf_table::auto_max_defects`]; `Some(0)`: no table). Tables are kept per process by the
-//! graph's content ([`uf_table_for`]), so backends started again for one model build it once.
+//! [`uf_table::auto_max_defects_here`]; `Some(0)`: no table). Tables are kept per process by
+//! the graph's content ([`uf_table_for`]), so backends started again for one model build it
+//! once.
+//!
+//! **Split path** of `uf` ([`crate::decode::uf_split`]): with the table, the boundary-free
+//! distance matrix of the model (`n x n` u16, [`Distances`]) and the table's growth times
+//! (u16 per entry) are uploaded too, so a request whose defects fall into independent groups
+//! of at most `K` each is answered from the table, one entry per group. Off (`uf_dist` 0,
+//! the full decoder runs) without a table or for a model above
+//! [`uf_split::MAX_SPLIT_DETECTORS`] detectors, whose matrix would be too large.
 //!
 //! **Limits of the device models** (checked at upload; the CPU decoders have none of
 //! them): vertex and edge ids fit 16 bits (at most 65534 detectors and 65535 edges), a
@@ -37,6 +45,7 @@ use super::context::GpuContext;
 use super::memory::DeviceBuffer;
 use super::module::Module;
 use crate::decode::graph::NO_EDGE;
+use crate::decode::uf_split::{self, Distances};
 use crate::decode::uf_table::{self, UfTable};
 use crate::decode::{Decoder, DecoderKind, MatchingGraph};
 use crate::handler::{Handler, Registry};
@@ -106,6 +115,12 @@ pub struct DecoderParams {
     /// one-load growth rounds).
     pub uf_max_degree: u32,
     pub loaded: u32,
+    /// The split path's distance matrix ([`Distances::as_slice`], u16, `n x n` row-major),
+    /// or 0: no split path (no table, or a model above
+    /// [`uf_split::MAX_SPLIT_DETECTORS`] detectors).
+    pub uf_dist: u64,
+    /// The table's growth times ([`UfTable::times`], u16 per entry), with `uf_dist`.
+    pub uf_table_times: u64,
 }
 
 impl DecoderParams {
@@ -125,6 +140,7 @@ impl DecoderParams {
         ] {
             b.extend_from_slice(&x.to_le_bytes());
         }
+        let tail = [self.uf_dist, self.uf_table_times];
         for x in [
             self.lut_detectors,
             self.lut_entry_bytes,
@@ -149,6 +165,9 @@ impl DecoderParams {
             self.uf_max_degree,
             self.loaded,
         ] {
+            b.extend_from_slice(&x.to_le_bytes());
+        }
+        for x in tail {
             b.extend_from_slice(&x.to_le_bytes());
         }
         debug_assert_eq!(b.len(), std::mem::size_of::<DecoderParams>());
@@ -313,9 +332,15 @@ pub struct DeviceModels {
     uf: bool,
     /// The `uf` model's low-weight syndrome table, if any.
     uf_table: Option<Arc<UfTable>>,
+    /// Whether the split path's arrays (`uf_dist`, `uf_table_times`) are in the blob.
+    uf_split: bool,
 }
 
 struct Blob(Vec<u64>);
+
+fn u16_bytes(xs: &[u16]) -> Vec<u8> {
+    xs.iter().flat_map(|x| x.to_le_bytes()).collect()
+}
 
 impl Blob {
     /// Appends `bytes` at a 16-byte boundary; returns its byte offset.
@@ -350,6 +375,7 @@ impl DeviceModels {
         let mut p = DecoderParams::default();
         let (mut lut, mut uf) = (None::<&Decoder>, None::<&Decoder>);
         let mut uf_table = None;
+        let mut uf_split = false;
         for d in decoders {
             let slot = match d.kind() {
                 DecoderKind::Lut => &mut lut,
@@ -410,6 +436,13 @@ impl DeviceModels {
                 p.uf_table_defects = t.max_defects();
                 p.uf_table_entries =
                     u32::try_from(t.len()).expect("a table holds at most 2^30 entries");
+                // The split path: off (uf_dist 0) for a model too large for its matrix.
+                if d.num_detectors() <= uf_split::MAX_SPLIT_DETECTORS {
+                    let dist = Distances::build(d.graph())?;
+                    p.uf_dist = blob.push_bytes(&u16_bytes(dist.as_slice()));
+                    p.uf_table_times = blob.push_bytes(&u16_bytes(t.times()));
+                    uf_split = true;
+                }
             }
         }
         if blob.0.is_empty() {
@@ -421,12 +454,18 @@ impl DeviceModels {
             lut: lut.is_some(),
             uf: uf.is_some(),
             uf_table,
+            uf_split,
         })
     }
 
     /// The `uf` model's low-weight syndrome table, if it has one.
     pub fn uf_table(&self) -> Option<&Arc<UfTable>> {
         self.uf_table.as_ref()
+    }
+
+    /// Whether the `uf` model has the split path (its table, times and distance matrix).
+    pub fn uf_split(&self) -> bool {
+        self.uf_split
     }
 
     /// Nothing to upload.
@@ -459,6 +498,10 @@ impl DeviceModels {
             if self.uf_table.is_some() {
                 p.uf_table += base;
                 p.uf_table_index += base;
+            }
+            if self.uf_split {
+                p.uf_dist += base;
+                p.uf_table_times += base;
             }
         }
         p
@@ -609,7 +652,7 @@ static UF_TABLES: Mutex<Vec<(UfTableKey, Arc<UfTable>)>> = Mutex::new(Vec::new()
 const UF_TABLES_KEPT: usize = 4;
 
 /// The low-weight syndrome table of `graph` for syndromes of at most `max_defects` defects
-/// (`None`: [`uf_table::auto_max_defects`]; an explicit `K` above the detector count means
+/// (`None`: [`uf_table::auto_max_defects_here`]; an explicit `K` above the detector count means
 /// all of them), built with the CPU uf on every core, once per process for a given graph
 /// content and `K` (logged on stderr). `Ok(None)`: no table (K = 0, or no observables).
 pub fn uf_table_for(
@@ -619,7 +662,7 @@ pub fn uf_table_for(
     let n = graph.num_detectors();
     let (k, how) = match max_defects {
         None => (
-            uf_table::auto_max_defects(n, graph.num_edges()),
+            uf_table::auto_max_defects_here(n, graph.num_edges()),
             "automatic",
         ),
         Some(k) => (k.min(n as u32), "set"),
@@ -813,6 +856,8 @@ mod tests {
             uf_table_entries,
             uf_max_degree,
             loaded,
+            uf_dist,
+            uf_table_times,
         );
         assert_eq!(fields, rust, "QFWD_DEC_FIELD lines vs DecoderParams");
         assert_eq!(declared, rust, "struct QfwdDecoderParams vs DecoderParams");
@@ -834,9 +879,14 @@ mod tests {
             loaded: 0xAABB_CCDD,
             ..DecoderParams::default()
         };
+        let p = DecoderParams {
+            uf_table_times: 0x1112_1314_1516_1718,
+            ..p
+        };
         let b = p.to_bytes();
         assert_eq!(b[48..56], 0x0102_0304_0506_0708u64.to_le_bytes());
         assert_eq!(b[156..160], 0xAABB_CCDDu32.to_le_bytes());
+        assert_eq!(b[168..176], 0x1112_1314_1516_1718u64.to_le_bytes());
     }
 
     fn edge(u: u32, v: Option<u32>, p: f64, obs: u64) -> EdgeSpec {
@@ -968,7 +1018,175 @@ mod tests {
         let big = DeviceModels::new(&[Arc::clone(&uf)], Some(12)).unwrap();
         assert_eq!(big.params_at(0).uf_table_defects, 8);
         let off = DeviceModels::new(&[uf], Some(0)).unwrap();
-        assert!(off.uf_table().is_none());
+        assert!(off.uf_table().is_none() && !off.uf_split());
         assert_eq!(off.params_at(0x1000).uf_table, 0);
+        assert_eq!(off.params_at(0x1000).uf_dist, 0);
+        assert_eq!(off.params_at(0x1000).uf_table_times, 0);
+    }
+
+    fn blob_bytes(m: &DeviceModels) -> Vec<u8> {
+        m.blob.iter().flat_map(|w| w.to_le_bytes()).collect()
+    }
+
+    fn u16_at(bytes: &[u8], at: usize, i: usize) -> u16 {
+        u16::from_le_bytes([bytes[at + 2 * i], bytes[at + 2 * i + 1]])
+    }
+
+    /// With the table, the distance matrix and the table's times are uploaded where the
+    /// parameters say; a model too large for the matrix gets the table without the split
+    /// path (never an error).
+    #[test]
+    fn split_arrays_are_uploaded_with_the_table() {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/fixtures/surface_d3_r3_z_p001.dem");
+        let uf = Arc::new(Decoder::from_dem_path(&path, DecoderKind::Uf).unwrap());
+        let n = uf.num_detectors();
+        let m = DeviceModels::new(&[Arc::clone(&uf)], Some(2)).unwrap();
+        assert!(m.uf_split());
+        let p = m.params_at(0x2000);
+        assert!(p.uf_dist >= 0x2000 && p.uf_dist % 16 == 0);
+        assert!(p.uf_table_times >= 0x2000 && p.uf_table_times % 16 == 0);
+        let (p, bytes) = (m.params_at(0), blob_bytes(&m));
+        let dist = Distances::build(uf.graph()).unwrap();
+        let got: Vec<u16> = (0..n * n)
+            .map(|i| u16_at(&bytes, p.uf_dist as usize, i))
+            .collect();
+        assert_eq!(got, dist.as_slice());
+        let t = m.uf_table().unwrap();
+        let got: Vec<u16> = (0..t.len())
+            .map(|i| u16_at(&bytes, p.uf_table_times as usize, i))
+            .collect();
+        assert_eq!(got, t.times());
+
+        let big = uf_split::MAX_SPLIT_DETECTORS as u32 + 1;
+        let g = MatchingGraph::from_edges(big, 1, &[edge(0, None, 0.01, 1)]).unwrap();
+        let d = Arc::new(Decoder::from_graph(g, DecoderKind::Uf).unwrap());
+        let m = DeviceModels::new(&[d], Some(1)).unwrap();
+        assert!(m.uf_table().is_some() && !m.uf_split());
+        let p = m.params_at(0x1000);
+        assert_eq!((p.uf_table_defects, p.uf_dist, p.uf_table_times), (1, 0, 0));
+    }
+
+    /// Step 1d of device/decode.cu, lane for lane, on the uploaded bytes (`verts` = the
+    /// sorted defects, one per lane): `match_any` groups, the per-group `redux` of the rank
+    /// terms, the leaders' look-ups, the batched test and the merges in lane order.
+    fn device_split(p: &DecoderParams, bytes: &[u8], defects: &[u32]) -> Option<u64> {
+        let nd = defects.len();
+        let (n, kmax) = (p.uf_detectors as usize, p.uf_table_defects as usize);
+        if p.uf_dist == 0 || nd == 0 || nd > 32 {
+            return None;
+        }
+        let ix = |i: usize| {
+            let at = p.uf_table_index as usize + 4 * i;
+            u32::from_le_bytes(bytes[at..at + 4].try_into().unwrap())
+        };
+        let mut label: Vec<usize> = (0..32).collect();
+        for _pass in 0..nd {
+            let gm = |lane: usize| -> u32 {
+                (0..32)
+                    .filter(|&l| label[l] == label[lane])
+                    .fold(0, |m, l| m | 1 << l)
+            };
+            if (0..nd).any(|l| gm(l).count_ones() as usize > kmax) {
+                return None;
+            }
+            let c: Vec<u32> = (0..nd)
+                .map(|l| {
+                    let pos = (gm(l) & ((1u32 << l) - 1)).count_ones() as usize;
+                    ix(kmax + 1 + pos * n + defects[l] as usize)
+                })
+                .collect();
+            let (mut obs, mut t) = (0u64, [0u32; 32]);
+            for l in (0..nd).filter(|&l| label[l] == l) {
+                let r = (0..nd)
+                    .filter(|&j| label[j] == l)
+                    .fold(0u32, |a, j| a.wrapping_add(c[j]));
+                let at = ix(gm(l).count_ones() as usize).wrapping_add(r);
+                assert!(at < p.uf_table_entries);
+                let e = p.uf_table as usize + at as usize * p.uf_result_bytes as usize;
+                for (k, &b) in bytes[e..e + p.uf_result_bytes as usize].iter().enumerate() {
+                    obs ^= u64::from(b) << (8 * k);
+                }
+                t[l] = u32::from(u16_at(bytes, p.uf_table_times as usize, at as usize));
+            }
+            let t: Vec<u32> = (0..32).map(|l| t[label[l]]).collect();
+            let mut link = [None; 32];
+            for a in 0..nd {
+                let mut best = u32::MAX;
+                for b in (0..nd).filter(|&b| label[b] != label[a]) {
+                    let d = u32::from(u16_at(
+                        bytes,
+                        p.uf_dist as usize,
+                        defects[a] as usize * n + defects[b] as usize,
+                    ));
+                    if d <= t[a] + t[b] && d < best {
+                        best = d;
+                        link[a] = Some(b);
+                    }
+                }
+            }
+            if link.iter().all(Option::is_none) {
+                return Some(obs);
+            }
+            for i in 0..nd {
+                if let Some(j) = link[i] {
+                    let (a, b) = (label[i], label[j]);
+                    let hi = a.max(b);
+                    for l in label.iter_mut() {
+                        if *l == hi {
+                            *l = a.min(b);
+                        }
+                    }
+                }
+            }
+        }
+        None
+    }
+
+    /// The device's step 1d (emulated above on the uploaded arrays) answers exactly the
+    /// fixture shots that the CPU model of the paths sends down the split path, with the
+    /// same output; every other shot it leaves to the full decoder.
+    #[test]
+    fn device_split_step_matches_the_cpu_split_on_fixture_shots() {
+        use crate::decode::uf_split::{decode_with_path, Path};
+        use crate::decode::{Shots, UfScratch};
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
+        for (name, k, shots_max) in [
+            ("surface_d5_r5_z_p001", 2, 20_000),
+            ("surface_d5_r5_x_p005", 2, 3_000),
+            ("surface_d3_r3_z_p005", 3, 20_000),
+        ] {
+            let dec = Arc::new(
+                Decoder::from_dem_path(&dir.join(format!("{name}.dem")), DecoderKind::Uf).unwrap(),
+            );
+            let g = dec.graph();
+            let n = g.num_detectors();
+            let m = DeviceModels::new(&[Arc::clone(&dec)], Some(k)).unwrap();
+            let (p, bytes) = (m.params_at(0), blob_bytes(&m));
+            let table = m.uf_table().unwrap();
+            let dist = Distances::build(g).unwrap();
+            let shots = Shots::read(&dir.join(format!("{name}.b8")), n, None).unwrap();
+            let mut s = UfScratch::new(g);
+            let mut split = 0;
+            for i in 0..shots.len().min(shots_max) {
+                let dets = shots.row(i);
+                let (want, path) =
+                    decode_with_path(g, &mut s, Some(&dist), &mut table.as_ref(), dets);
+                if matches!(path, Path::Empty | Path::Table | Path::Isolated) {
+                    continue;
+                }
+                let defects: Vec<u32> = (0..n as u32)
+                    .filter(|&v| dets[v as usize / 8] >> (v % 8) & 1 == 1)
+                    .collect();
+                let got = device_split(&p, &bytes, &defects);
+                if path == Path::Split {
+                    assert_eq!(got, Some(want), "{name} shot {i}");
+                    split += 1;
+                } else {
+                    assert_eq!(got, None, "{name} shot {i}");
+                }
+            }
+            assert!(split > 0, "{name}: no shot took the split path");
+        }
     }
 }

@@ -1,0 +1,804 @@
+//! Split fast path of the union-find decoder: when the defects fall into groups that
+//! provably never interact, the specification's output ([`UfScratch::decode_reference`],
+//! src/decode/uf.rs) is the XOR of each group's output decoded alone, and each group of at
+//! most `K` defects has its output, and the time its growth stopped, in the low-weight
+//! table ([`super::uf_table`]). The device runs it as step 1d of device/decode.cu, after the
+//! isolated-defects path and before the full decoder, with the same grouping (so a shot
+//! takes the same path on both; [`decode_with_path`] counts them). Measured below: with
+//! K = 4 (the automatic `K` for d = 5 on hosts of 14 cores and more) it keeps 99.6-99.8 %
+//! of the d = 5, p = 0.001 shots off the full decoder; at d = 7 it takes too few shots to
+//! move the p99 (the groups that interact there hold up to 5 or 6 defects, beyond any
+//! buildable table).
+//!
+//! # The test
+//!
+//! Notation: `S` the defects, split into groups `S_1 .. S_m`; `E_i` the specification run on
+//! `S_i` alone, `T_i` its sum of `delta` (the end of its last round, when its last edge
+//! filled; 0 if it had no round); `d(a, b)` the weighted shortest-path distance between
+//! detectors in the matching graph *without* the boundary vertex `B` ([`Distances`]).
+//!
+//! **Theorem.** If `d(a, b) > T_i + T_j` for all `a` in `S_i`, `b` in `S_j`, `i != j`,
+//! then the specification on `S` outputs `XOR_i output(E_i)`.
+//!
+//! Strict: with `d(a, b) = T_a + T_b` an edge between the groups can fill in the very round
+//! in which both stop, and change the forest (`tests::equal_distance_is_not_enough`: `a`
+//! alone takes its boundary edge at 300, `b` alone reaches the boundary through `c` at 750,
+//! the edge `a-b` of weight 1050 fills at 750 when both decode together, and `b` then hangs
+//! off `a`).
+//!
+//! **Growth from one side.** In a run, say edge `e = (x, y)` *grows from `x`* in a round if
+//! `x` is in an active cluster and `e` is a frontier edge (it adds `delta` from that side:
+//! step 2b adds `k * delta`, `k` the active ends); `h(e, x)` is what it has grown from `x`
+//! so far. Until it fills, `growth[e] = h(e, x) + h(e, y)`; it fills (step 2b's clamp) in
+//! the first round after which `h(e, x) + h(e, y) >= w(e)`, and then stays full.
+//!
+//! **Lemma 1 (reach).** In `E_i`, a vertex `x != B` that joins a cluster does so at a time
+//! `J(x) >= d_i(x) = min over a in S_i of d(a, x)`, and `h(e, x) <= T_i - J(x)` for every
+//! edge `e` at `x`, at any time. *Proof.* Defects join at 0. Another `x` joins (step 2c) in
+//! the round in which an edge `(y, x)` fills with `x` in no cluster: `x` never grew it, so
+//! `h(e, y) >= w(e)`, and `y` grows at most one unit per unit of time from `J(y)` on:
+//! `J(x) >= J(y) + w(e)`. `y != B`: `B` is never in an active cluster, so an edge `(B, x)`
+//! grows only from `x`, which is in no cluster. By induction `J(x)` is at least the length
+//! of a path from a defect of `S_i` avoiding `B`. `x` grows only in rounds after `J(x)`,
+//! all of which end by `T_i`. ∎
+//!
+//! **Lemma 2 (separation).** Under the test, the vertex sets `R_i` (vertices other than `B`
+//! that ever join a cluster of `E_i`) are disjoint, and an edge `e = (x, y)` with `x` in
+//! `R_i`, `y` in `R_j`, `i != j` has `h_i(e, x) + h_j(e, y) <= w(e) - 1` at all times.
+//! *Proof.* A joint `x` would give `d(a, b) <= d_i(x) + d_j(x) <= T_i + T_j` (joins
+//! happen by `T`) for the nearest `a`, `b`. For the edge, the path `a .. x - y .. b` avoids
+//! `B`: `T_i + T_j < d(a, b) <= d_i(x) + w(e) + d_j(y)`, and Lemma 1 bounds `h_i + h_j` by
+//! `T_i - d_i(x) + T_j - d_j(y) <= w(e) - 1`. ∎
+//!
+//! **Proof of the theorem.** Let `E` be the run on `S`, its rounds ending at
+//! `0 = t_0 < t_1 < ...`. Read `E_i` at any time `t`: its clusters and flags as after its
+//! last round ending by `t`, and the edges that grow in its round in progress at `g + k s`
+//! after `s` units of it (below `w`: step 2a's `need = ceil((w - g) / k)` is at least the
+//! round's `delta`, and `k (need - 1) < w - g`). Claim, by induction over the rounds of
+//! `E`, at every `t_m`: (a) the clusters of `E` other than the boundary's are those of the
+//! `E_i`, with their flags; the boundary cluster of `E` is `B` with every `E_i`'s boundary
+//! cluster (flags `BOUNDARY`: inactive, as each of those is); (b) the growth of an edge in
+//! `E` is its growth in the one `E_i` whose `R_i` holds an end of it (0 if none), or, for an
+//! edge between `R_i` and `R_j`, `h_i + h_j < w`; (c) every round end of every `E_i`, up to
+//! `T_i`, is some `t_m`.
+//!
+//! - *Frontier.* By (a) and (b) the frontier edges of `E` from a vertex `v` of an active
+//!   cluster of `E_i` are those of `E_i` at `t_m` (same cluster, same other-end cluster or
+//!   none, same fill state; an edge to `R_j` is not full in `E_i`, or its end would have
+//!   joined `E_i`, and not full in `E` by (b)), growing from the same sides; only `k` of an
+//!   edge between `R_i` and `R_j` may differ (2 in `E`, 1 in `E_i`). The boundary cluster
+//!   being shared changes nothing: it is inactive in `E` and in every `E_i`, and an edge
+//!   between two of its vertices grows in neither.
+//! - *Step.* For an edge of `E_i` in its round `(t', t'']` growing at rate `k`, `need` at
+//!   `t_m` is its `need` at `t'` minus `t_m - t'`, at least `t'' - t_m`, with equality for
+//!   the edges that fill at `t''`; the `ceil` arithmetic gives the same fill time however
+//!   the round is cut, since the growth before the last piece stays below `w`. Edges
+//!   between groups have `need >= 1`. So `t_{m+1} = t_m + delta <= t''` for every `E_i`
+//!   not finished: (c).
+//! - *Fill.* In `E`'s round, an edge of `E_i` grows by `k delta`: to `E_i`'s interpolated
+//!   growth, full exactly when `t_{m+1} = t''` and it fills in `E_i`'s round. An edge
+//!   between groups grows from each side as it does in its own group's run, to
+//!   `h_i + h_j <= w - 1` (Lemma 2): never full, whatever its `k`. So `fused` of `E` at
+//!   `t_{m+1}` is the union of the `fused` of the `E_i` whose rounds end there.
+//! - *Merge.* An end of such an edge is in no cluster of `E` iff in none of `E_i` (the
+//!   `R_i` are disjoint; `B` is always in a cluster). The unions are those of `E_i`, a union
+//!   with `E_i`'s boundary cluster being one with the shared boundary cluster: flags of
+//!   every other cluster as in `E_i`, the boundary cluster inactive in both. The partition
+//!   after a round does not depend on the order of its unions: (a) and (b) at `t_{m+1}`.
+//! - *Stop.* A finished `E_i` has no frontier edge, so (frontier above) none of its
+//!   vertices grows in `E`, including a cluster left odd with nothing to grow (an
+//!   impossible syndrome). `E` stops when every `E_i` has, at `max T_i`.
+//! - *Forest (step 3).* The full edges of `E` are the union of the `E_i`'s, none between
+//!   two `R_i` (the cross edges never fill), and `verts` is the union of the `R_i`. In 3a
+//!   the boundary's children are the union of each `E_i`'s, in index order, so each
+//!   group's appear in its own order. Processing a vertex of `R_i` appends only unvisited
+//!   vertices of `R_i` (its full edges stay in `R_i` and `B`, and `B` is visited), and only
+//!   such processing marks them visited: by induction over the queue, the vertices of `R_i`
+//!   in `order`, and their forest edges, are those of `E_i`'s 3a, whatever lies between
+//!   them. In 3b every remaining cluster is a cluster of one `E_i` without the boundary;
+//!   its tree is the BFS from its least vertex over its own full edges in both runs.
+//! - *Peel (step 4).* An edge is in the correction iff the subtree below it holds an odd
+//!   number of defects; every subtree lies in one `R_i`, whose defects are `S_i`. The
+//!   correction of `E` is the disjoint union of the `E_i`'s, and so is its observable mask
+//!   the XOR. ∎
+//!
+//! Stored values: distances as `min(d, SAT)` (a lower bound: the test stays sound) and
+//! times as `min(T, SAT)` ([`SAT`] = 65535: a group whose growth ran that long fails every
+//! test, as `d <= SAT <= SAT + T_j`). The times are [`UfScratch::decode_timed`]'s, equal to
+//! the specification's sum of `delta` (tested on random graphs and every fixture shot).
+//!
+//! # Grouping
+//!
+//! Any grouping passing the test gives the right answer, so the grouping is a heuristic
+//! and only the final check matters ([`split`]): every defect starts alone; each pass
+//! looks up every group's `(obs, T)`, and links each defect that fails the test to the
+//! nearest defect it fails it with; linked groups merge; a pass where the test holds for
+//! every pair of defects of different groups is the answer, a group above `K` defects
+//! (or more than [`MAX_SPLIT_DEFECTS`] defects in all) gives up. On the fixtures the
+//! shares it reaches match the shares of shots whose interacting clusters hold at most `K`
+//! defects, so a finer grouping would gain little: `K` is the limit.
+//!
+//! # Coverage on the fixtures
+//!
+//! Shares of shots by path, in the device's order (no defect; at most `K` defects: one
+//! table entry; every defect isolated, `UfScratch::isolated`; the split; the full
+//! decoder), groups decoded on demand (`tests::coverage`, every answer checked against the
+//! specification). Table sizes: [`super::uf_table`] (d5: K = 3 288 k entries, K = 4
+//! 8.5 M; d7: K = 2 56.6 k, K = 3 6.3 M, K = 4 520 M: not buildable).
+//!
+//! | model | p | basis | K | empty | table | isolated | split | full | without the full decoder |
+//! |---|---|---|---|---|---|---|---|---|---|
+//! | d5 | 0.001 | Z | 2 | 42.42 | 30.55 | 22.59 | 1.22 | 3.21 | **96.78** |
+//! | d5 | 0.001 | Z | 3 | 42.42 | 38.46 | 15.50 | 2.00 | 1.62 | **98.38** |
+//! | d5 | 0.001 | Z | 4 | 42.42 | 47.94 | 6.77 | 2.63 | 0.23 | **99.77** |
+//! | d5 | 0.001 | X | 2 | 42.56 | 29.52 | 22.70 | 1.64 | 3.58 | **96.42** |
+//! | d5 | 0.001 | X | 3 | 42.56 | 37.33 | 15.82 | 2.27 | 2.01 | **97.99** |
+//! | d5 | 0.001 | X | 4 | 42.56 | 47.19 | 6.83 | 3.05 | 0.36 | **99.64** |
+//! | d7 | 0.001 | Z | 2 | 8.72 | 16.96 | 59.60 | 3.04 | 11.68 | **88.32** |
+//! | d7 | 0.001 | Z | 3 | 8.72 | 24.02 | 52.98 | 6.68 | 7.60 | **92.40** |
+//! | d7 | 0.001 | Z | 4 | 8.72 | 38.41 | 39.20 | 12.01 | 1.66 | **98.34** |
+//! | d7 | 0.001 | X | 2 | 8.77 | 17.03 | 59.13 | 3.26 | 11.81 | **88.19** |
+//! | d7 | 0.001 | X | 3 | 8.77 | 23.41 | 53.27 | 6.48 | 8.07 | **91.93** |
+//! | d7 | 0.001 | X | 4 | 8.77 | 39.28 | 38.25 | 12.05 | 1.65 | **98.35** |
+//! | d5 | 0.005 | Z | 2 | 1.38 | 5.26 | 39.44 | 5.86 | 48.06 | **51.94** |
+//! | d5 | 0.005 | Z | 3 | 1.38 | 9.86 | 35.65 | 19.90 | 33.22 | **66.78** |
+//! | d5 | 0.005 | Z | 4 | 1.38 | 16.95 | 29.77 | 34.85 | 17.05 | **82.95** |
+//! | d5 | 0.005 | X | 2 | 1.32 | 5.58 | 38.69 | 6.30 | 48.10 | **51.90** |
+//! | d5 | 0.005 | X | 3 | 1.32 | 9.57 | 35.45 | 18.58 | 35.07 | **64.93** |
+//! | d5 | 0.005 | X | 4 | 1.32 | 16.80 | 29.57 | 34.02 | 18.30 | **81.70** |
+//! | d7 | 0.005 | Z | 2 | 0.00 | 0.01 | 8.99 | 1.42 | 89.58 | **10.42** |
+//! | d7 | 0.005 | Z | 3 | 0.00 | 0.02 | 8.98 | 9.91 | 81.09 | **18.91** |
+//! | d7 | 0.005 | Z | 4 | 0.00 | 0.05 | 8.95 | 30.59 | 60.41 | **39.59** |
+//! | d7 | 0.005 | X | 2 | 0.00 | 0.02 | 8.90 | 1.66 | 89.42 | **10.58** |
+//! | d7 | 0.005 | X | 3 | 0.00 | 0.04 | 8.88 | 8.79 | 82.29 | **17.71** |
+//! | d7 | 0.005 | X | 4 | 0.00 | 0.08 | 8.86 | 29.75 | 61.31 | **38.69** |
+//!
+//! So at p = 0.001 the split path with K = 4 keeps 99.6-99.8 % of the d = 5 shots off the
+//! full decoder (a table of 8.5 M entries, ~90 s to build on 2 cores, ~12 s on 16), but at
+//! d = 7 it reaches 92 % with the largest table that can be built (K = 3) and 98.3 % with
+//! K = 4. The d = 7 shots it misses hold clusters of 5 and more defects that do interact:
+//! decoding groups of up to 5 defects on demand would reach 99.3 % (Z and X), and of up
+//! to 6, 99.7 %.
+#![forbid(unsafe_code)]
+
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+
+use super::graph::MatchingGraph;
+use super::uf::UfScratch;
+use super::uf_table::UfTable;
+use crate::{Error, Result};
+
+/// Most defects the split path takes (a warp's lanes on the device).
+pub const MAX_SPLIT_DEFECTS: usize = 32;
+/// Largest model whose distance matrix is built (`n^2` u16: 32 MiB at this size).
+pub const MAX_SPLIT_DETECTORS: usize = 4096;
+/// A distance or a time that does not fit 16 bits: read as "at least this much" for a
+/// distance (a lower bound keeps the test sound) and as "unbounded" for a time (a table
+/// entry whose growth ran this long never passes the test).
+pub const SAT: u32 = 0xFFFF;
+
+/// Weighted shortest-path distances between detectors in the matching graph *without* the
+/// boundary vertex (no path goes through `B`), `min(distance, SAT)`; [`SAT`] also between
+/// detectors that no such path joins.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Distances {
+    n: usize,
+    d: Vec<u16>,
+}
+
+impl Distances {
+    /// Dijkstra from every detector (a few ms at d = 7); refused above
+    /// [`MAX_SPLIT_DETECTORS`] detectors (the matrix grows as `n^2`).
+    pub fn build(g: &MatchingGraph) -> Result<Distances> {
+        let n = g.num_detectors();
+        if n > MAX_SPLIT_DETECTORS {
+            return Err(Error::DecoderModel {
+                file: g.source().to_string(),
+                detail: format!(
+                    "{n} detectors: the uf split path keeps an n x n distance matrix and \
+                     takes at most {MAX_SPLIT_DETECTORS} detectors (decoding is unchanged \
+                     without it)"
+                ),
+            });
+        }
+        let b = g.boundary();
+        let (off, adj) = (g.adj_offset(), g.adj_nbr_weight());
+        let mut d = vec![SAT as u16; n * n];
+        let mut dist = vec![u64::MAX; n];
+        let mut heap = BinaryHeap::new();
+        for s in 0..n {
+            dist.fill(u64::MAX);
+            dist[s] = 0;
+            heap.push(Reverse((0u64, s as u32)));
+            while let Some(Reverse((dx, x))) = heap.pop() {
+                let xu = x as usize;
+                if dx > dist[xu] {
+                    continue;
+                }
+                for &[y, w] in &adj[off[xu] as usize..off[xu + 1] as usize] {
+                    if y == b {
+                        continue;
+                    }
+                    let dy = dx + u64::from(w);
+                    if dy < dist[y as usize] {
+                        dist[y as usize] = dy;
+                        heap.push(Reverse((dy, y)));
+                    }
+                }
+            }
+            for (out, &dx) in d[s * n..(s + 1) * n].iter_mut().zip(&dist) {
+                *out = dx.min(u64::from(SAT)) as u16;
+            }
+        }
+        Ok(Distances { n, d })
+    }
+
+    pub fn num_detectors(&self) -> usize {
+        self.n
+    }
+
+    /// `min(distance(a, b), SAT)` without the boundary.
+    #[inline]
+    pub fn get(&self, a: u32, b: u32) -> u32 {
+        u32::from(self.d[a as usize * self.n + b as usize])
+    }
+
+    /// Row-major `n x n` (the array the device reads).
+    pub fn as_slice(&self) -> &[u16] {
+        &self.d
+    }
+}
+
+/// The specification's output and growth time of a group of defects decoded alone.
+pub trait GroupDecoder {
+    /// Most defects a group may have.
+    fn max_defects(&self) -> usize;
+    /// `(obs, time)` of the sorted, distinct `defects` decoded alone (time: [`SAT`] or less;
+    /// [`SAT`] means "at least that"), or `None` if they are too many.
+    fn group(&mut self, defects: &[u32]) -> Option<(u64, u32)>;
+}
+
+impl GroupDecoder for &UfTable {
+    fn max_defects(&self) -> usize {
+        UfTable::max_defects(self) as usize
+    }
+
+    fn group(&mut self, defects: &[u32]) -> Option<(u64, u32)> {
+        self.entry(defects)
+    }
+}
+
+/// Groups decoded on demand with the CPU uf (what a table of any `K` would hold): to
+/// measure what a `K` would cover without building its table, and for tests.
+#[derive(Debug)]
+pub struct DecodeGroups<'a> {
+    g: &'a MatchingGraph,
+    scratch: UfScratch,
+    dets: Vec<u8>,
+    max: usize,
+}
+
+impl<'a> DecodeGroups<'a> {
+    pub fn new(g: &'a MatchingGraph, max_defects: usize) -> DecodeGroups<'a> {
+        DecodeGroups {
+            g,
+            scratch: UfScratch::new(g),
+            dets: vec![0; g.num_detectors().div_ceil(8)],
+            max: max_defects,
+        }
+    }
+}
+
+impl GroupDecoder for DecodeGroups<'_> {
+    fn max_defects(&self) -> usize {
+        self.max
+    }
+
+    fn group(&mut self, defects: &[u32]) -> Option<(u64, u32)> {
+        if defects.len() > self.max {
+            return None;
+        }
+        for &d in defects {
+            self.dets[d as usize / 8] |= 1 << (d % 8);
+        }
+        let (obs, t) = self.scratch.decode_timed(self.g, &self.dets);
+        for &d in defects {
+            self.dets[d as usize / 8] = 0;
+        }
+        Some((obs, t.min(SAT)))
+    }
+}
+
+/// Which way a shot is answered (the device's order of steps: src/decode/uf.rs and
+/// device/decode.cu).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Path {
+    /// No defect.
+    Empty,
+    /// At most `K` defects: one table entry.
+    Table,
+    /// Every defect settles in one step (`UfScratch::isolated`).
+    Isolated,
+    /// Independent groups of at most `K` defects each (this module).
+    Split,
+    /// The full decoder.
+    Full,
+}
+
+impl Path {
+    pub const ALL: [Path; 5] = [
+        Path::Empty,
+        Path::Table,
+        Path::Isolated,
+        Path::Split,
+        Path::Full,
+    ];
+
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            Path::Empty => "empty",
+            Path::Table => "table",
+            Path::Isolated => "isolated",
+            Path::Split => "split",
+            Path::Full => "full",
+        }
+    }
+}
+
+/// The split fast path on the sorted, distinct `defects` (module docs): `Some(obs)`, the
+/// specification's output, when it finds groups of at most `groups.max_defects()` defects
+/// that pass the distance test; `None` otherwise (more than [`MAX_SPLIT_DEFECTS`]
+/// defects, a group too large, or no such grouping found). The grouping is a heuristic;
+/// the answer rests only on the final test, which checks every cross pair.
+///
+/// Grouping, as the device does it: every defect starts alone; each pass looks up every
+/// group's `(obs, T)`, and every defect `a` whose group fails the test against another
+/// defect links to the nearest such defect `b` (least `(distance, position)`); the linked
+/// groups merge (the merged group takes its least position as label), and the next pass
+/// looks them up again. A pass without a failing pair is the answer.
+pub fn split(defects: &[u32], dist: &Distances, groups: &mut impl GroupDecoder) -> Option<u64> {
+    let nd = defects.len();
+    if nd > MAX_SPLIT_DEFECTS || nd == 0 {
+        return None;
+    }
+    let kmax = groups.max_defects();
+    // Per defect position: its group's label (least position in it), the group's time.
+    let mut label = [0usize; MAX_SPLIT_DEFECTS];
+    let mut time = [0u32; MAX_SPLIT_DEFECTS];
+    let mut link = [usize::MAX; MAX_SPLIT_DEFECTS];
+    let mut members = [0u32; MAX_SPLIT_DEFECTS];
+    for (i, l) in label[..nd].iter_mut().enumerate() {
+        *l = i;
+    }
+    // Each pass with a failing pair merges two groups at least.
+    for _pass in 0..nd {
+        let mut obs = 0u64;
+        for i in 0..nd {
+            if label[i] != i {
+                continue;
+            }
+            let mut m = 0;
+            for j in i..nd {
+                if label[j] == i {
+                    if m == kmax {
+                        return None;
+                    }
+                    members[m] = defects[j];
+                    m += 1;
+                }
+            }
+            let (o, t) = groups.group(&members[..m])?;
+            obs ^= o;
+            time[i] = t;
+        }
+        let mut failing = false;
+        for i in 0..nd {
+            let ti = time[label[i]];
+            let mut best = (u32::MAX, usize::MAX);
+            for j in 0..nd {
+                if label[j] == label[i] {
+                    continue;
+                }
+                let d = dist.get(defects[i], defects[j]);
+                // The test: distance > T_i + T_j (sums of u16 values: no overflow).
+                if d <= ti + time[label[j]] {
+                    best = best.min((d, j));
+                }
+            }
+            link[i] = best.1;
+            failing |= best.1 != usize::MAX;
+        }
+        if !failing {
+            return Some(obs);
+        }
+        // Union along the links, in position order (labels stay least positions).
+        for i in 0..nd {
+            let j = link[i];
+            if j == usize::MAX {
+                continue;
+            }
+            let (a, b) = (label[i], label[j]);
+            let (lo, hi) = (a.min(b), a.max(b));
+            for l in label[..nd].iter_mut() {
+                if *l == hi {
+                    *l = lo;
+                }
+            }
+        }
+    }
+    None
+}
+
+/// The shot's path and output with the table's `K` = `groups.max_defects()`, as the device
+/// answers it: no defect, at most `K` defects (one group), isolated defects, the split
+/// path, the full decoder. The output is always the specification's.
+pub fn decode_with_path(
+    g: &MatchingGraph,
+    scratch: &mut UfScratch,
+    dist: Option<&Distances>,
+    groups: &mut impl GroupDecoder,
+    dets: &[u8],
+) -> (u64, Path) {
+    let n = g.num_detectors();
+    let mut defects = [0u32; MAX_SPLIT_DEFECTS + 1];
+    let mut nd = 0usize;
+    let mut many = false;
+    for (i, &byte) in dets.iter().enumerate().take(n.div_ceil(8)) {
+        let mut m = byte;
+        while m != 0 {
+            let v = 8 * i + m.trailing_zeros() as usize;
+            m &= m - 1;
+            if v >= n {
+                break;
+            }
+            if nd == defects.len() {
+                many = true;
+            } else {
+                defects[nd] = v as u32;
+                nd += 1;
+            }
+        }
+    }
+    if nd == 0 {
+        return (0, Path::Empty);
+    }
+    if !many && nd <= groups.max_defects() {
+        if let Some((obs, _)) = groups.group(&defects[..nd]) {
+            return (obs, Path::Table);
+        }
+    }
+    if let Some((obs, _)) = scratch.isolated(g, dets) {
+        return (obs, Path::Isolated);
+    }
+    if let (Some(dist), false) = (dist, many) {
+        if let Some(obs) = split(&defects[..nd], dist, groups) {
+            return (obs, Path::Split);
+        }
+    }
+    (scratch.decode(g, dets), Path::Full)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::decode::graph::EdgeSpec;
+    use crate::decode::{Dem, Shots};
+    use proptest::prelude::*;
+
+    fn fixtures() -> std::path::PathBuf {
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures")
+    }
+
+    fn fixture(name: &str) -> MatchingGraph {
+        let path = fixtures().join(format!("{name}.dem"));
+        MatchingGraph::from_dem(&Dem::from_path(&path).unwrap()).unwrap()
+    }
+
+    /// The probability whose quantized weight is `w` (graph.rs: round(ln((1-p)/p) * 256)).
+    fn p_of(w: u32) -> f64 {
+        1.0 / (1.0 + (f64::from(w) / 256.0).exp())
+    }
+
+    fn edge(u: u32, v: Option<u32>, w: u32, obs: u64) -> EdgeSpec {
+        EdgeSpec {
+            u,
+            v,
+            p: p_of(w),
+            observables: obs,
+        }
+    }
+
+    fn packed(n: usize, defects: &[u32]) -> Vec<u8> {
+        let mut d = vec![0u8; n.div_ceil(8)];
+        for &v in defects {
+            d[v as usize / 8] |= 1 << (v % 8);
+        }
+        d
+    }
+
+    /// A `cols x rows` grid, boundary edges on the left (observable L0) and right columns,
+    /// weights from `ws` (cycled): sparse errors on it give separated groups of defects.
+    fn grid(cols: u32, rows: u32, ws: &[u32]) -> MatchingGraph {
+        let id = |c: u32, r: u32| r * cols + c;
+        let mut e = Vec::new();
+        let mut k = 0;
+        let mut w = || {
+            k += 1;
+            ws[k % ws.len()]
+        };
+        for r in 0..rows {
+            e.push(edge(id(0, r), None, w(), 1));
+            e.push(edge(id(cols - 1, r), None, w(), 0));
+            for c in 0..cols {
+                if c + 1 < cols {
+                    e.push(edge(id(c, r), Some(id(c + 1, r)), w(), 0));
+                }
+                if r + 1 < rows {
+                    e.push(edge(
+                        id(c, r),
+                        Some(id(c, r + 1)),
+                        w(),
+                        u64::from(c % 3 == 1) << 1,
+                    ));
+                }
+            }
+        }
+        MatchingGraph::from_edges(cols * rows, 2, &e).unwrap()
+    }
+
+    #[test]
+    fn distances_avoid_the_boundary_and_saturate() {
+        // 0 - 1 - 2 in a line (weights 100, 200), 0 and 2 also on the boundary (weight 10),
+        // 3 alone: through B, 0 and 2 would be 20 apart.
+        let g = MatchingGraph::from_edges(
+            4,
+            1,
+            &[
+                edge(0, Some(1), 100, 0),
+                edge(1, Some(2), 200, 0),
+                edge(0, None, 10, 1),
+                edge(2, None, 10, 0),
+            ],
+        )
+        .unwrap();
+        let d = Distances::build(&g).unwrap();
+        assert_eq!(
+            (d.get(0, 1), d.get(1, 2), d.get(0, 2), d.get(2, 0)),
+            (100, 200, 300, 300)
+        );
+        assert_eq!((d.get(1, 1), d.get(0, 3), d.get(3, 3)), (0, SAT, 0));
+        assert_eq!(d.as_slice().len(), 16);
+        // A long chain of heavy edges: saturated, never wrapped.
+        let chain: Vec<EdgeSpec> = (0..9).map(|v| edge(v, Some(v + 1), 30_000, 0)).collect();
+        let g = MatchingGraph::from_edges(10, 1, &chain).unwrap();
+        let d = Distances::build(&g).unwrap();
+        assert_eq!((d.get(0, 2), d.get(0, 3), d.get(9, 0)), (60_000, SAT, SAT));
+    }
+
+    #[test]
+    fn large_models_are_refused_with_the_reason() {
+        let n = MAX_SPLIT_DETECTORS as u32 + 1;
+        let g = MatchingGraph::from_edges(n, 1, &[edge(0, None, 100, 1)]).unwrap();
+        let e = Distances::build(&g).unwrap_err().to_string();
+        assert!(
+            e.contains("distance matrix") && e.contains(&n.to_string()),
+            "{e}"
+        );
+    }
+
+    /// Equal distance is not enough (why the test is strict; module docs): `a` alone goes
+    /// to its boundary edge at `T_a = 300`; `b` alone through `c` to the boundary at
+    /// `T_b = 400 + 350`; `d(a, b) = 1050 = T_a + T_b`. Together, edge `a-b` fills at 750
+    /// with `c-B`, and `b` hangs off `a` in the forest: the correction is `{a-b}` (no flip),
+    /// not `{a-B}` + `{b-c, c-B}` (L0).
+    #[test]
+    fn equal_distance_is_not_enough() {
+        let (a, b, c) = (0u32, 1, 2);
+        let g = MatchingGraph::from_edges(
+            3,
+            1,
+            &[
+                edge(a, None, 300, 1),
+                edge(a, Some(b), 1050, 0),
+                edge(b, Some(c), 400, 0),
+                edge(c, None, 350, 0),
+            ],
+        )
+        .unwrap();
+        let mut r = UfScratch::new(&g);
+        let (oa, ta) = r.decode_reference_timed(&g, &packed(3, &[a]));
+        let (ob, tb) = r.decode_reference_timed(&g, &packed(3, &[b]));
+        let dist = Distances::build(&g).unwrap();
+        assert_eq!((ta, tb, dist.get(a, b)), (300, 750, 1050));
+        let both = r.decode_reference(&g, &packed(3, &[a, b]));
+        assert_ne!(both, oa ^ ob);
+        // The split path does not take it (the pair fails the test, and a group of two is
+        // above K = 1).
+        let mut groups = DecodeGroups::new(&g, 1);
+        assert_eq!(split(&[a, b], &dist, &mut groups), None);
+        // One more unit of distance and it is right.
+        let g2 = MatchingGraph::from_edges(
+            3,
+            1,
+            &[
+                edge(a, None, 300, 1),
+                edge(a, Some(b), 1051, 0),
+                edge(b, Some(c), 400, 0),
+                edge(c, None, 350, 0),
+            ],
+        )
+        .unwrap();
+        let dist2 = Distances::build(&g2).unwrap();
+        let mut groups2 = DecodeGroups::new(&g2, 1);
+        let want = r.decode_reference(&g2, &packed(3, &[a, b]));
+        assert_eq!(split(&[a, b], &dist2, &mut groups2), Some(want));
+    }
+
+    /// Sparse errors on a grid: every shot answers like the specification, and many take
+    /// the split path (groups of up to K = 2 and 3, by table and by decoding on demand).
+    #[test]
+    fn grid_shots_split_like_the_reference() {
+        let g = grid(12, 10, &[1700, 1800, 1900, 2000, 1750, 2100]);
+        let n = g.num_detectors();
+        let dist = Distances::build(&g).unwrap();
+        let table = UfTable::build(&g, 2, 0).unwrap();
+        let (mut s, mut r) = (UfScratch::new(&g), UfScratch::new(&g));
+        let mut x = 0x2545_F491_4F6C_DD1Du64;
+        let mut taken = [0usize; 5];
+        for shot in 0..600 {
+            let mut dets = vec![0u8; n.div_ceil(8)];
+            for _ in 0..1 + shot % 9 {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                let e = (x % g.num_edges() as u64) as usize;
+                for v in [g.edge_u()[e], g.edge_v()[e]] {
+                    if v != g.boundary() {
+                        dets[v as usize / 8] ^= 1 << (v % 8);
+                    }
+                }
+            }
+            let want = r.decode_reference(&g, &dets);
+            let (obs, path) = decode_with_path(&g, &mut s, Some(&dist), &mut &table, &dets);
+            assert_eq!(obs, want, "shot {shot} ({path:?})");
+            taken[path as usize] += 1;
+            let mut groups = DecodeGroups::new(&g, 3);
+            let (obs, _) = decode_with_path(&g, &mut s, Some(&dist), &mut groups, &dets);
+            assert_eq!(obs, want, "shot {shot}, K = 3");
+        }
+        assert!(taken[Path::Split as usize] >= 50, "{taken:?}");
+    }
+
+    /// Graphs whose edges take few distinct weights from a narrow band (ties and near
+    /// ties, as in circuit-noise models), some boundary edges.
+    fn narrow_graph(max_n: u32, max_e: usize) -> impl Strategy<Value = MatchingGraph> {
+        (2..=max_n).prop_flat_map(move |n| {
+            let e = (0..n, proptest::option::of(0..n), 0usize..5, 0u64..4).prop_map(
+                |(u, v, k, obs)| EdgeSpec {
+                    u,
+                    v: v.filter(|&v| v != u),
+                    p: [0.001, 0.0015, 0.002, 0.003, 0.004][k],
+                    observables: obs,
+                },
+            );
+            proptest::collection::vec(e, 1..=max_e)
+                .prop_map(move |edges| MatchingGraph::from_edges(n, 2, &edges).unwrap())
+        })
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 300, ..ProptestConfig::default() })]
+
+        /// Whenever the split path answers, it answers like the specification, with groups
+        /// of any size limit; and the whole chain of paths always does.
+        #[test]
+        fn split_equals_reference(
+            g in narrow_graph(40, 70),
+            k in 1usize..=4,
+            shots in proptest::collection::vec(proptest::collection::vec(any::<usize>(), 1..10), 1..12),
+        ) {
+            let dist = Distances::build(&g).unwrap();
+            let (mut s, mut r) = (UfScratch::new(&g), UfScratch::new(&g));
+            let mut groups = DecodeGroups::new(&g, k);
+            let n = g.num_detectors();
+            for errors in shots {
+                let mut dets = vec![0u8; n.div_ceil(8)];
+                for &i in &errors {
+                    let e = i % g.num_edges();
+                    for v in [g.edge_u()[e], g.edge_v()[e]] {
+                        if v != g.boundary() {
+                            dets[v as usize / 8] ^= 1 << (v % 8);
+                        }
+                    }
+                }
+                let want = r.decode_reference(&g, &dets);
+                let defects: Vec<u32> = (0..n as u32).filter(|&v| dets[v as usize / 8] >> (v % 8) & 1 == 1).collect();
+                if let Some(obs) = split(&defects, &dist, &mut groups) {
+                    prop_assert_eq!(obs, want, "{:?}", defects);
+                }
+                let (obs, _) = decode_with_path(&g, &mut s, Some(&dist), &mut groups, &dets);
+                prop_assert_eq!(obs, want, "{:?}", defects);
+            }
+        }
+    }
+
+    /// Every shot of the d = 5 and d = 7 fixtures at p = 0.001 (Z) and 0.005 (X), through
+    /// the paths with K = 2: the specification's output, and the split path taken.
+    #[test]
+    fn fixture_shots_split_like_the_cpu_uf() {
+        for (name, min_split) in [
+            ("surface_d5_r5_z_p001", 0.01),
+            ("surface_d7_r7_z_p001", 0.02),
+            ("surface_d5_r5_x_p005", 0.03),
+        ] {
+            let g = fixture(name);
+            let n = g.num_detectors();
+            let shots = Shots::read(&fixtures().join(format!("{name}.b8")), n, None).unwrap();
+            let dist = Distances::build(&g).unwrap();
+            let mut s = UfScratch::new(&g);
+            let mut r = UfScratch::new(&g);
+            let mut groups = DecodeGroups::new(&g, 2);
+            let mut split_shots = 0;
+            for i in 0..shots.len() {
+                let (obs, path) =
+                    decode_with_path(&g, &mut s, Some(&dist), &mut groups, shots.row(i));
+                assert_eq!(
+                    obs,
+                    r.decode(&g, shots.row(i)),
+                    "{name} shot {i} ({path:?})"
+                );
+                split_shots += usize::from(path == Path::Split);
+            }
+            let share = split_shots as f64 / shots.len() as f64;
+            assert!(share >= min_split, "{name}: {share}");
+        }
+    }
+
+    /// Shares of shots by path for K = 2, 3, 4 (groups decoded on demand: no table is
+    /// built), every answer checked against the specification; the numbers in the module
+    /// docs. Release:
+    /// `cargo test --release --lib uf_split::tests::coverage -- --ignored --nocapture`.
+    #[test]
+    #[ignore]
+    fn coverage() {
+        for name in [
+            "surface_d5_r5_z_p001",
+            "surface_d5_r5_x_p001",
+            "surface_d7_r7_z_p001",
+            "surface_d7_r7_x_p001",
+            "surface_d5_r5_z_p005",
+            "surface_d5_r5_x_p005",
+            "surface_d7_r7_z_p005",
+            "surface_d7_r7_x_p005",
+        ] {
+            let g = fixture(name);
+            let n = g.num_detectors();
+            let shots = Shots::read(&fixtures().join(format!("{name}.b8")), n, None).unwrap();
+            let dist = Distances::build(&g).unwrap();
+            let mut s = UfScratch::new(&g);
+            let mut r = UfScratch::new(&g);
+            for k in [2usize, 3, 4] {
+                let mut groups = DecodeGroups::new(&g, k);
+                let mut count = [0usize; 5];
+                for i in 0..shots.len() {
+                    let (obs, path) =
+                        decode_with_path(&g, &mut s, Some(&dist), &mut groups, shots.row(i));
+                    assert_eq!(obs, r.decode_reference(&g, shots.row(i)), "{name} shot {i}");
+                    count[path as usize] += 1;
+                }
+                let pct = |p: Path| 100.0 * count[p as usize] as f64 / shots.len() as f64;
+                println!(
+                    "{name:<22} K={k}: empty {:5.2} table {:5.2} isolated {:5.2} split {:5.2} \
+                     full {:5.2}  without the full decoder {:6.2} %",
+                    pct(Path::Empty),
+                    pct(Path::Table),
+                    pct(Path::Isolated),
+                    pct(Path::Split),
+                    pct(Path::Full),
+                    100.0 - pct(Path::Full)
+                );
+            }
+        }
+    }
+}
