@@ -480,43 +480,16 @@ static __device__ __forceinline__ void position_follow(Position& p, u64 k, u32 g
     }
 }
 
-// ---- poll spacing ----------------------------------------------------------------------
+// ---- claim tickets ---------------------------------------------------------------------
 
-// The warps of a group keep their reads of a slot spread over one read round trip (DESIGN
-// §5 lesson 2): before a read, a warp waits until a fraction 1/pps of a round trip has
-// passed since the group's previous read. Round trips are measured as the kernel runs, in
-// SM cycles (the clock changes with the GPU's boost state, so a start-up calibration
-// would go stale). Shared memory: the warps of a group sit in one block.
-struct PollSpacing {
-    u64 last_issue; // SM cycles of the group's latest read
-    u64 rtt;        // estimated read round trip, SM cycles
-};
-
-// Lane 0: waits for the group's next read time and takes it; returns the issue time.
-static __device__ __forceinline__ u64 spacing_wait(volatile PollSpacing* g, u32 pps)
+// A group's ticket is read on every poll and CAS'ed on every claim. When the group's warps
+// share a block it lives in shared memory (an SM-local atomic); otherwise in device memory
+// (a round trip to L2 each time). scripts/mailbox-protocol.cu measured the difference on
+// the H200 (64 slots, one group of 4 warps: 1.99 µs p50 with the shared-memory ticket,
+// 2.62 µs with the device-memory one). Generic addresses, so one code path serves both.
+static __device__ __forceinline__ u64 load_ticket(const unsigned long long* t)
 {
-    const u64 earliest = g->last_issue + g->rtt / pps;
-    u64 now = (u64)clock64();
-    // Bounded: rtt is capped (spacing_observe), so this waits at most a few µs.
-    while (now < earliest) {
-        now = (u64)clock64();
-    }
-    g->last_issue = now;
-    return now;
-}
-
-// Lane 0: folds one read's round trip into the estimate: down at once, up slowly, and an
-// outlier (a preempted warp) moves it by a bounded step.
-static __device__ __forceinline__ void spacing_observe(volatile PollSpacing* g, u64 issued)
-{
-    const u64 took = (u64)clock64() - issued;
-    const u64 est = g->rtt;
-    if (took < est) {
-        g->rtt = took;
-    } else {
-        const u64 capped = took < 2u * est + 256u ? took : 2u * est + 256u;
-        g->rtt = est + (capped - est) / 16u;
-    }
+    return *(const volatile unsigned long long*)t;
 }
 
 // ---- kernels ---------------------------------------------------------------------------
@@ -526,13 +499,14 @@ static __device__ __forceinline__ void spacing_observe(volatile PollSpacing* g, 
 // served in parallel and throughput is not one request per PCIe round trip), and the
 // `pollers_per_slot` warps of a group all poll the group's next slot, out of phase (DESIGN
 // §5 lesson 2: several warps polling one slot cut the detection delay). Within a group the
-// first warp to see a complete request claims it with a CAS on the group's ticket in device
-// memory (an L2 atomic, not a PCIe round trip); a monotonic ticket means a warp that lags
-// behind can never re-serve an old request. A group of one warp needs no CAS.
+// first warp to see a complete request claims it with a CAS on the group's ticket (in shared
+// memory when `claim_in_block`: every group lies within one block; else in device memory);
+// a monotonic ticket means a warp that lags behind can never re-serve an old request. A
+// group of one warp needs no CAS.
 // Runs until the host writes the stop tag into the slots (every slot, so every warp sees it).
 //
 // state (device memory): group g's ticket (u64, requests it has claimed) at
-// g * QFWD_STATE_CLAIM_STRIDE; per-poller counters at QFWD_STATE_COUNTERS_OFFSET: polls,
+// g * QFWD_STATE_CLAIM_STRIDE (the starting value when the ticket lives in shared memory); per-poller counters at QFWD_STATE_COUNTERS_OFFSET: polls,
 // served, torn reads, lost claims (written at exit: counting costs nothing in the hot path).
 // Dynamic shared memory: per warp req_slot_bytes (request staging) + resp_slot_bytes.
 // `nic`: 0, or (built with QFWD_DEVICE_DOORBELL) the device NIC block of device/doorbell.cu:
@@ -549,16 +523,20 @@ static __device__ __forceinline__ void spacing_observe(volatile PollSpacing* g, 
 extern "C" __global__ void QFWD_PERSISTENT_BOUNDS qfwd_persistent(u64 req_ring, u64 resp_ring, u64 control, u64 state,
                                            u32 slots, u32 req_slot_bytes, u32 resp_slot_bytes,
                                            u32 rx_inline, u32 poll_chunks, u32 pollers,
-                                           u32 pollers_per_slot, u32 poll_spacing, u64 nic)
+                                           u32 pollers_per_slot, u32 claim_in_block, u64 nic)
 {
     extern __shared__ u32 smem[];
-    __shared__ PollSpacing spacing[QFWD_MAX_WARPS_PER_BLOCK];
+    __shared__ unsigned long long block_tickets[QFWD_MAX_WARPS_PER_BLOCK];
     const u32 lane = threadIdx.x & (QFWD_WARP - 1u);
     const u32 warp_in_block = threadIdx.x / QFWD_WARP;
     const u32 warp = blockIdx.x * (blockDim.x / QFWD_WARP) + warp_in_block;
-    if (threadIdx.x < QFWD_MAX_WARPS_PER_BLOCK) {
-        spacing[threadIdx.x].last_issue = 0ull;
-        spacing[threadIdx.x].rtt = 0ull;
+    const u32 groups = pollers / pollers_per_slot;
+    // With claim_in_block, the block's groups are block_group0, block_group0 + 1, ...
+    const u32 block_group0 = blockIdx.x * (blockDim.x / QFWD_WARP) / pollers_per_slot;
+    if (claim_in_block != 0u && threadIdx.x < QFWD_MAX_WARPS_PER_BLOCK &&
+        block_group0 + threadIdx.x < groups) {
+        block_tickets[threadIdx.x] = load_u64_relaxed_gpu(
+            state + (u64)(block_group0 + threadIdx.x) * QFWD_STATE_CLAIM_STRIDE);
     }
     __syncthreads();
     if (warp >= pollers) {
@@ -569,14 +547,15 @@ extern "C" __global__ void QFWD_PERSISTENT_BOUNDS qfwd_persistent(u64 req_ring, 
     u32* res = stage + req_words;
     const u32 req_chunks = req_slot_bytes / QFWD_CHUNK_BYTES;
     const u32 resp_chunks = resp_slot_bytes / QFWD_CHUNK_BYTES;
-    const u32 groups = pollers / pollers_per_slot;
     // A group's warps are adjacent, so they sit on different schedulers of the SM (warp w
     // issues from scheduler w % 4): when they all serve one request (a decoder runs while
     // the claim is in flight), none slows another down.
     const u32 group = warp / pollers_per_slot;
-    const u32 rank = warp % pollers_per_slot;
-    const bool shared_claim = pollers_per_slot > 1u;
-    const u64 claim = state + (u64)group * QFWD_STATE_CLAIM_STRIDE;
+    const bool needs_claim = pollers_per_slot > 1u;
+    unsigned long long* const claim =
+        claim_in_block != 0u
+            ? &block_tickets[group - block_group0]
+            : (unsigned long long*)(state + (u64)group * QFWD_STATE_CLAIM_STRIDE);
     // Inline polls read `poll_chunks` chunks at once (a small request arrives whole in one
     // read); buffer mode polls the flag chunk only.
     const u32 first = rx_inline ? min_u32(poll_chunks, req_chunks) : 1u;
@@ -584,25 +563,14 @@ extern "C" __global__ void QFWD_PERSISTENT_BOUNDS qfwd_persistent(u64 req_ring, 
     const bool reply = nic != 0ull;
 
     u64 polls = 0ull, served = 0ull, torn = 0ull, lost = 0ull;
-    // Spaced reads only for groups of several warps; a group's slot in `spacing` is its
-    // first warp's index in the block (a group split over blocks spaces each part).
-    const bool spaced = poll_spacing != 0u && pollers_per_slot > 1u;
-    volatile PollSpacing* my_spacing = &spacing[warp_in_block - min_u32(rank, warp_in_block)];
-    u64 issued = 0ull;
-    bool reread = false;
     u64 k0 = 0ull;
     if (lane == 0u) {
-        k0 = load_u64_relaxed_gpu(claim);
+        k0 = load_ticket(claim);
     }
     Position pos;
     position_at(pos, __shfl_sync(QFWD_FULL_MASK, k0, 0), group, groups, slots);
 
     for (;;) {
-        if (spaced && lane == 0u && !reread) {
-            issued = spacing_wait(my_spacing, pollers_per_slot);
-        }
-        __syncwarp();
-        reread = false;
         ++polls;
         const u64 req = req_ring + (u64)pos.slot * req_slot_bytes;
         const u32 want = pos.tag;
@@ -613,15 +581,11 @@ extern "C" __global__ void QFWD_PERSISTENT_BOUNDS qfwd_persistent(u64 req_ring, 
         }
         // Issued while the PCIe read is in flight: has another warp of the group taken it?
         u64 ticket = pos.k;
-        if (shared_claim && lane == 0u) {
-            ticket = load_u64_relaxed_gpu(claim);
+        if (needs_claim && lane == 0u) {
+            ticket = load_ticket(claim);
         }
         ticket = __shfl_sync(QFWD_FULL_MASK, ticket, 0);
         const u32 tag0 = __shfl_sync(QFWD_FULL_MASK, lc.c[0].tag, 0);
-        if (spaced && lane == 0u && issued != 0ull) {
-            spacing_observe(my_spacing, issued);
-            issued = 0ull;
-        }
         if (tag0 == QFWD_STOP_TAG) {
             break;
         }
@@ -651,12 +615,11 @@ extern "C" __global__ void QFWD_PERSISTENT_BOUNDS qfwd_persistent(u64 req_ring, 
                               QFWD_INLINE_DATA_BYTES;
                 if (!__all_sync(QFWD_FULL_MASK, lane >= n || lc.c[0].tag == want)) {
                     ++torn; // the host is still writing it: read again, now
-                    reread = true;
                     continue;
                 }
                 u64 previous = pos.k;
-                if (shared_claim && lane == 0u) {
-                    previous = atomicCAS((unsigned long long*)claim, pos.k, pos.k + 1ull);
+                if (needs_claim && lane == 0u) {
+                    previous = atomicCAS(claim, pos.k, pos.k + 1ull);
                 }
                 const u32 bit = parity_in_registers(lc.c[0], lane, n, arg_len, 3u);
                 previous = __shfl_sync(QFWD_FULL_MASK, previous, 0);
@@ -681,15 +644,14 @@ extern "C" __global__ void QFWD_PERSISTENT_BOUNDS qfwd_persistent(u64 req_ring, 
                 load_chunks(lc, req, lane, first, n);
                 if (!tags_match(lc, lane, n, want)) {
                     ++torn; // the host is still writing it: read again, now
-                    reread = true;
                     continue;
                 }
             }
             // Claim and serve at once: the CAS travels to L2 while the warp stages the
             // request and runs a side-effect-free handler; only the winner publishes.
             u64 previous = pos.k;
-            if (shared_claim && lane == 0u) {
-                previous = atomicCAS((unsigned long long*)claim, pos.k, pos.k + 1ull);
+            if (needs_claim && lane == 0u) {
+                previous = atomicCAS(claim, pos.k, pos.k + 1ull);
             }
             stage_inline(lc, lane, n, stage);
             __syncwarp();
@@ -716,8 +678,8 @@ extern "C" __global__ void QFWD_PERSISTENT_BOUNDS qfwd_persistent(u64 req_ring, 
         } else {
             // Flag seen: claim first, so only the winner pays the payload read.
             u64 previous = pos.k;
-            if (shared_claim && lane == 0u) {
-                previous = atomicCAS((unsigned long long*)claim, pos.k, pos.k + 1ull);
+            if (needs_claim && lane == 0u) {
+                previous = atomicCAS(claim, pos.k, pos.k + 1ull);
             }
             previous = __shfl_sync(QFWD_FULL_MASK, previous, 0);
             if (previous != pos.k) {

@@ -68,8 +68,6 @@ pub struct RunConfig {
     /// gpu-persistent: warps polling each slot out of phase (must divide `pollers`);
     /// absent = the smaller of 2 and `pollers`.
     pub pollers_per_slot: Option<u32>,
-    /// gpu-persistent: a slot's warps space their reads over one read round trip.
-    pub poll_spacing: bool,
     /// GPU uf: answer syndromes of at most this many defects from a table the CPU uf
     /// fills at start-up (0: off; absent: the largest that fits the build budget).
     pub uf_table_max_defects: Option<u32>,
@@ -112,7 +110,6 @@ impl Default for RunConfig {
             rx_completion: RxCompletion::Inline,
             pollers: GpuOptions::default().pollers,
             pollers_per_slot: None,
-            poll_spacing: true,
             uf_table_max_defects: None,
             slots: GpuOptions::default().slots,
             doorbell: Doorbell::BlueFlame,
@@ -281,7 +278,6 @@ impl RunConfig {
             rx_completion: self.rx_completion,
             pollers: self.pollers,
             pollers_per_slot: self.pollers_per_slot.unwrap_or(self.pollers.min(2)),
-            poll_spacing: self.poll_spacing,
             uf_table_max_defects: self.uf_table_max_defects,
             ..GpuOptions::default()
         }

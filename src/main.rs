@@ -124,11 +124,6 @@ struct RunArgs {
     /// [default: min(2, pollers)].
     #[arg(long)]
     pollers_per_slot: Option<u32>,
-    /// gpu-persistent: the warps of a slot space their reads over one PCIe read round
-    /// trip (measured by the kernel), so a request waits a fraction of it to be seen
-    /// [default: on].
-    #[arg(long, value_name = "on|off", value_parser = parse_on_off)]
-    poll_spacing: Option<bool>,
     /// GPU uf decoder: answer syndromes of at most N defects from a table that the CPU uf
     /// fills at start-up (same answers, one memory load); 0 turns it off [default: the
     /// largest N whose table fits the build budget, logged at start].
@@ -216,9 +211,6 @@ impl RunArgs {
         if self.pollers_per_slot.is_some() {
             c.pollers_per_slot = self.pollers_per_slot;
         }
-        if let Some(v) = self.poll_spacing {
-            c.poll_spacing = v;
-        }
         if self.uf_table_max_defects.is_some() {
             c.uf_table_max_defects = self.uf_table_max_defects;
         }
@@ -290,13 +282,5 @@ fn main() -> ExitCode {
             eprintln!("qfwd: error: {e}");
             ExitCode::FAILURE
         }
-    }
-}
-
-fn parse_on_off(s: &str) -> Result<bool, String> {
-    match s {
-        "on" => Ok(true),
-        "off" => Ok(false),
-        _ => Err(format!("{s:?}: expected on or off")),
     }
 }

@@ -146,48 +146,49 @@ fn latency_probe() {
         row("gpu-graph", &ping_pong(&mut b, warmup, samples));
     }
     use RxCompletion::{Buffer, Inline};
-    let rows: &[(RxCompletion, u32, u32, u32, bool)] = &[
+    let rows: &[(RxCompletion, u32, u32, u32)] = &[
         // (rx, pollers, pollers per slot, warps per block: 0 = one block, phase grid)
-        (Inline, 1, 1, 0, false),
-        (Inline, 2, 2, 0, false),
-        (Inline, 2, 2, 0, true),
-        (Inline, 4, 4, 0, false),
-        (Inline, 4, 4, 0, true),
-        (Inline, 8, 8, 0, true),
-        (Inline, 16, 16, 0, true),
-        (Inline, 4, 1, 0, false),
-        (Inline, 8, 1, 0, false),
-        (Inline, 4, 2, 0, true),
-        (Inline, 8, 2, 0, false),
-        (Inline, 8, 2, 0, true),
-        (Inline, 8, 2, 1, true),
-        (Inline, 16, 2, 0, true),
-        (Inline, 8, 4, 0, false),
-        (Inline, 8, 4, 0, true),
-        (Inline, 16, 4, 0, true),
-        (Inline, 16, 8, 0, true),
-        (Buffer, 1, 1, 0, false),
-        (Buffer, 2, 2, 0, true),
-        (Buffer, 8, 2, 0, true),
-        (Buffer, 8, 4, 0, true),
+        (Inline, 1, 1, 0),
+        (Inline, 2, 2, 0),
+        (Inline, 4, 4, 0),
+        (Inline, 8, 8, 0),
+        (Inline, 16, 16, 0),
+        (Inline, 4, 1, 0),
+        (Inline, 8, 1, 0),
+        (Inline, 16, 1, 0),
+        (Inline, 4, 2, 0),
+        (Inline, 8, 2, 0),
+        (Inline, 16, 2, 0),
+        (Inline, 8, 4, 0),
+        (Inline, 16, 4, 0),
+        (Inline, 16, 8, 0),
+        (Inline, 4, 4, 1),
+        (Inline, 8, 2, 1),
+        (Buffer, 1, 1, 0),
+        (Buffer, 2, 2, 0),
+        (Buffer, 8, 2, 0),
+        (Buffer, 8, 4, 0),
     ];
-    for &(rx, pollers, pollers_per_slot, warps_per_block, poll_spacing) in rows {
+    for &(rx, pollers, pollers_per_slot, warps_per_block) in rows {
         let o = GpuOptions {
             rx_completion: rx,
             pollers,
             pollers_per_slot,
             warps_per_block,
-            poll_spacing,
             ..base.clone()
         };
         let mut b = gpu::persistent_backend(&o).unwrap();
         let s = ping_pong(&mut b, warmup, samples);
         let c = PollerCounters::total(&b.shutdown(Duration::from_secs(2)).unwrap());
-        let placement = if warps_per_block == 0 { "" } else { " spread" };
-        let grid = if poll_spacing { " spaced" } else { "" };
+        // Groups split over blocks keep their claim ticket in device memory.
+        let placement = if warps_per_block == 0 || warps_per_block % pollers_per_slot == 0 {
+            ""
+        } else {
+            " spread, L2 ticket"
+        };
         row(
             &format!(
-                "gpu-persistent {rx} {pollers:>2} pollers, {pollers_per_slot:>2}/slot{placement}{grid}"
+                "gpu-persistent {rx} {pollers:>2} pollers, {pollers_per_slot:>2}/slot{placement}"
             ),
             &s,
         );

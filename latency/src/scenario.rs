@@ -87,9 +87,6 @@ pub struct Point {
     /// Warps polling each slot (must divide `pollers`); absent = min(2, pollers).
     #[serde(default)]
     pub pollers_per_slot: Option<u32>,
-    /// Warps of a slot space their reads over a round trip (gpu-persistent).
-    #[serde(default = "d_true")]
-    pub poll_spacing: bool,
     /// GPU uf: table of low-weight syndromes up to this many defects (0 = off; absent =
     /// automatic).
     #[serde(default)]
@@ -199,9 +196,6 @@ fn d_warmup() -> u64 {
 fn d_samples() -> u64 {
     10_000
 }
-fn d_true() -> bool {
-    true
-}
 
 fn d_timeout_ms() -> u64 {
     1_000
@@ -221,7 +215,6 @@ pub const FORWARDER_KEYS: &[&str] = &[
     "rx_completion",
     "pollers",
     "pollers_per_slot",
-    "poll_spacing",
     "uf_table_max_defects",
     "slots",
     "gpu_device",

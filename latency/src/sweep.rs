@@ -87,7 +87,6 @@ pub fn run_config(point: &Point) -> RunConfig {
             point.pollers
         },
         pollers_per_slot: point.pollers_per_slot,
-        poll_spacing: point.poll_spacing,
         uf_table_max_defects: point.uf_table_max_defects,
         slots: if point.slots == 0 {
             defaults.slots

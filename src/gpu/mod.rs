@@ -92,10 +92,6 @@ pub struct GpuOptions {
     /// CPU uf's outputs precomputed at start-up (one load; [`crate::decode::uf_table`]).
     /// `None` (default): the largest K within a start-up budget; `Some(0)`: no table.
     pub uf_table_max_defects: Option<u32>,
-    /// The warps of a group space their reads of a slot over one read round trip (which
-    /// the kernel keeps measuring), instead of reading wherever the last request left them
-    /// (in phase: every warp resumes polling right after a request is served).
-    pub poll_spacing: bool,
 }
 
 impl Default for GpuOptions {
@@ -116,7 +112,6 @@ impl Default for GpuOptions {
             warps_per_block: 0,
             poll_chunks: 4,
             uf_table_max_defects: None,
-            poll_spacing: true,
         }
     }
 }

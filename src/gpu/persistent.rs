@@ -187,8 +187,8 @@ impl PersistentKernel {
         };
         let mut pollers_param = pollers;
         let mut pollers_per_slot = options.pollers_per_slot;
-        // Warps of a group space their reads over a round trip (the kernel measures it).
-        let mut poll_spacing = u32::from(options.poll_spacing);
+        // Groups that lie within one block keep their claim ticket in shared memory.
+        let mut claim_in_block = u32::from(warps_per_block % pollers_per_slot == 0);
         let mut nic_ptr = nic.as_ref().map_or(0, |(block, _)| block.device_ptr());
         let mut params: [*mut c_void; 13] = [
             &mut req_ring as *mut u64 as *mut c_void,
@@ -202,7 +202,7 @@ impl PersistentKernel {
             &mut poll_chunks as *mut u32 as *mut c_void,
             &mut pollers_param as *mut u32 as *mut c_void,
             &mut pollers_per_slot as *mut u32 as *mut c_void,
-            &mut poll_spacing as *mut u32 as *mut c_void,
+            &mut claim_in_block as *mut u32 as *mut c_void,
             &mut nic_ptr as *mut u64 as *mut c_void,
         ];
         let mut kernel = PersistentKernel {

@@ -220,6 +220,8 @@ fn write_request_stream(
                     );
                 }
             }
+            // Out of this core's caches, to where the device's read finds it sooner.
+            region.demote(base, chunks * CHUNK_BYTES);
         }
         RxCompletion::Buffer => {
             let payload = base + CHUNK_BYTES;
@@ -243,6 +245,7 @@ fn write_request_stream(
                 // (and x86 keeps stores in program order for the PCIe reader).
                 region.store_u32(base + TAG_WORD_OFFSET, tag, Ordering::Release);
             }
+            region.demote(base, (chunks + 1) * CHUNK_BYTES);
         }
     }
 }
