@@ -85,7 +85,8 @@ pub const CONTROL_BYTES: usize = 64;
 /// Control word: stall-release generation (the host bumps it; a stalled handler ends).
 pub const CONTROL_RELEASE_OFFSET: usize = 0;
 /// Device state (device memory, GPU only): poller group g's claim ticket (u64) at
-/// `g * STATE_CLAIM_STRIDE`, each on its own 128-byte line.
+/// `g * STATE_CLAIM_STRIDE`, each on its own 128-byte line: the ticket itself for a group
+/// split over thread blocks, the starting value of the shared-memory copy otherwise.
 pub const STATE_CLAIM_STRIDE: usize = 128;
 /// Most poller groups.
 pub const MAX_GROUPS: usize = 32;
