@@ -1425,7 +1425,7 @@ impl UfScratch {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::decode::graph::EdgeSpec;
 
@@ -1578,7 +1578,7 @@ mod tests {
 
     /// Graphs like a circuit-noise model's: probabilities in a narrow band (so defects of one
     /// error usually settle in one step), some boundary edges.
-    fn narrow_graph(max_n: u32, max_e: usize) -> impl Strategy<Value = MatchingGraph> {
+    pub(crate) fn narrow_graph(max_n: u32, max_e: usize) -> impl Strategy<Value = MatchingGraph> {
         (2..=max_n).prop_flat_map(move |n| {
             let e = (0..n, proptest::option::of(0..n), 0usize..5, 0u64..4).prop_map(
                 |(u, v, k, obs)| EdgeSpec {

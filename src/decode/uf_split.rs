@@ -483,6 +483,7 @@ pub fn decode_with_path(
 mod tests {
     use super::*;
     use crate::decode::graph::EdgeSpec;
+    use crate::decode::uf::tests::narrow_graph;
     use crate::decode::{Dem, Shots};
     use proptest::prelude::*;
 
@@ -668,23 +669,6 @@ mod tests {
             assert_eq!(obs, want, "shot {shot}, K = 3");
         }
         assert!(taken[Path::Split as usize] >= 50, "{taken:?}");
-    }
-
-    /// Graphs whose edges take few distinct weights from a narrow band (ties and near
-    /// ties, as in circuit-noise models), some boundary edges.
-    fn narrow_graph(max_n: u32, max_e: usize) -> impl Strategy<Value = MatchingGraph> {
-        (2..=max_n).prop_flat_map(move |n| {
-            let e = (0..n, proptest::option::of(0..n), 0usize..5, 0u64..4).prop_map(
-                |(u, v, k, obs)| EdgeSpec {
-                    u,
-                    v: v.filter(|&v| v != u),
-                    p: [0.001, 0.0015, 0.002, 0.003, 0.004][k],
-                    observables: obs,
-                },
-            );
-            proptest::collection::vec(e, 1..=max_e)
-                .prop_map(move |edges| MatchingGraph::from_edges(n, 2, &edges).unwrap())
-        })
     }
 
     proptest! {
