@@ -26,6 +26,14 @@ pub struct DoctorArgs {
     /// Do not look for GPUs.
     #[arg(long)]
     pub no_gpu: bool,
+    /// Also measure host jitter for this many seconds: one thread spins on the clock on
+    /// each core (all at once) and counts the gaps when it did not run. Ranks the cores
+    /// quietest first, for pinning the forwarder and the emulator.
+    #[arg(long, value_name = "SECONDS")]
+    pub jitter: Option<f64>,
+    /// Cores for --jitter (comma-separated) [default: every online core].
+    #[arg(long, value_name = "LIST", value_delimiter = ',', requires = "jitter")]
+    pub jitter_cores: Vec<usize>,
     /// Where the kernel lists RDMA devices.
     #[arg(long, default_value = sysfs::SYSFS_ROOT, hide = true)]
     pub sysfs_root: PathBuf,
@@ -37,6 +45,8 @@ impl Default for DoctorArgs {
             device: None,
             no_verbs: false,
             no_gpu: false,
+            jitter: None,
+            jitter_cores: Vec::new(),
             sysfs_root: PathBuf::from(sysfs::SYSFS_ROOT),
         }
     }
@@ -370,6 +380,26 @@ pub fn diagnose(args: &DoctorArgs) -> Report {
 /// `qfwd doctor`: prints the report.
 pub fn run(args: &DoctorArgs) -> crate::Result<()> {
     print!("{}", diagnose(args).render());
+    if let Some(seconds) = args.jitter {
+        if !(seconds.is_finite() && seconds > 0.0 && seconds <= 3600.0) {
+            return Err(crate::Error::InvalidSetting {
+                key: "jitter",
+                detail: format!("{seconds} s: expected more than 0 and at most 3600"),
+            });
+        }
+        let cores = if args.jitter_cores.is_empty() {
+            crate::host::online_cores().unwrap_or_else(|| vec![0])
+        } else {
+            args.jitter_cores.clone()
+        };
+        eprintln!(
+            "qfwd doctor: measuring jitter on {} cores for {seconds} s (each core spins)",
+            cores.len()
+        );
+        let results =
+            crate::host::measure(&cores, std::time::Duration::from_secs_f64(seconds), false)?;
+        print!("{}", crate::host::render(&results));
+    }
     Ok(())
 }
 

@@ -18,6 +18,7 @@ pub mod error;
 pub mod forward;
 pub mod gpu;
 pub mod handler;
+pub mod host;
 pub mod mailbox;
 pub mod mlx5;
 pub mod rdma;

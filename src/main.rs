@@ -44,7 +44,8 @@ qfwd run --topology gpu-persistent --gpus 0,1 --handler parity:patch0 --handler 
 --route patch0=0 --route patch1=1\n\n\
 Then point a QPU controller (or `qfwd-latency emulate --target 127.0.0.1:9000`) at it.")]
     Run(Box<RunArgs>),
-    /// Check this host: GPUs, RDMA devices, ports, GIDs, link state, usable doorbell modes.
+    /// Check this host: GPUs, RDMA devices, ports, GIDs, link state, usable doorbell modes;
+    /// with --jitter, how much time each core loses to interruptions (which to pin to).
     Doctor(qfwd::doctor::DoctorArgs),
     /// Decode recorded shots offline and count logical errors (like `pymatching count_mistakes`).
     #[command(after_help = "Example:\n  \

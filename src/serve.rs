@@ -256,7 +256,7 @@ where
     if let Some(c) = core {
         // The machine's online cores, not this thread's mask: a caller pinned elsewhere
         // (the harness pins its emulator) may still start a forwarder on another core.
-        if let Some(online) = online_cores() {
+        if let Some(online) = crate::host::online_cores() {
             if !online.contains(&c) {
                 return Err(Error::Pin {
                     core: c,
@@ -620,33 +620,9 @@ fn gpus_for(config: &RunConfig) -> Result<Vec<gpu::GpuInfo>> {
     }
 }
 
-/// Online CPU numbers from `/sys/devices/system/cpu/online` (e.g. `0-3,8`).
-fn online_cores() -> Option<Vec<usize>> {
-    let text = std::fs::read_to_string("/sys/devices/system/cpu/online").ok()?;
-    parse_cpu_list(text.trim())
-}
-
-fn parse_cpu_list(list: &str) -> Option<Vec<usize>> {
-    let mut cores = Vec::new();
-    for part in list.split(',').filter(|p| !p.is_empty()) {
-        match part.split_once('-') {
-            Some((a, b)) => cores.extend(a.parse::<usize>().ok()?..=b.parse::<usize>().ok()?),
-            None => cores.push(part.parse().ok()?),
-        }
-    }
-    Some(cores)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn cpu_lists_parse() {
-        assert_eq!(parse_cpu_list("0-3,8"), Some(vec![0, 1, 2, 3, 8]));
-        assert_eq!(parse_cpu_list("0"), Some(vec![0]));
-        assert_eq!(parse_cpu_list("x"), None);
-    }
 
     #[test]
     fn pinning_to_a_missing_core_is_a_clear_error() {
