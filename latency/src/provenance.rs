@@ -32,7 +32,7 @@ pub fn git_rev() -> &'static str {
     env!("QFWD_GIT_REV")
 }
 
-/// CPU model and the number of cores this process may use, e.g.
+/// CPU model and the number of online cores, e.g.
 /// `AMD EPYC 9454 48-Core Processor (2 cores)`.
 pub fn cpu_model() -> Option<String> {
     let info = std::fs::read_to_string("/proc/cpuinfo").ok()?;
@@ -41,9 +41,7 @@ pub fn cpu_model() -> Option<String> {
         .find(|l| l.starts_with("model name"))
         .and_then(|l| l.split_once(':'))
         .map(|(_, v)| v.trim().to_string())?;
-    let cores = std::thread::available_parallelism()
-        .map(|n| n.get())
-        .unwrap_or(0);
+    let cores = qfwd::host::online_core_count();
     Some(format!("{model} ({cores} cores)"))
 }
 

@@ -146,12 +146,11 @@ pub fn auto_max_defects_split(n: usize, edges: usize, cores: usize) -> u32 {
 }
 
 /// The automatic `K` on this host, as the GPU upload picks it: [`auto_max_defects_split`]
-/// with the available cores when the model is small enough for the split path's distance
+/// with the host's online cores (not the calling thread's mask) when the model is small enough for the split path's distance
 /// matrix, else [`auto_max_defects`].
 pub fn auto_max_defects_here(n: usize, edges: usize) -> u32 {
     if n <= uf_split::MAX_SPLIT_DETECTORS {
-        let cores = std::thread::available_parallelism().map_or(1, |c| c.get());
-        auto_max_defects_split(n, edges, cores)
+        auto_max_defects_split(n, edges, crate::host::online_core_count())
     } else {
         auto_max_defects(n, edges)
     }
@@ -256,7 +255,7 @@ impl UfTable {
             })
             .collect();
         let threads = if threads == 0 {
-            std::thread::available_parallelism().map_or(1, |c| c.get())
+            crate::host::online_core_count()
         } else {
             threads
         };
