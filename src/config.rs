@@ -277,10 +277,15 @@ impl RunConfig {
             ),
             rx_completion: self.rx_completion,
             pollers: self.pollers,
-            pollers_per_slot: self.pollers_per_slot.unwrap_or(self.pollers.min(2)),
+            pollers_per_slot: self.pollers_per_slot_or_default(),
             uf_table_max_defects: self.uf_table_max_defects,
             ..GpuOptions::default()
         }
+    }
+
+    /// gpu-persistent: warps per slot, the default (the smaller of 2 and `pollers`) filled in.
+    pub fn pollers_per_slot_or_default(&self) -> u32 {
+        self.pollers_per_slot.unwrap_or(self.pollers.min(2))
     }
 
     /// The parsed allowlist.

@@ -64,6 +64,10 @@ pub struct Row {
     /// Requests each GPU completed, `GPU:COUNT` joined by `;` (`0:5000;1:5000`), or `-`.
     #[serde(default)]
     pub per_gpu_completed: String,
+    /// gpu-persistent: warps polling each slot out of phase (`pollers` / this = poller
+    /// groups); 0 for the other topologies.
+    #[serde(default)]
+    pub pollers_per_slot: u32,
 }
 
 /// Names of the columns in file order (the CSV header).
@@ -107,6 +111,7 @@ pub const COLUMNS: &[&str] = &[
     "gpus",
     "functions",
     "per_gpu_completed",
+    "pollers_per_slot",
 ];
 
 /// Columns every summary CSV has; the ones after them were appended later and may be
@@ -173,6 +178,7 @@ impl Row {
             "gpus" => self.gpus.clone(),
             "functions" => self.functions.to_string(),
             "per_gpu_completed" => self.per_gpu_completed.clone(),
+            "pollers_per_slot" => self.pollers_per_slot.to_string(),
             _ => return None,
         };
         Some(v)
@@ -404,6 +410,7 @@ mod tests {
         assert_eq!(rows[0].topology, "topology");
         assert_eq!(rows[0].gpus, "");
         assert_eq!(rows[0].functions, 0);
+        assert_eq!(rows[0].pollers_per_slot, 0);
         assert_eq!(
             BASE_COLUMNS,
             COLUMNS.iter().position(|c| *c == "spectrum").unwrap() + 1

@@ -31,6 +31,7 @@ pub const CONFIG_COLUMNS: &[&str] = &[
     "rx_completion",
     "doorbell",
     "pollers",
+    "pollers_per_slot",
     "decoder",
     "payload_bytes",
     "mode",

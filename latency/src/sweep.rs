@@ -282,6 +282,11 @@ pub fn measure(
         },
         doorbell: point.doorbell.clone(),
         pollers: if persistent { config.pollers } else { 0 },
+        pollers_per_slot: if persistent {
+            config.pollers_per_slot_or_default()
+        } else {
+            0
+        },
         // The model names the code and distance; the decoder alone would not.
         decoder: match &point.dem {
             Some(dem) if point.decoder != "-" => format!(
@@ -686,16 +691,51 @@ pub struct SweepArgs {
     /// for machines with fewer cores than the scenario pins (CI).
     #[arg(long)]
     pub unpinned: bool,
+    /// Pin the forwarder to FWD and the emulator to EMU instead of the scenario's cores
+    /// (`qfwd doctor --jitter 5` ranks this host's cores, quietest first).
+    #[arg(long, value_name = "FWD,EMU", value_parser = parse_core_pair, conflicts_with = "unpinned")]
+    pub cores: Option<(usize, usize)>,
 }
 
-/// Applies the command-line overrides of [`SweepArgs`] to every point.
+/// `--cores FWD,EMU`: two different core numbers.
+fn parse_core_pair(s: &str) -> std::result::Result<(usize, usize), String> {
+    let parse = |v: &str| {
+        v.trim()
+            .parse::<usize>()
+            .map_err(|_| format!("`{v}` is not a core number (expected FWD,EMU, e.g. 4,5)"))
+    };
+    match s.split(',').collect::<Vec<_>>()[..] {
+        [fwd, emu] => {
+            let (fwd, emu) = (parse(fwd)?, parse(emu)?);
+            if fwd == emu {
+                return Err(format!(
+                    "forwarder and emulator both on core {fwd}: two spinning threads on one core \
+                     measure the scheduler, not the forwarder"
+                ));
+            }
+            Ok((fwd, emu))
+        }
+        _ => Err(format!("`{s}`: expected two cores FWD,EMU, e.g. 4,5")),
+    }
+}
+
+/// Applies the command-line overrides of [`SweepArgs`] to every point. `cores` =
+/// (forwarder, emulator).
 pub fn adapt(
     points: &mut [Point],
     samples: Option<u64>,
     topology: Option<Topology>,
     unpinned: bool,
+    cores: Option<(usize, usize)>,
 ) {
     for p in points {
+        if let Some((fwd, emu)) = cores {
+            match p.cores.first_mut() {
+                Some(c) => *c = fwd,
+                None => p.cores.push(fwd),
+            }
+            p.emulator_core = Some(emu);
+        }
         if let Some(n) = samples {
             p.samples = n;
             p.duration_s = None;
@@ -720,6 +760,7 @@ pub fn run(args: &SweepArgs) -> Result<Vec<Row>> {
         args.samples,
         args.topology,
         args.unpinned,
+        args.cores,
     );
     let out = args
         .out
@@ -862,6 +903,35 @@ mod tests {
         );
     }
 
+    #[test]
+    fn core_pairs_parse_and_bad_ones_are_explained() {
+        assert_eq!(parse_core_pair("4,5"), Ok((4, 5)));
+        assert_eq!(parse_core_pair(" 12, 3"), Ok((12, 3)));
+        assert!(parse_core_pair("4")
+            .unwrap_err()
+            .contains("expected two cores"));
+        assert!(parse_core_pair("4,5,6")
+            .unwrap_err()
+            .contains("expected two cores"));
+        assert!(parse_core_pair("4,x")
+            .unwrap_err()
+            .contains("`x` is not a core number"));
+        assert!(parse_core_pair("3,3")
+            .unwrap_err()
+            .contains("both on core 3"));
+    }
+
+    #[test]
+    fn the_cores_override_replaces_the_forwarder_and_emulator_cores() {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../scenarios/gpu-topologies.toml");
+        let mut s = Scenario::load(&path).unwrap();
+        assert_eq!(s.points[0].cores, vec![2]);
+        adapt(&mut s.points, None, None, false, Some((7, 9)));
+        for p in &s.points {
+            assert_eq!((p.cores.clone(), p.emulator_core), (vec![7], Some(9)));
+        }
+    }
+
     /// The shipped multi-GPU scenario's shape on the host (topology cpu, host shards), as
     /// `qfwd-latency sweep scenarios/multi-gpu.toml --topology cpu --unpinned` runs it: one
     /// low-rate point per `gpus` value, so CI exercises routing through the harness.
@@ -869,7 +939,7 @@ mod tests {
     fn the_multi_gpu_scenario_runs_on_the_cpu_topology() {
         let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../scenarios/multi-gpu.toml");
         let mut s = Scenario::load(&path).unwrap();
-        adapt(&mut s.points, Some(500), Some(Topology::Cpu), true);
+        adapt(&mut s.points, Some(500), Some(Topology::Cpu), true, None);
         let prov = Provenance::detect();
         let mut seen = Vec::new();
         for p in s.points.iter_mut() {
