@@ -73,6 +73,8 @@ impl Default for ForwardConfig {
 struct InFlight<P> {
     peer: P,
     header: RequestHeader,
+    /// When the forwarder took the request: before `submit` for a backend that computes
+    /// in it, right after for a device backend (see [`Backend::computes_in_submit`]).
     received_at: Instant,
     /// Submission number: tells this use of a token from earlier ones in `order`.
     seq: u64,
@@ -211,7 +213,6 @@ impl<T: Transport, B: Backend> Forwarder<T, B> {
     }
 
     fn on_datagram(&mut self, len: usize, peer: T::Peer) {
-        let received_at = Instant::now();
         self.stats.on_received();
         if !self.transport.is_allowed(&peer) {
             self.stats.on_dropped(DropKind::NotAllowed);
@@ -237,26 +238,28 @@ impl<T: Transport, B: Backend> Forwarder<T, B> {
                 } else {
                     e.status()
                 };
-                self.answer_error(peer, &header, code, received_at);
+                self.answer_error(peer, &header, code, Instant::now());
                 return;
             }
         };
         if header.arg_len as usize > self.config.max_request_bytes {
-            self.answer_error(peer, &header, status::OVERSIZED, received_at);
+            self.answer_error(peer, &header, status::OVERSIZED, Instant::now());
             return;
         }
         let Some(handler) = self.registry.lookup(header.function_id) else {
-            self.answer_error(peer, &header, status::UNKNOWN_FUNCTION, received_at);
+            self.answer_error(peer, &header, status::UNKNOWN_FUNCTION, Instant::now());
             return;
         };
         let Some(token) = self.free_tokens.pop() else {
-            self.answer_error(peer, &header, status::OVERLOAD, received_at);
+            self.answer_error(peer, &header, status::OVERLOAD, Instant::now());
             return;
         };
-        match self
+        let before = self.backend.computes_in_submit().then(Instant::now);
+        let submitted = self
             .backend
-            .submit_request(token, &header, handler, &self.rx[arg_range])
-        {
+            .submit_request(token, &header, handler, &self.rx[arg_range]);
+        let received_at = before.unwrap_or_else(Instant::now);
+        match submitted {
             Ok(()) => {
                 let seq = self.next_seq;
                 self.next_seq += 1;
@@ -585,6 +588,75 @@ mod tests {
         assert_eq!(fwd.stats().late_completions, 2);
         assert_eq!(fwd.free_tokens.len(), 2);
         assert!(fwd.stats().adds_up());
+    }
+
+    /// Takes `submit_time` inside `submit`, then completes at the next poll.
+    struct SlowSubmit {
+        computes_in_submit: bool,
+        submit_time: Duration,
+        held: Vec<u32>,
+    }
+    impl Backend for SlowSubmit {
+        fn topology(&self) -> crate::backend::Topology {
+            crate::backend::Topology::Cpu
+        }
+        fn computes_in_submit(&self) -> bool {
+            self.computes_in_submit
+        }
+        fn submit(&mut self, token: u32, _: &crate::handler::Handler, _: &[u8]) -> Result<(), i32> {
+            std::thread::sleep(self.submit_time);
+            self.held.push(token);
+            Ok(())
+        }
+        fn poll<F: FnMut(Completion<'_>)>(&mut self, mut done: F) -> usize {
+            let n = self.held.len();
+            for t in self.held.drain(..) {
+                done(Completion {
+                    token: t,
+                    status: 0,
+                    result: &[0],
+                    sent_by_device: false,
+                });
+            }
+            n
+        }
+        fn in_flight(&self) -> usize {
+            self.held.len()
+        }
+        fn max_arg_len(&self) -> usize {
+            64
+        }
+    }
+
+    #[test]
+    fn service_time_includes_submit_only_for_a_backend_that_computes_there() {
+        let submit_time = Duration::from_millis(30);
+        for computes_in_submit in [true, false] {
+            let (mut client, server) = inproc::channel(8, 256).unwrap();
+            let backend = SlowSubmit {
+                computes_in_submit,
+                submit_time,
+                held: vec![],
+            };
+            let mut fwd =
+                Forwarder::new(server, backend, Registry::with_parity(), Default::default());
+            let mut buf = [0u8; 64];
+            let n = wire::write_request(&mut buf, function_id("parity"), 1, 0, &[1]).unwrap();
+            client.send(&buf[..n]).unwrap();
+            fwd.poll_once().unwrap();
+            assert!(response(&mut client).is_some());
+            let h = &fwd.stats().service_ns;
+            assert_eq!(h.len(), 1);
+            // The submit's 30 ms is in the service time exactly when it computed there (the
+            // reap right after submit takes microseconds, far below 30 ms).
+            let includes_submit = h.max() >= submit_time.as_nanos() as u64;
+            assert_eq!(
+                includes_submit,
+                computes_in_submit,
+                "service {} ns",
+                h.max()
+            );
+        }
     }
 
     /// Completes requests whose first argument byte is non-zero at the next poll; holds

@@ -289,6 +289,11 @@ impl<B: Backend> Backend for RouteBackend<B> {
         self.shards[0].topology()
     }
 
+    #[inline]
+    fn computes_in_submit(&self) -> bool {
+        self.shards[0].computes_in_submit()
+    }
+
     /// Without a header there is no function_id to route by: shard 0. The forwarder
     /// always calls [`Backend::submit_request`].
     #[inline]
