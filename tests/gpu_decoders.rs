@@ -111,38 +111,77 @@ fn table_k_of(dec: &Decoder, setting: Option<u32>) -> u32 {
     }
 }
 
-/// Shots of `payloads` per device path (empty, table, isolated, split, full) with the
-/// table of `setting` (the one the upload built: cached per process), as "path n, ...".
-fn path_counts(dec: &Decoder, payloads: &[Vec<u8>], setting: Option<u32>) -> String {
+/// The device path (empty, table, isolated, split, full) of each of `payloads`, as the CPU
+/// twin computes it with the table of `setting` (the one the upload built: cached per
+/// process).
+fn shot_paths(dec: &Decoder, payloads: &[Vec<u8>], setting: Option<u32>) -> Vec<UfPath> {
     let g = dec.graph();
     let nb = dec.detector_bytes();
     let table = gpu::decoder::uf_table_for(g, setting).unwrap();
     let mut s = UfScratch::new(g);
-    let mut counts = [0usize; UfPath::ALL.len()];
     match &table {
         Some(t) => {
             let dist = (g.num_detectors() <= uf_split::MAX_SPLIT_DETECTORS)
                 .then(|| Distances::build(g).unwrap());
             let mut t: &UfTable = t;
-            for p in payloads {
-                let (_, path) = decode_with_path(g, &mut s, dist.as_ref(), &mut t, &p[..nb]);
-                counts[path as usize] += 1;
-            }
+            payloads
+                .iter()
+                .map(|p| decode_with_path(g, &mut s, dist.as_ref(), &mut t, &p[..nb]).1)
+                .collect()
         }
         None => {
             // No table, no split path: empty, isolated or full.
             let mut none = DecodeGroups::new(g, 0);
-            for p in payloads {
-                let (_, path) = decode_with_path(g, &mut s, None, &mut none, &p[..nb]);
-                counts[path as usize] += 1;
-            }
+            payloads
+                .iter()
+                .map(|p| decode_with_path(g, &mut s, None, &mut none, &p[..nb]).1)
+                .collect()
         }
+    }
+}
+
+/// Shots of `payloads` per device path, as "path n, ...".
+fn path_counts(dec: &Decoder, payloads: &[Vec<u8>], setting: Option<u32>) -> String {
+    let mut counts = [0usize; UfPath::ALL.len()];
+    for path in shot_paths(dec, payloads, setting) {
+        counts[path as usize] += 1;
     }
     UfPath::ALL
         .iter()
         .map(|p| format!("{} {}", p.as_str(), counts[*p as usize]))
         .collect::<Vec<_>>()
         .join(", ")
+}
+
+/// Where the tail comes from: the round trips of `timed` ((payload index, ns), as
+/// [`ping_pong_each`] returns them) split by each shot's device path, with each path's
+/// share of the slowest 1 %.
+fn per_path_rows(paths: &[UfPath], timed: &[(usize, u64)]) {
+    let mut all: Vec<u64> = timed.iter().map(|&(_, ns)| ns).collect();
+    all.sort_unstable();
+    let p99 = all[((all.len() as f64 * 0.99) as usize).min(all.len() - 1)];
+    let slow_total = timed.iter().filter(|&&(_, ns)| ns >= p99).count().max(1);
+    for path in UfPath::ALL {
+        let mut ns: Vec<u64> = timed
+            .iter()
+            .filter(|&&(i, _)| paths[i] == path)
+            .map(|&(_, ns)| ns)
+            .collect();
+        if ns.is_empty() {
+            continue;
+        }
+        let slow = ns.iter().filter(|&&v| v >= p99).count();
+        ns.sort_unstable();
+        row(
+            &format!(
+                "    path {:<8} {:>5.1}% of shots, {:>5.1}% of the slowest 1%",
+                path.as_str(),
+                100.0 * ns.len() as f64 / timed.len() as f64,
+                100.0 * slow as f64 / slow_total as f64
+            ),
+            &ns,
+        );
+    }
 }
 
 /// Share of `payloads` with 1 ..= k defects (the table's), and with none.
@@ -452,9 +491,26 @@ fn ping_pong<B: Backend>(
     warmup: usize,
     samples: usize,
 ) -> Vec<u64> {
+    let mut ns: Vec<u64> = ping_pong_each(b, handler, payloads, warmup, samples)
+        .into_iter()
+        .map(|(_, ns)| ns)
+        .collect();
+    ns.sort_unstable();
+    ns
+}
+
+/// [`ping_pong`], unsorted, each round trip with the index of its payload.
+fn ping_pong_each<B: Backend>(
+    b: &mut B,
+    handler: &Handler,
+    payloads: &[Vec<u8>],
+    warmup: usize,
+    samples: usize,
+) -> Vec<(usize, u64)> {
     let mut ns = Vec::with_capacity(samples);
     for i in 0..warmup + samples {
-        let p = &payloads[i % payloads.len()];
+        let at = i % payloads.len();
+        let p = &payloads[at];
         let t0 = Instant::now();
         b.submit(i as u32, handler, p).expect("submit");
         let mut spins = 0u32;
@@ -465,10 +521,9 @@ fn ping_pong<B: Backend>(
             }
         }
         if i >= warmup {
-            ns.push(t0.elapsed().as_nanos() as u64);
+            ns.push((at, t0.elapsed().as_nanos() as u64));
         }
     }
-    ns.sort_unstable();
     ns
 }
 
@@ -612,12 +667,17 @@ fn decoder_latency_probe() {
         let placed = k.decoder_placement();
         let mut b = MailboxBackend::new(k);
         let handler = Handler::Decoder(Arc::clone(&f.dec));
-        let ns = ping_pong(&mut b, &handler, &f.payloads, warmup, samples);
+        let timed = ping_pong_each(&mut b, &handler, &f.payloads, warmup, samples);
+        let mut ns: Vec<u64> = timed.iter().map(|&(_, ns)| ns).collect();
+        ns.sort_unstable();
         let (_, p99) = row(
             &format!("{label} ({} B, state {placed:?})", f.payloads[0].len()),
             &ns,
         );
         b.shutdown(Duration::from_secs(2)).unwrap();
+        if kind == DecoderKind::Uf {
+            per_path_rows(&shot_paths(&f.dec, &f.payloads, table), &timed);
+        }
         // The CPU reference on the same shots, for scale (decode only, no transport).
         let mut scratch = f.dec.new_scratch();
         let dets: Vec<&[u8]> = f
