@@ -503,16 +503,25 @@ mod tests {
         assert!(s.adds_up());
     }
 
-    /// A backend that never completes: exercises the watchdog and the drain.
+    /// A backend that holds its requests until `release` (never, by default: exercises the
+    /// watchdog and the drain); `submit` takes `submit_time`, and says it computed there
+    /// when `computes_in_submit`.
+    #[derive(Default)]
     struct Stalled {
         held: Vec<u32>,
         release: bool,
+        submit_time: Duration,
+        computes_in_submit: bool,
     }
     impl Backend for Stalled {
         fn topology(&self) -> crate::backend::Topology {
             crate::backend::Topology::Cpu
         }
+        fn computes_in_submit(&self) -> bool {
+            self.computes_in_submit
+        }
         fn submit(&mut self, token: u32, _: &crate::handler::Handler, _: &[u8]) -> Result<(), i32> {
+            std::thread::sleep(self.submit_time);
             self.held.push(token);
             Ok(())
         }
@@ -544,10 +553,7 @@ mod tests {
         let (mut client, server) = inproc::channel(8, 256).unwrap();
         let mut fwd = Forwarder::new(
             server,
-            Stalled {
-                held: vec![],
-                release: false,
-            },
+            Stalled::default(),
             Registry::with_parity(),
             ForwardConfig {
                 watchdog: Duration::from_millis(5),
@@ -590,53 +596,16 @@ mod tests {
         assert!(fwd.stats().adds_up());
     }
 
-    /// Takes `submit_time` inside `submit`, then completes at the next poll.
-    struct SlowSubmit {
-        computes_in_submit: bool,
-        submit_time: Duration,
-        held: Vec<u32>,
-    }
-    impl Backend for SlowSubmit {
-        fn topology(&self) -> crate::backend::Topology {
-            crate::backend::Topology::Cpu
-        }
-        fn computes_in_submit(&self) -> bool {
-            self.computes_in_submit
-        }
-        fn submit(&mut self, token: u32, _: &crate::handler::Handler, _: &[u8]) -> Result<(), i32> {
-            std::thread::sleep(self.submit_time);
-            self.held.push(token);
-            Ok(())
-        }
-        fn poll<F: FnMut(Completion<'_>)>(&mut self, mut done: F) -> usize {
-            let n = self.held.len();
-            for t in self.held.drain(..) {
-                done(Completion {
-                    token: t,
-                    status: 0,
-                    result: &[0],
-                    sent_by_device: false,
-                });
-            }
-            n
-        }
-        fn in_flight(&self) -> usize {
-            self.held.len()
-        }
-        fn max_arg_len(&self) -> usize {
-            64
-        }
-    }
-
     #[test]
     fn service_time_includes_submit_only_for_a_backend_that_computes_there() {
         let submit_time = Duration::from_millis(30);
         for computes_in_submit in [true, false] {
             let (mut client, server) = inproc::channel(8, 256).unwrap();
-            let backend = SlowSubmit {
-                computes_in_submit,
+            let backend = Stalled {
+                release: true,
                 submit_time,
-                held: vec![],
+                computes_in_submit,
+                ..Default::default()
             };
             let mut fwd =
                 Forwarder::new(server, backend, Registry::with_parity(), Default::default());
@@ -760,10 +729,7 @@ mod tests {
         let (mut client, server) = inproc::channel(8, 256).unwrap();
         let mut fwd = Forwarder::new(
             server,
-            Stalled {
-                held: vec![],
-                release: false,
-            },
+            Stalled::default(),
             Registry::with_parity(),
             ForwardConfig {
                 watchdog: Duration::from_secs(60),
