@@ -33,6 +33,18 @@ pub fn parse_cpu_list(list: &str) -> Option<Vec<usize>> {
     Some(cores)
 }
 
+/// `Ok` when `core` is online (or the online list cannot be read: the pin itself will
+/// then say); else the pin error naming this machine's cores.
+pub fn check_online(core: usize) -> Result<()> {
+    match online_cores() {
+        Some(online) if !online.contains(&core) => Err(Error::Pin {
+            core,
+            detail: format!("this machine has cores {online:?}"),
+        }),
+        _ => Ok(()),
+    }
+}
+
 /// How many CPUs the host has online. Unlike `available_parallelism`, this does not
 /// shrink when the calling thread is pinned to one core (work sized by it, such as a
 /// table build started from the pinned forwarding thread, would otherwise see 1).
@@ -134,13 +146,8 @@ pub fn measure(cores: &[usize], duration: Duration, yield_each: bool) -> Result<
             detail: "no cores to measure".into(),
         });
     }
-    if let Some(online) = online_cores() {
-        if let Some(&c) = cores.iter().find(|c| !online.contains(c)) {
-            return Err(Error::Pin {
-                core: c,
-                detail: format!("this machine has cores {online:?}"),
-            });
-        }
+    for &c in cores {
+        check_online(c)?;
     }
     let mut seen = cores.to_vec();
     seen.sort_unstable();

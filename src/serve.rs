@@ -256,14 +256,7 @@ where
     if let Some(c) = core {
         // The machine's online cores, not this thread's mask: a caller pinned elsewhere
         // (the harness pins its emulator) may still start a forwarder on another core.
-        if let Some(online) = crate::host::online_cores() {
-            if !online.contains(&c) {
-                return Err(Error::Pin {
-                    core: c,
-                    detail: format!("this machine has cores {online:?}"),
-                });
-            }
-        }
+        crate::host::check_online(c)?;
     }
     let stop = Arc::new(AtomicBool::new(false));
     let flag = stop.clone();
