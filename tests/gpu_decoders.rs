@@ -154,12 +154,10 @@ fn path_counts(dec: &Decoder, payloads: &[Vec<u8>], setting: Option<u32>) -> Str
 }
 
 /// Where the tail comes from: the round trips of `timed` ((payload index, ns), as
-/// [`ping_pong_each`] returns them) split by each shot's device path, with each path's
-/// share of the slowest 1 %.
-fn per_path_rows(paths: &[UfPath], timed: &[(usize, u64)]) {
-    let mut all: Vec<u64> = timed.iter().map(|&(_, ns)| ns).collect();
-    all.sort_unstable();
-    let p99 = all[((all.len() as f64 * 0.99) as usize).min(all.len() - 1)];
+/// [`ping_pong_each`] returns them; `sorted`: the same, sorted) split by each shot's device
+/// path, with each path's share of the slowest 1 %.
+fn per_path_rows(paths: &[UfPath], timed: &[(usize, u64)], sorted: &[u64]) {
+    let p99 = quantile_ns(sorted, 0.99);
     let slow_total = timed.iter().filter(|&&(_, ns)| ns >= p99).count().max(1);
     for path in UfPath::ALL {
         let mut ns: Vec<u64> = timed
@@ -479,8 +477,19 @@ fn pin() {
     }
 }
 
+fn quantile_ns(sorted: &[u64], q: f64) -> u64 {
+    sorted[((sorted.len() as f64 * q) as usize).min(sorted.len() - 1)]
+}
+
 fn quantile(sorted: &[u64], q: f64) -> f64 {
-    sorted[((sorted.len() as f64 * q) as usize).min(sorted.len() - 1)] as f64 / 1e3
+    quantile_ns(sorted, q) as f64 / 1e3
+}
+
+/// The round trips of `timed` ((payload index, ns)), sorted.
+fn sorted_ns(timed: &[(usize, u64)]) -> Vec<u64> {
+    let mut ns: Vec<u64> = timed.iter().map(|&(_, ns)| ns).collect();
+    ns.sort_unstable();
+    ns
 }
 
 /// Ping-pong round trips of `payloads` (cycled) after `warmup` unmeasured ones; sorted ns.
@@ -491,12 +500,7 @@ fn ping_pong<B: Backend>(
     warmup: usize,
     samples: usize,
 ) -> Vec<u64> {
-    let mut ns: Vec<u64> = ping_pong_each(b, handler, payloads, warmup, samples)
-        .into_iter()
-        .map(|(_, ns)| ns)
-        .collect();
-    ns.sort_unstable();
-    ns
+    sorted_ns(&ping_pong_each(b, handler, payloads, warmup, samples))
 }
 
 /// [`ping_pong`], unsorted, each round trip with the index of its payload.
@@ -668,15 +672,14 @@ fn decoder_latency_probe() {
         let mut b = MailboxBackend::new(k);
         let handler = Handler::Decoder(Arc::clone(&f.dec));
         let timed = ping_pong_each(&mut b, &handler, &f.payloads, warmup, samples);
-        let mut ns: Vec<u64> = timed.iter().map(|&(_, ns)| ns).collect();
-        ns.sort_unstable();
+        let ns = sorted_ns(&timed);
         let (_, p99) = row(
             &format!("{label} ({} B, state {placed:?})", f.payloads[0].len()),
             &ns,
         );
         b.shutdown(Duration::from_secs(2)).unwrap();
         if kind == DecoderKind::Uf {
-            per_path_rows(&shot_paths(&f.dec, &f.payloads, table), &timed);
+            per_path_rows(&shot_paths(&f.dec, &f.payloads, table), &timed, &ns);
         }
         // The CPU reference on the same shots, for scale (decode only, no transport).
         let mut scratch = f.dec.new_scratch();
