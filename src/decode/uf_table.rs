@@ -146,8 +146,8 @@ pub fn auto_max_defects_split(n: usize, edges: usize, cores: usize) -> u32 {
 }
 
 /// The automatic `K` on this host, as the GPU upload picks it: [`auto_max_defects_split`]
-/// with the host's online cores (not the calling thread's mask) when the model is small enough for the split path's distance
-/// matrix, else [`auto_max_defects`].
+/// with the host's online cores (not the calling thread's mask) when the model is small
+/// enough for the split path's distance matrix, else [`auto_max_defects`].
 pub fn auto_max_defects_here(n: usize, edges: usize) -> u32 {
     if n <= uf_split::MAX_SPLIT_DETECTORS {
         auto_max_defects_split(n, edges, crate::host::online_core_count())
