@@ -194,6 +194,37 @@ __constant__ QfwdDecoderParams qfwd_decoders;
 // The dynamic shared memory of the block (the same bytes as forward.cu's `smem`).
 extern __shared__ __align__(16) u8 qfwd_dec_smem[];
 
+// ---- Stage trace (compiled with QFWD_DEC_TRACE: QFWD_UF_TRACE=1 on the host) ------------
+// A measuring tool for work on this file. Lane 0 of the decoding warp (the persistent
+// kernel's shared-state copy) prints one line per traced decode, flushed when the kernel
+// stops:
+//   QT <path> <defects> <passes> <stamps> <total> | <stamp 1> ... <stamp 20>
+// path 0 empty, 1 table, 2 isolated, 3 split, 4 full; cycles (clock64, the SM's clock) from
+// the start of qfwd_decode_uf. Stamps, in order: defects counted; the table's answer; the
+// isolated step done; per split pass its start, its look-ups done and its test done; the
+// split path done; the full decoder's state set up, growth done, forest done, peeled.
+// Every split and full decode is printed, and about one in 8 of the others (the device's
+// printf buffer holds ~1 MB). scripts/uf-trace.py summarizes the lines per path.
+#ifdef QFWD_DEC_TRACE
+#define QFWD_TRACE_STAMPS 20u
+struct QfwdTrace {
+    long long t0;
+    u32 n, path, passes;
+    u32 c[QFWD_TRACE_STAMPS];
+};
+#define QFWD_STAMP(tr)                                                                      \
+    do {                                                                                    \
+        if ((tr).n < QFWD_TRACE_STAMPS) {                                                   \
+            (tr).c[(tr).n++] = (u32)(clock64() - (tr).t0);                                  \
+        }                                                                                   \
+    } while (0)
+#define QFWD_TRACE_SET(tr, field, value) ((tr).field = (value))
+#else
+struct QfwdTrace {};
+#define QFWD_STAMP(tr) ((void)(tr))
+#define QFWD_TRACE_SET(tr, field, value) ((void)(tr))
+#endif
+
 // ---- warp helpers ------------------------------------------------------------------------
 
 static __device__ __forceinline__ u32 qfwd_dec_min(u32 a, u32 b) { return a < b ? a : b; }
@@ -491,7 +522,8 @@ static __device__ __forceinline__ u64 qfwd_uf_entry(u32 at)
 // (its leader), so the lanes of a group hold its members in sorted order. Each pass:
 //   - the leaders look up their group's (obs, T) in the table (a group above K: give up);
 //     the rank's terms C(d_pos, pos + 1) are summed over the group's lanes by one
-//     `redux.sync` whose mask is the group (`__match_any_sync` on the label);
+//     `redux.sync` whose mask is the group (`__match_any_sync` on the label). In the first
+//     pass every group is one defect x, whose rank is C(x, 1) = x: no match, no sum;
 //   - each lane tests its defect a against every defect b of another group, d(a, b) >
 //     T_a + T_b (exactly the CPU's test: strict, on the saturated u16 values), and links to
 //     the nearest failing b (least distance, then least lane);
@@ -502,7 +534,16 @@ static __device__ __forceinline__ u64 qfwd_uf_entry(u32 at)
 // shot takes the same path on both; only the final test matters for the answer. Returns
 // false, with `*out` untouched, when it does not apply. Reads only; every lane returns
 // together (the loop's bounds and exits are warp-uniform).
-static __device__ __forceinline__ bool qfwd_uf_split(const u8* s, u32 lane, u32 ndef, u64* out)
+//
+// Latency: one warp runs this alone, so a pass costs its chain of dependent loads and
+// shuffles (the H200 trace, results/h200-uf-trace.log: ~6 000 cycles a pass when each
+// pass reloaded its distances). The distances between the defects do not change from pass
+// to pass: with at most QFWD_SPLIT_HELD defects (the common case: d=5, p=0.001 split shots
+// have 5-14) they are loaded once, before the first pass's table loads so that both are in
+// flight together, and held in registers; a pass then waits on the table only.
+#define QFWD_SPLIT_HELD 16u
+static __device__ __forceinline__ bool qfwd_uf_split(const u8* s, u32 lane, u32 ndef, u64* out,
+                                                      QfwdTrace& tr)
 {
     const QfwdDecoderParams& p = qfwd_decoders;
     const u32 n = p.uf_detectors;
@@ -511,26 +552,52 @@ static __device__ __forceinline__ bool qfwd_uf_split(const u8* s, u32 lane, u32 
     const u16* dist = (const u16*)p.uf_dist;
     const u16* times = (const u16*)p.uf_table_times;
     constexpr u32 B = 8u; // distance loads issued together
+    constexpr u32 H = QFWD_SPLIT_HELD;
     const u32 lt = (1u << lane) - 1u;
     const bool has = lane < ndef;
     const u32 x = has ? (u32)((const u16*)(s + p.uf_off_verts))[lane] : 0u;
     const u16* row = dist + x * n;
+    const u32 base1 = __ldg(ix + 1u); // where the one-defect entries start
+    // Held distances: d(x, defect u) in bits 16 (u & 1) of held[u / 2] (lanes past the
+    // defects and u past them: never read as a cross pair).
+    const bool hold = ndef <= H; // warp-uniform
+    u32 held[H / 2u];
+#pragma unroll
+    for (u32 u = 0; u < H / 2u; ++u) {
+        held[u] = 0u;
+    }
+    if (hold) {
+#pragma unroll
+        for (u32 u = 0; u < H; ++u) {
+            const u32 xu = __shfl_sync(QFWD_DEC_FULL, x, u);
+            if (has && u < ndef) {
+                held[u / 2u] |= (u32)__ldg(row + xu) << (16u * (u & 1u));
+            }
+        }
+    }
     u32 label = lane; // lanes past the defects: groups of their own, never merged
 #pragma unroll 1
     for (u32 pass = 0; pass < ndef; ++pass) {
+        QFWD_TRACE_SET(tr, passes, pass + 1u);
+        QFWD_STAMP(tr);
         // Look-ups: the group's lanes, its size, this lane's place in it.
-        const u32 gm = __match_any_sync(QFWD_DEC_FULL, label);
-        const u32 m = (u32)__popc(gm);
-        if (__any_sync(QFWD_DEC_FULL, has && m > kmax)) {
-            return false;
+        u32 at = 0u;
+        if (pass == 0u) {
+            at = base1 + x;
+        } else {
+            const u32 gm = __match_any_sync(QFWD_DEC_FULL, label);
+            const u32 m = (u32)__popc(gm);
+            if (__any_sync(QFWD_DEC_FULL, has && m > kmax)) {
+                return false;
+            }
+            const u32 c = has ? __ldg(ix + kmax + 1u + (u32)__popc(gm & lt) * n + x) : 0u;
+            const u32 r = __reduce_add_sync(gm, c); // the lanes of one group share `gm`
+            at = __ldg(ix + m) + r;
         }
-        const u32 c = has ? __ldg(ix + kmax + 1u + (u32)__popc(gm & lt) * n + x) : 0u;
-        const u32 r = __reduce_add_sync(gm, c); // the lanes of one group share `gm`
         u64 obs = 0ull;
         u32 t = 0u;
         bool bad = false;
         if (has && label == lane) {
-            const u32 at = __ldg(ix + m) + r;
             bad = at >= p.uf_table_entries; // never (the host sizes the table); insurance
             if (!bad) {
                 obs = qfwd_uf_entry(at);
@@ -541,29 +608,48 @@ static __device__ __forceinline__ bool qfwd_uf_split(const u8* s, u32 lane, u32 
             return false;
         }
         t = __shfl_sync(QFWD_DEC_FULL, t, label); // the group's time
+        QFWD_STAMP(tr);
         // The test against every defect of another group; the nearest failing one.
         u32 best = QFWD_DEC_FULL, link = QFWD_DEC_FULL;
-#pragma unroll 1
-        for (u32 jb = 0; jb < ndef; jb += B) {
-            u32 d[B], tj[B];
+        if (hold) {
 #pragma unroll
-            for (u32 u = 0; u < B; ++u) {
-                const u32 j = (jb + u) & 31u;
-                const u32 xj = __shfl_sync(QFWD_DEC_FULL, x, j);
-                const u32 lj = __shfl_sync(QFWD_DEC_FULL, label, j);
-                tj[u] = __shfl_sync(QFWD_DEC_FULL, t, j);
-                // Not a cross pair: a distance no sum of two u16 times reaches.
-                d[u] = has && jb + u < ndef && lj != label ? (u32)__ldg(row + xj) : QFWD_DEC_FULL;
+            for (u32 u = 0; u < H; ++u) {
+                if (u % B == 0u && u >= ndef) {
+                    break; // warp-uniform: the rest are past the defects
+                }
+                const u32 lu = __shfl_sync(QFWD_DEC_FULL, label, u);
+                const u32 tu = __shfl_sync(QFWD_DEC_FULL, t, u);
+                const u32 d = (held[u / 2u] >> (16u * (u & 1u))) & 0xFFFFu;
+                if (has && u < ndef && lu != label && d <= t + tu && d < best) {
+                    best = d;
+                    link = u;
+                }
             }
+        } else {
+#pragma unroll 1
+            for (u32 jb = 0; jb < ndef; jb += B) {
+                u32 d[B], tj[B];
 #pragma unroll
-            for (u32 u = 0; u < B; ++u) {
-                if (d[u] <= t + tj[u] && d[u] < best) {
-                    best = d[u];
-                    link = jb + u;
+                for (u32 u = 0; u < B; ++u) {
+                    const u32 j = (jb + u) & 31u;
+                    const u32 xj = __shfl_sync(QFWD_DEC_FULL, x, j);
+                    const u32 lj = __shfl_sync(QFWD_DEC_FULL, label, j);
+                    tj[u] = __shfl_sync(QFWD_DEC_FULL, t, j);
+                    // Not a cross pair: a distance no sum of two u16 times reaches.
+                    d[u] = has && jb + u < ndef && lj != label ? (u32)__ldg(row + xj)
+                                                               : QFWD_DEC_FULL;
+                }
+#pragma unroll
+                for (u32 u = 0; u < B; ++u) {
+                    if (d[u] <= t + tj[u] && d[u] < best) {
+                        best = d[u];
+                        link = jb + u;
+                    }
                 }
             }
         }
         const u32 lm = __ballot_sync(QFWD_DEC_FULL, link != QFWD_DEC_FULL);
+        QFWD_STAMP(tr);
         if (lm == 0u) {
             const u32 lo = __reduce_xor_sync(QFWD_DEC_FULL, (u32)obs);
             const u32 hi = __reduce_xor_sync(QFWD_DEC_FULL, (u32)(obs >> 32));
@@ -587,7 +673,7 @@ static __device__ __forceinline__ bool qfwd_uf_split(const u8* s, u32 lane, u32 
 
 // Decodes the syndrome in `arg` (validated) with the per-warp state at `s`; returns the
 // observable flips. All 32 lanes call it; every collective below is reached by all lanes.
-static __device__ __forceinline__ u64 qfwd_uf_run(u8* s, const u32* arg, u32 lane)
+static __device__ __forceinline__ u64 qfwd_uf_run(u8* s, const u32* arg, u32 lane, QfwdTrace& tr)
 {
     const QfwdDecoderParams& p = qfwd_decoders;
     const u32 n = p.uf_detectors;
@@ -621,7 +707,9 @@ static __device__ __forceinline__ u64 qfwd_uf_run(u8* s, const u32* arg, u32 lan
         const u32 w = i < nwords ? qfwd_dec_word(arg, i, n) : 0u;
         ndef += __reduce_add_sync(QFWD_DEC_FULL, (u32)__popc(w));
     }
+    QFWD_STAMP(tr);
     if (ndef == 0u) {
+        QFWD_TRACE_SET(tr, path, 0u);
         return 0ull;
     }
     // 1b. At most K defects: the answer is in the low-weight syndrome table
@@ -649,13 +737,19 @@ static __device__ __forceinline__ u64 qfwd_uf_run(u8* s, const u32* arg, u32 lan
         }
         const u32 at = base + __reduce_add_sync(QFWD_DEC_FULL, r);
         if (at < p.uf_table_entries) { // always (the host sizes the table); cheap insurance
-            return qfwd_uf_entry(at);
+            const u64 obs = qfwd_uf_entry(at);
+            QFWD_TRACE_SET(tr, path, 1u);
+            QFWD_STAMP(tr);
+            return obs;
         }
     }
     // 1c. Every defect settles in one step: the answer without the growth rounds.
     {
         u64 obs;
-        if (qfwd_uf_isolated(s, arg, lane, ndef, &obs)) {
+        const bool isolated = qfwd_uf_isolated(s, arg, lane, ndef, &obs);
+        QFWD_STAMP(tr);
+        if (isolated) {
+            QFWD_TRACE_SET(tr, path, 2u);
             return obs;
         }
     }
@@ -663,7 +757,10 @@ static __device__ __forceinline__ u64 qfwd_uf_run(u8* s, const u32* arg, u32 lan
     // is set only with a table, K >= 1.)
     if (p.uf_dist != 0ull && ndef <= QFWD_DEC_WARP) {
         u64 obs;
-        if (qfwd_uf_split(s, lane, ndef, &obs)) {
+        const bool split = qfwd_uf_split(s, lane, ndef, &obs, tr);
+        QFWD_STAMP(tr);
+        if (split) {
+            QFWD_TRACE_SET(tr, path, 3u);
             return obs;
         }
     }
@@ -703,6 +800,8 @@ static __device__ __forceinline__ u64 qfwd_uf_run(u8* s, const u32* arg, u32 lan
     }
     u32 n_front = n_verts;
     __syncwarp();
+    QFWD_TRACE_SET(tr, path, 4u);
+    QFWD_STAMP(tr);
 
     // 2. Growth rounds. A round whose frontier fits one window, in a model whose rows fit
     // one load (at most QFWD_DEC_UNROLL edges: the usual case, the d = 3..7 surface-code
@@ -943,6 +1042,7 @@ static __device__ __forceinline__ u64 qfwd_uf_run(u8* s, const u32* arg, u32 lan
         }
     }
 
+    QFWD_STAMP(tr);
     // 3. Spanning forest. Cluster vertices in index order (over `verts`), from the bitmap.
     {
         u32 ns = 0u;
@@ -1099,6 +1199,7 @@ static __device__ __forceinline__ u64 qfwd_uf_run(u8* s, const u32* arg, u32 lan
     }
     __syncwarp();
 
+    QFWD_STAMP(tr);
     // 4. Peel, deepest level first: a vertex's defect bit is its subtree's parity by then.
     u64 obs = 0ull;
 #pragma unroll 1
@@ -1120,6 +1221,7 @@ static __device__ __forceinline__ u64 qfwd_uf_run(u8* s, const u32* arg, u32 lan
     }
     const u32 lo = __reduce_xor_sync(QFWD_DEC_FULL, (u32)obs);
     const u32 hi = __reduce_xor_sync(QFWD_DEC_FULL, (u32)(obs >> 32));
+    QFWD_STAMP(tr);
     return ((u64)hi << 32) | lo;
 }
 
@@ -1146,10 +1248,31 @@ __device__ int qfwd_decode_uf(const u32* arg, u32 arg_len, u32* out, u32 out_cap
         if (warp >= p.uf_scratch_warps) {
             return QFWD_DEC_STATUS_UNKNOWN_FUNCTION;
         }
-        obs = qfwd_uf_run((u8*)p.uf_scratch + (u64)warp * p.uf_scratch_bytes, arg, lane);
+        QfwdTrace untraced{};
+        obs = qfwd_uf_run((u8*)p.uf_scratch + (u64)warp * p.uf_scratch_bytes, arg, lane,
+                          untraced);
     } else {
+        QfwdTrace tr{};
+#ifdef QFWD_DEC_TRACE
+        tr.t0 = clock64();
+#endif
         obs = qfwd_uf_run(qfwd_dec_smem + p.uf_smem_offset + warp_in_block * p.uf_scratch_bytes,
-                          arg, lane);
+                          arg, lane, tr);
+#ifdef QFWD_DEC_TRACE
+        const u32 total = (u32)(clock64() - tr.t0);
+        if (lane == 0u && (tr.path >= 3u || (tr.t0 & 0x700ll) == 0ll)) {
+            u32 ndef = 0u;
+            for (u32 i = 0; i < (n + 31u) / 32u; ++i) {
+                ndef += (u32)__popc(qfwd_dec_word(arg, i, n));
+            }
+            const u32* c = tr.c;
+            printf("QT %u %u %u %u %u | %u %u %u %u %u %u %u %u %u %u %u %u %u %u %u %u %u %u "
+                   "%u %u\n",
+                   tr.path, ndef, tr.passes, tr.n, total, c[0], c[1], c[2], c[3], c[4], c[5],
+                   c[6], c[7], c[8], c[9], c[10], c[11], c[12], c[13], c[14], c[15], c[16],
+                   c[17], c[18], c[19]);
+        }
+#endif
     }
     if (lane < p.uf_result_bytes) {
         ((u8*)out)[lane] = (u8)(obs >> (8u * lane));

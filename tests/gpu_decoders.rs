@@ -19,7 +19,10 @@
 //! (default 0); `QFWD_DECODER_SHOTS` caps the shots per fixture of the identity test
 //! (default: all); `QFWD_UF_TABLE_K` the table's K where a test says "table" (default:
 //! automatic); `QFWD_PROBE_SAMPLES` the samples per probe row (default 20000);
-//! `QFWD_PROBE_CORE` the core the probe thread is pinned to (default: the last one).
+//! `QFWD_PROBE_CORE` the core the probe thread is pinned to (default: the last one);
+//! `QFWD_PROBE_ROWS` the probe rows to run, by number (`0,3`; each row prints its number;
+//! default: all). With `QFWD_UF_TRACE=1` the kernels print the uf decoder's stage trace
+//! (device/decode.cu, "Stage trace"; `scripts/uf-trace.py` summarizes it).
 
 mod gpu_common;
 
@@ -633,7 +636,22 @@ fn decoder_latency_probe() {
         ),
     ];
     let mut missed = Vec::new();
-    for &(label, name, kind, placement, pollers, pollers_per_slot, table, target) in rows {
+    let only: Option<Vec<usize>> = std::env::var("QFWD_PROBE_ROWS").ok().map(|v| {
+        v.split(',')
+            .map(|r| {
+                r.trim()
+                    .parse()
+                    .unwrap_or_else(|_| panic!("QFWD_PROBE_ROWS: {r:?} is not a row number"))
+            })
+            .collect()
+    });
+    for (number, &(label, name, kind, placement, pollers, pollers_per_slot, table, target)) in
+        rows.iter().enumerate()
+    {
+        if only.as_ref().is_some_and(|o| !o.contains(&number)) {
+            continue;
+        }
+        println!("probe row {number}: {label}, {name}");
         let f = load(name, kind, usize::MAX);
         let decs = [Arc::clone(&f.dec)];
         let table = table.unwrap_or_else(table_k);

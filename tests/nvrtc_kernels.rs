@@ -104,6 +104,31 @@ fn every_kernel_compiles_for_sm_90_without_warnings() {
     }
 }
 
+/// The uf stage trace (`QFWD_UF_TRACE=1`) is a build of the same sources: it must compile
+/// cleanly too, and leave the untraced build without a single `printf` (`vprintf` call).
+#[test]
+fn uf_stage_trace_compiles_and_stays_out_of_the_normal_build() {
+    if !nvrtc_or_skip() {
+        return;
+    }
+    let traced = nvrtc::compile_with(&nvrtc::FORWARD, ARCH, &["QFWD_DEC_TRACE"])
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert!(
+        !traced.has_warnings(),
+        "forward.cu with QFWD_DEC_TRACE compiled with warnings:\n{}",
+        traced.log
+    );
+    assert!(
+        traced.ptx.contains("vprintf"),
+        "the traced build prints nothing"
+    );
+    let plain = nvrtc::compile_with(&nvrtc::FORWARD, ARCH, &[]).unwrap();
+    assert!(
+        !plain.ptx.contains("vprintf"),
+        "the normal build calls printf"
+    );
+}
+
 /// DESIGN §5 lesson 0: no system-scope fence in the hot path of a kernel whose warps poll
 /// host memory, and the polling/publishing idioms of lesson 3 are the ones emitted.
 #[test]

@@ -146,8 +146,29 @@ fn c_chars_to_string(chars: &[c_char]) -> String {
     String::from_utf8_lossy(&bytes).into_owned()
 }
 
-/// Compiles `source` for `arch` (`sm_90`, `compute_90`, ...). Errors carry NVRTC's log.
+/// Environment variable that builds the kernels with the uf decoder's stage trace
+/// (`QFWD_UF_TRACE=1`): each decode of the persistent kernel's shared-state copy prints the
+/// clock cycles at its stage boundaries (device `printf`, flushed when the kernel stops).
+/// A measuring tool for kernel work, not for serving: see device/decode.cu, "Stage trace".
+pub const UF_TRACE_ENV: &str = "QFWD_UF_TRACE";
+
+/// The preprocessor definitions this process compiles with (`QFWD_DEC_TRACE` under
+/// [`UF_TRACE_ENV`]).
+pub fn defines_from_env() -> Vec<&'static str> {
+    match std::env::var(UF_TRACE_ENV) {
+        Ok(v) if !v.is_empty() && v != "0" => vec!["QFWD_DEC_TRACE"],
+        _ => Vec::new(),
+    }
+}
+
+/// Compiles `source` for `arch` (`sm_90`, `compute_90`, ...), with the definitions of
+/// [`defines_from_env`]. Errors carry NVRTC's log.
 pub fn compile(source: &KernelSource, arch: &str) -> Result<Compiled> {
+    compile_with(source, arch, &defines_from_env())
+}
+
+/// Compiles `source` for `arch` with the preprocessor names in `defines` defined.
+pub fn compile_with(source: &KernelSource, arch: &str, defines: &[&str]) -> Result<Compiled> {
     if !nvrtc_available() {
         return Err(unavailable());
     }
@@ -192,6 +213,7 @@ pub fn compile(source: &KernelSource, arch: &str) -> Result<Compiled> {
     };
     let mut options: Vec<String> = vec![format!("--gpu-architecture={arch}")];
     options.extend(COMPILE_OPTIONS.iter().map(|o| o.to_string()));
+    options.extend(defines.iter().map(|d| format!("-D{d}")));
     // SAFETY: `program.prog` is a live program; options are valid strings.
     let compiled = unsafe { result::compile_program(program.prog, &options) };
     // SAFETY: as above.
@@ -270,7 +292,13 @@ pub(crate) fn module_image(source: &KernelSource, arch: &str) -> Result<Arc<Vec<
     {
         return Ok(Arc::clone(image));
     }
-    let image = match prebuilt_image(source, arch)? {
+    // A prebuilt CUBIN has no trace in it: a traced run compiles.
+    let prebuilt = if defines_from_env().is_empty() {
+        prebuilt_image(source, arch)?
+    } else {
+        None
+    };
+    let image = match prebuilt {
         Some(image) => Arc::new(image),
         None => Arc::new(compile(source, arch)?.module_image()),
     };

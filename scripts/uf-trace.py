@@ -1,0 +1,89 @@
+#!/usr/bin/env python3
+"""Summarizes the uf decoder's stage trace (device/decode.cu, "Stage trace").
+
+Run the GPU tests with QFWD_UF_TRACE=1 and feed this their output (a file, a .gz, or
+stdin). Per probe row ("probe row N: ..." lines) and per path and pass count, it prints
+how many decodes were traced, their median defect count, and the median cycles spent in
+each stage: the differences between consecutive stamps, named after what each stamp ends.
+
+    QFWD_UF_TRACE=1 QFWD_PROBE_ROWS=3,6 cargo test --release --test gpu_decoders -- \\
+        --ignored --nocapture decoder_latency_probe | tee trace.log
+    scripts/uf-trace.py trace.log
+"""
+
+import collections
+import gzip
+import statistics
+import sys
+
+PATHS = {0: "empty", 1: "table", 2: "isolated", 3: "split", 4: "full"}
+
+
+def stage_names(path, passes, stamps):
+    """What each stamp ends, in the order decode.cu writes them."""
+    names = ["count"]
+    if path == 0:
+        return names
+    if path == 1:
+        return names + ["table"]
+    names.append("isolated")
+    if path == 2:
+        return names
+    for p in range(1, passes + 1):
+        names.append("split setup" if p == 1 else f"p{p - 1} merge")
+        names += [f"p{p} look-ups", f"p{p} test"]
+    names.append("split end")
+    if path == 4:
+        names += ["setup", "growth", "forest", "peel"]
+    return names[:stamps]
+
+
+def main():
+    path = sys.argv[1] if len(sys.argv) > 1 else "-"
+    if path == "-":
+        lines = sys.stdin
+    elif path.endswith(".gz"):
+        lines = gzip.open(path, "rt", errors="replace")
+    else:
+        lines = open(path, errors="replace")
+    row = "(no probe row line)"
+    groups = collections.defaultdict(list)
+    bad = 0
+    for line in lines:
+        if line.startswith("probe row "):
+            row = line.strip()[len("probe row "):]
+            continue
+        if not line.startswith("QT "):
+            continue
+        try:
+            head, tail = line[3:].split("|")
+            p, ndef, passes, n, total = map(int, head.split())
+            stamps = list(map(int, tail.split()))[:n]
+        except ValueError:
+            bad += 1  # a line cut short by a full printf buffer
+            continue
+        groups[(row, p, passes)].append((ndef, total, stamps))
+    if not groups:
+        sys.exit("no QT lines: was the run made with QFWD_UF_TRACE=1?")
+    last_row = None
+    for (row, p, passes), items in groups.items():
+        if row != last_row:
+            print(f"\n== {row}")
+            last_row = row
+        med = lambda xs: int(statistics.median(xs)) if xs else 0
+        width = min(len(s) for _, _, s in items)
+        names = stage_names(p, passes, width)
+        stages = []
+        for i, name in enumerate(names):
+            prev = [s[i - 1] if i else 0 for _, _, s in items]
+            stages.append(f"{name} {med([s[i] - q for (_, _, s), q in zip(items, prev)])}")
+        print(
+            f"{PATHS.get(p, p):8} passes {passes}  n {len(items):5}  defects {med([d for d, _, _ in items]):2}"
+            f"  total {med([t for _, t, _ in items]):6} cycles  |  " + ", ".join(stages)
+        )
+    if bad:
+        print(f"\n({bad} lines cut short, skipped)")
+
+
+if __name__ == "__main__":
+    main()
