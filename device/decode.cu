@@ -535,12 +535,15 @@ static __device__ __forceinline__ u64 qfwd_uf_entry(u32 at)
 // false, with `*out` untouched, when it does not apply. Reads only; every lane returns
 // together (the loop's bounds and exits are warp-uniform).
 //
-// Latency: one warp runs this alone, so a pass costs its chain of dependent loads and
-// shuffles (the H200 trace, results/h200-uf-trace.log: ~6 000 cycles a pass when each
-// pass reloaded its distances). The distances between the defects do not change from pass
-// to pass: with at most QFWD_SPLIT_HELD defects (the common case: d=5, p=0.001 split shots
-// have 5-14) they are loaded once, before the first pass's table loads so that both are in
-// flight together, and held in registers; a pass then waits on the table only.
+// Latency: one warp runs this alone, so a pass costs its chain of dependent steps (stage
+// traces on the H200: results/h200-uf-trace-a58a0eb.txt before the two changes below,
+// h200-uf-trace.txt after). The distances between the defects do not change from pass to
+// pass: with at most QFWD_SPLIT_HELD defects (d=5, p=0.001 split shots have 5-14) they are
+// loaded once, before the first pass's table loads, and held in registers. The first pass
+// skips the group match and sum. Together: d=5 split shots from ~19 000 to ~15 000 cycles.
+// What a later pass still spends is mostly its look-ups (~4 800 cycles): the group-masked
+// `__reduce_add_sync`, whose mask differs between lanes (lanes past the defects are groups
+// of their own), compiles to a collective that runs once per distinct mask.
 #define QFWD_SPLIT_HELD 16u
 static __device__ __forceinline__ bool qfwd_uf_split(const u8* s, u32 lane, u32 ndef, u64* out,
                                                       QfwdTrace& tr)

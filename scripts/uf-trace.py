@@ -29,13 +29,16 @@ def stage_names(path, passes, stamps):
     names.append("isolated")
     if path == 2:
         return names
+    tail = ["split end"] + (["setup", "growth", "forest", "peel"] if path == 4 else [])
+    # A pass that meets a group above K returns right after its start: no look-ups or test.
+    full_passes = passes
+    if len(names) + 3 * passes + len(tail) != stamps and passes > 0:
+        full_passes = passes - 1
     for p in range(1, passes + 1):
         names.append("split setup" if p == 1 else f"p{p - 1} merge")
-        names += [f"p{p} look-ups", f"p{p} test"]
-    names.append("split end")
-    if path == 4:
-        names += ["setup", "growth", "forest", "peel"]
-    return names[:stamps]
+        if p <= full_passes:
+            names += [f"p{p} look-ups", f"p{p} test"]
+    return (names + tail)[:stamps]
 
 
 def main():
@@ -72,7 +75,8 @@ def main():
             last_row = row
         med = lambda xs: int(statistics.median(xs)) if xs else 0
         width = min(len(s) for _, _, s in items)
-        names = stage_names(p, passes, width)
+        stamps = max(len(s) for _, _, s in items)
+        names = stage_names(p, passes, stamps)[:width]
         stages = []
         for i, name in enumerate(names):
             prev = [s[i - 1] if i else 0 for _, _, s in items]
