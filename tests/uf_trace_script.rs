@@ -1,0 +1,110 @@
+//! `scripts/uf-trace.py`, the summary of the uf stage trace (device/decode.cu, "Stage
+//! trace"), on lines in the kernel's format: stage names per path, medians, a pass cut short
+//! by a group above K, and the clear error when the input has no trace. Skips where there is
+//! no `python3`.
+
+use std::io::Write;
+use std::process::{Command, Stdio};
+
+fn run_script(input: &str) -> Option<(bool, String, String)> {
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/uf-trace.py");
+    let mut child = match Command::new("python3")
+        .arg(script)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+    {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("SKIP uf_trace_script: cannot run python3 ({e})");
+            return None;
+        }
+    };
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(input.as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    Some((
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    ))
+}
+
+/// `QT path defects passes stamps total | 20 stamps`, as decode.cu prints it.
+fn qt(path: u32, defects: u32, passes: u32, stamps: &[u32], total: u32) -> String {
+    let mut all = stamps.to_vec();
+    all.resize(20, 0);
+    let cols: Vec<String> = all.iter().map(u32::to_string).collect();
+    format!(
+        "QT {path} {defects} {passes} {} {total} | {}\n",
+        stamps.len(),
+        cols.join(" ")
+    )
+}
+
+#[test]
+fn summarizes_stages_per_path_and_pass() {
+    let mut input = String::from("probe row 3: uf d5, surface_d5_r5_z_p001\n");
+    input += &qt(1, 2, 0, &[200, 1600], 1700);
+    input += &qt(1, 2, 0, &[220, 1420], 1500);
+    input += &qt(1, 3, 0, &[240, 1740], 1800);
+    // A split shot of two passes: count, isolated, then per pass start / look-ups / test.
+    input += &qt(
+        3,
+        6,
+        2,
+        &[200, 5200, 7000, 8000, 8400, 9200, 14000, 14300, 14400],
+        14500,
+    );
+    // A full shot whose second pass met a group above K right after its start.
+    input += &qt(
+        4,
+        9,
+        2,
+        &[
+            200, 6000, 8000, 9000, 9500, 10500, 11000, 12000, 38000, 52000, 55000,
+        ],
+        55100,
+    );
+    input += "cut short QT line follows\nQT 3 6 2 9 |\n";
+    let Some((ok, out, err)) = run_script(&input) else {
+        return;
+    };
+    assert!(ok, "uf-trace.py failed: {err}");
+    assert!(out.contains("== 3: uf d5, surface_d5_r5_z_p001"), "{out}");
+    // Medians: count 220, table 1400 - 200 / 1200 / 1500 -> 1400.
+    let table = out.lines().find(|l| l.starts_with("table")).unwrap();
+    assert!(table.contains("n     3"), "{table}");
+    assert!(table.contains("count 220, table 1400"), "{table}");
+    assert!(table.contains("total   1700"), "{table}");
+    let split = out.lines().find(|l| l.starts_with("split")).unwrap();
+    assert!(
+        split.contains(
+            "count 200, isolated 5000, split setup 1800, p1 look-ups 1000, p1 test 400, \
+             p1 merge 800, p2 look-ups 4800, p2 test 300, split end 100"
+        ),
+        "{split}"
+    );
+    let full = out.lines().find(|l| l.starts_with("full")).unwrap();
+    assert!(
+        full.contains(
+            "p1 merge 1000, split end 500, setup 1000, growth 26000, forest 14000, peel 3000"
+        ),
+        "{full}"
+    );
+    assert!(out.contains("1 lines cut short"), "{out}");
+}
+
+#[test]
+fn input_without_a_trace_is_a_clear_error() {
+    let Some((ok, _, err)) = run_script("running 1 test\ntest result: ok\n") else {
+        return;
+    };
+    assert!(!ok);
+    assert!(err.contains("QFWD_UF_TRACE=1"), "{err}");
+}
