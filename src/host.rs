@@ -56,6 +56,17 @@ pub fn online_core_count() -> usize {
         .unwrap_or(1)
 }
 
+/// Pins the calling thread to the `index`-th online core (counting round), and returns that
+/// core; `None` where the online list cannot be read or the pin is refused (the thread then
+/// keeps the mask it inherited). For worker threads of a one-off job (the uf table build):
+/// started from a thread pinned to one core, such as the forwarding thread, they inherit its
+/// one-core mask and would all share that core.
+pub fn pin_spread(index: usize) -> Option<usize> {
+    let cores = online_cores().filter(|c| !c.is_empty())?;
+    let core = cores[index % cores.len()];
+    core_affinity::set_for_current(core_affinity::CoreId { id: core }).then_some(core)
+}
+
 /// Gap lengths the report counts separately.
 pub const GAP_CLASSES: [Duration; 4] = [
     Duration::from_micros(1),
@@ -253,6 +264,39 @@ mod tests {
         .join()
         .unwrap();
         assert_eq!(counted_while_pinned, all);
+    }
+
+    #[test]
+    fn spread_workers_leave_the_pinned_mask() {
+        let Some(online) = online_cores().filter(|c| c.len() >= 2) else {
+            eprintln!("SKIP spread_workers_leave_the_pinned_mask: fewer than 2 online cores");
+            return;
+        };
+        let (first, second) = (online[0], online[1]);
+        let masks = std::thread::spawn(move || {
+            assert!(core_affinity::set_for_current(core_affinity::CoreId {
+                id: first
+            }));
+            // A worker started here inherits the one-core mask, until it spreads.
+            std::thread::spawn(move || {
+                let inherited = core_affinity::get_core_ids().unwrap();
+                let core = pin_spread(1);
+                (inherited, core, core_affinity::get_core_ids().unwrap())
+            })
+            .join()
+            .unwrap()
+        })
+        .join()
+        .unwrap();
+        let ids = |v: &[core_affinity::CoreId]| v.iter().map(|c| c.id).collect::<Vec<_>>();
+        assert_eq!(ids(&masks.0), vec![first]);
+        assert_eq!(masks.1, Some(second));
+        assert_eq!(ids(&masks.2), vec![second]);
+        assert_eq!(
+            pin_spread(online.len()),
+            Some(first),
+            "the index counts round"
+        );
     }
 
     #[test]

@@ -154,7 +154,7 @@
 //! | d7 | 0.005 | X | 4 | 0.00 | 0.08 | 8.86 | 29.75 | 61.31 | **38.69** |
 //!
 //! So at p = 0.001 the split path with K = 4 keeps 99.6-99.8 % of the d = 5 shots off the
-//! full decoder (a table of 8.5 M entries, ~90 s to build on 2 cores, ~12 s on 16), but at
+//! full decoder (a table of 8.5 M entries, ~12 s to build on 2 cores), but at
 //! d = 7 it reaches 92 % with the largest table that can be built (K = 3) and 98.3 % with
 //! K = 4. The d = 7 shots it misses hold clusters of 5 and more defects that do interact:
 //! decoding groups of up to 5 defects on demand would reach 99.3 % (Z and X), and of up

@@ -36,13 +36,15 @@
 //! |---|---|---|---|---|---|---|
 //! | surface d3, 3 rounds | 24, 78 | 9 (auto) | 2.6 M | 13 s | 100 % / 100 % | 99.99 % |
 //! | surface d5, 5 rounds | 120, 502 | 3 (auto, < 14 cores) | 288 k | 2.3 s | 80.9 % / 79.9 % | 11.2 % |
-//! | surface d5, 5 rounds | 120, 502 | 4 (auto, >= 14 cores) | 8.5 M | ~90 s (~12 s on 16 cores) | 90.4 % / 89.8 % | 18.3 % |
+//! | surface d5, 5 rounds | 120, 502 | 4 (auto, >= 14 cores) | 8.5 M | 11-13 s | 90.4 % / 89.8 % | 18.3 % |
 //! | surface d7, 7 rounds | 336, 1558 | 2 (auto, < 24 cores) | 56.6 k | 1.7 s | 25.7 % / 25.8 % | 0.01 % |
-//! | surface d7, 7 rounds | 336, 1558 | 3 (auto, >= 24 cores) | 6.3 M | ~5 min (~20 s on 16 cores) | 32.7 % / 32.2 % | 0.02 % |
+//! | surface d7, 7 rounds | 336, 1558 | 3 (auto, >= 24 cores) | 6.3 M | 23 s | 32.7 % / 32.2 % | 0.02 % |
 //!
-//! (Precompute scales with cores, ~94 M work units per core-second; the K = 4 / K = 3 rows
-//! are estimates from the per-decode cost.) The d7 K = 3 table is left to hosts of 24
-//! cores and more: on the 16-core H200 host it would add ~20 s to every start for 4 % more
+//! (Precompute scales with cores: ~700 M work units per core-second for the K = 4 / K = 3
+//! rows, measured, where the budgets below assumed ~94 M; each build thread runs on a core
+//! of its own, `host::pin_spread`, even when the caller is pinned to one.) The d7 K = 3
+//! table is left to hosts of 24 cores and more: on the 16-core H200 host it would add ~3 s
+//! to every start for 4 % more
 //! shots off the full decoder at p = 0.001 (split path: 88 % at K = 2, 92 % at K = 3); an
 //! explicit `--uf-table-max-defects 3` builds it anywhere. So the table takes most d3 and d5
 //! shots at p = 0.001 off the full device decoder, a quarter to a third of the d7 ones, and
@@ -70,8 +72,10 @@ pub const AUTO_MAX_WORK: u64 = 2_000_000_000;
 /// Largest `K` the split path's budget ([`auto_max_defects_split`]) raises the table to.
 pub const AUTO_SPLIT_MAX_DEFECTS: u32 = 4;
 /// Precompute work per core of the host that [`auto_max_defects_split`] allows, in
-/// [`build_work`] units: ~13 s at ~94 M units per core-second (d5 K = 4 took ~90 s on the
-/// 2-core VM for 16.9e9 units). d5 K = 4 (16.9e9) needs 14 cores, d7 K = 3 (29.5e9) 24.
+/// [`build_work`] units. Set from an estimate of ~94 M units per core-second (~13 s); the
+/// builds run at ~700 M (d5 K = 4, 16.9e9 units, 11-13 s on the 2-core VM), so it is ~2 s
+/// of a core's work. Kept as it is: the K it picks is the one measured on the GPU.
+/// d5 K = 4 (16.9e9) needs 14 cores, d7 K = 3 (29.5e9) 24.
 pub const AUTO_SPLIT_WORK_PER_CORE: u64 = 1_250_000_000;
 /// Largest table an explicit `K` may ask for (entries; the device indexes with u32).
 pub const MAX_ENTRIES: u64 = 1 << 30;
@@ -272,7 +276,12 @@ impl UfTable {
                 let (out, r) = rest.split_at_mut(tout.len() * entry_bytes);
                 rest = r;
                 let base = &base;
-                s.spawn(move || fill(graph, base, (t * per) as u64, out, tout, entry_bytes));
+                s.spawn(move || {
+                    // One core each: a caller pinned to one core (the forwarding thread)
+                    // would otherwise hand its mask, and so its core, to every worker.
+                    crate::host::pin_spread(t);
+                    fill(graph, base, (t * per) as u64, out, tout, entry_bytes)
+                });
             }
         });
         Ok(UfTable {
