@@ -60,7 +60,9 @@ pub fn online_core_count() -> usize {
 /// core; `None` where the online list cannot be read or the pin is refused (the thread then
 /// keeps the mask it inherited). For worker threads of a one-off job (the uf table build):
 /// started from a thread pinned to one core, such as the forwarding thread, they inherit its
-/// one-core mask and would all share that core.
+/// one-core mask and would all share that core. Every online core counts, as in
+/// [`online_core_count`]: a core the cgroup's cpuset forbids refuses the pin (the worker
+/// stays where it was), but a `taskset` narrower than the machine is not kept.
 pub fn pin_spread(index: usize) -> Option<usize> {
     let cores = online_cores().filter(|c| !c.is_empty())?;
     let core = cores[index % cores.len()];
