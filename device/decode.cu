@@ -209,7 +209,7 @@ extern __shared__ __align__(16) u8 qfwd_dec_smem[];
 #define QFWD_TRACE_STAMPS 20u
 struct QfwdTrace {
     long long t0;
-    u32 n, path, passes;
+    u32 n, path, defects, passes;
     u32 c[QFWD_TRACE_STAMPS];
 };
 #define QFWD_STAMP(tr)                                                                      \
@@ -710,6 +710,7 @@ static __device__ __forceinline__ u64 qfwd_uf_run(u8* s, const u32* arg, u32 lan
         const u32 w = i < nwords ? qfwd_dec_word(arg, i, n) : 0u;
         ndef += __reduce_add_sync(QFWD_DEC_FULL, (u32)__popc(w));
     }
+    QFWD_TRACE_SET(tr, defects, ndef);
     QFWD_STAMP(tr);
     if (ndef == 0u) {
         QFWD_TRACE_SET(tr, path, 0u);
@@ -1264,14 +1265,10 @@ __device__ int qfwd_decode_uf(const u32* arg, u32 arg_len, u32* out, u32 out_cap
 #ifdef QFWD_DEC_TRACE
         const u32 total = (u32)(clock64() - tr.t0);
         if (lane == 0u && (tr.path >= 3u || (tr.t0 & 0x700ll) == 0ll)) {
-            u32 ndef = 0u;
-            for (u32 i = 0; i < (n + 31u) / 32u; ++i) {
-                ndef += (u32)__popc(qfwd_dec_word(arg, i, n));
-            }
             const u32* c = tr.c;
             printf("QT %u %u %u %u %u | %u %u %u %u %u %u %u %u %u %u %u %u %u %u %u %u %u %u "
                    "%u %u\n",
-                   tr.path, ndef, tr.passes, tr.n, total, c[0], c[1], c[2], c[3], c[4], c[5],
+                   tr.path, tr.defects, tr.passes, tr.n, total, c[0], c[1], c[2], c[3], c[4], c[5],
                    c[6], c[7], c[8], c[9], c[10], c[11], c[12], c[13], c[14], c[15], c[16],
                    c[17], c[18], c[19]);
         }
