@@ -541,9 +541,8 @@ static __device__ __forceinline__ u64 qfwd_uf_entry(u32 at)
 // pass: with at most QFWD_SPLIT_HELD defects (d=5, p=0.001 split shots have 5-14) they are
 // loaded once, before the first pass's table loads, and held in registers. The first pass
 // skips the group match and sum. Together: d=5 split shots from ~19 000 to ~15 000 cycles.
-// What a later pass still spends is mostly its look-ups (~4 800 cycles): the group-masked
-// `__reduce_add_sync`, whose mask differs between lanes (lanes past the defects are groups
-// of their own), compiles to a collective that runs once per distinct mask.
+// A later pass spent most of its ~4 800 cycles of look-ups in the group-masked sum (at
+// aa606da); it is now gathered by shuffles (see the look-ups below).
 #define QFWD_SPLIT_HELD 16u
 static __device__ __forceinline__ bool qfwd_uf_split(const u8* s, u32 lane, u32 ndef, u64* out,
                                                       QfwdTrace& tr)
@@ -594,7 +593,20 @@ static __device__ __forceinline__ bool qfwd_uf_split(const u8* s, u32 lane, u32 
                 return false;
             }
             const u32 c = has ? __ldg(ix + kmax + 1u + (u32)__popc(gm & lt) * n + x) : 0u;
-            const u32 r = __reduce_add_sync(gm, c); // the lanes of one group share `gm`
+            // The group's rank, the sum of its members' terms, gathered by shuffles over
+            // its lanes (at most K): a `__reduce_add_sync(gm, c)`, whose mask differs
+            // between lanes, compiles to a collective that runs once per distinct mask.
+            const u32 mmax = __reduce_max_sync(QFWD_DEC_FULL, m); // warp-uniform, <= K
+            u32 r = 0u, rest = gm;
+#pragma unroll 1
+            for (u32 k = 0; k < mmax; ++k) {
+                const u32 src = rest != 0u ? (u32)(__ffs(rest) - 1) : lane;
+                const u32 v = __shfl_sync(QFWD_DEC_FULL, c, src);
+                if (rest != 0u) {
+                    r += v;
+                    rest &= rest - 1u;
+                }
+            }
             at = __ldg(ix + m) + r;
         }
         u64 obs = 0ull;
