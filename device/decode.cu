@@ -204,7 +204,9 @@ extern __shared__ __align__(16) u8 qfwd_dec_smem[];
 // isolated step done; per split pass its start, its look-ups done and its test done; the
 // split path done; the full decoder's state set up, growth done, forest done, peeled.
 // Every split and full decode is printed, and about one in 8 of the others (the device's
-// printf buffer holds ~1 MB). scripts/uf-trace.py summarizes the lines per path.
+// printf buffer holds ~1 MB). scripts/uf-trace.py summarizes the lines per path. With the
+// sampled ones, a "QL" line: the L1 and L2 load latencies in this kernel's context (H200:
+// ~65 and ~310 cycles, results/h200-split-group-sum.txt).
 #ifdef QFWD_DEC_TRACE
 #define QFWD_TRACE_STAMPS 20u
 struct QfwdTrace {
@@ -1283,6 +1285,27 @@ __device__ int qfwd_decode_uf(const u32* arg, u32 arg_len, u32* out, u32 out_cap
                    tr.path, tr.defects, tr.passes, tr.n, total, c[0], c[1], c[2], c[3], c[4], c[5],
                    c[6], c[7], c[8], c[9], c[10], c[11], c[12], c[13], c[14], c[15], c[16],
                    c[17], c[18], c[19]);
+        }
+        // Load latencies in this kernel's context, after the decode (so it is not slowed):
+        // 16 dependent loads of adj_offset[0] (always 0, unknown to the compiler) through
+        // the L1 (`__ldg`), then 16 that skip it (`__ldcg`, L2). "QL <l1 cycles> <l2 cycles>".
+        if ((tr.t0 & 0x700ll) == 0ll) {
+            const u32* ao = (const u32*)p.uf_adj_offset;
+            u32 j = __ldg(ao);
+            const long long a = clock64();
+#pragma unroll
+            for (u32 k = 0; k < 16u; ++k) {
+                j = __ldg(ao + j);
+            }
+            const long long b = clock64();
+#pragma unroll
+            for (u32 k = 0; k < 16u; ++k) {
+                j = __ldcg(ao + j);
+            }
+            const long long c2 = clock64();
+            if (lane == 0u) {
+                printf("QL %u %u %u\n", (u32)(b - a), (u32)(c2 - b), j);
+            }
         }
 #endif
     }
