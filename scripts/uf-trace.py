@@ -20,16 +20,22 @@ PATHS = {0: "empty", 1: "table", 2: "isolated", 3: "split", 4: "full"}
 
 
 def stage_names(path, passes, stamps):
-    """What each stamp ends, in the order decode.cu writes them."""
+    """What each stamp ends, in the order decode.cu writes them: the defect count; then the
+    table's answer, or the defect list, the split passes (when split ran: passes > 0),
+    the isolated step, the full decoder."""
     names = ["count"]
     if path == 0:
         return names
     if path == 1:
         return names + ["table"]
-    names.append("isolated")
-    if path == 2:
-        return names
-    tail = ["split end"] + (["setup", "growth", "forest", "peel"] if path == 4 else [])
+    names.append("list")
+    tail = []
+    if passes > 0:
+        tail.append("split end")
+    if path != 3:
+        tail.append("isolated")
+    if path == 4:
+        tail += ["setup", "growth", "forest", "peel"]
     # A pass that meets a group above K returns right after its start: no look-ups or test.
     full_passes = passes
     if len(names) + 3 * passes + len(tail) != stamps and passes > 0:

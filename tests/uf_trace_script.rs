@@ -53,7 +53,7 @@ fn summarizes_stages_per_path_and_pass() {
     input += &qt(1, 2, 0, &[200, 1600], 1700);
     input += &qt(1, 2, 0, &[220, 1420], 1500);
     input += &qt(1, 3, 0, &[240, 1740], 1800);
-    // A split shot of two passes: count, isolated, then per pass start / look-ups / test.
+    // A split shot of two passes: count, defect list, then per pass start / look-ups / test.
     input += &qt(
         3,
         6,
@@ -67,9 +67,9 @@ fn summarizes_stages_per_path_and_pass() {
         9,
         2,
         &[
-            200, 6000, 8000, 9000, 9500, 10500, 11000, 12000, 38000, 52000, 55000,
+            200, 600, 2400, 3400, 3900, 4900, 5400, 11400, 12400, 38400, 52400, 55400,
         ],
-        55100,
+        55500,
     );
     input += "cut short QT line follows\nQT 3 6 2 9 |\n";
     let Some((ok, out, err)) = run_script(&input) else {
@@ -85,7 +85,7 @@ fn summarizes_stages_per_path_and_pass() {
     let split = out.lines().find(|l| l.starts_with("split")).unwrap();
     assert!(
         split.contains(
-            "count 200, isolated 5000, split setup 1800, p1 look-ups 1000, p1 test 400, \
+            "count 200, list 5000, split setup 1800, p1 look-ups 1000, p1 test 400, \
              p1 merge 800, p2 look-ups 4800, p2 test 300, split end 100"
         ),
         "{split}"
@@ -93,7 +93,8 @@ fn summarizes_stages_per_path_and_pass() {
     let full = out.lines().find(|l| l.starts_with("full")).unwrap();
     assert!(
         full.contains(
-            "p1 merge 1000, split end 500, setup 1000, growth 26000, forest 14000, peel 3000"
+            "list 400, split setup 1800, p1 look-ups 1000, p1 test 500, p1 merge 1000, \
+             split end 500, isolated 6000, setup 1000, growth 26000, forest 14000, peel 3000"
         ),
         "{full}"
     );

@@ -1068,8 +1068,9 @@ mod tests {
     }
 
     /// Step 1d of device/decode.cu, lane for lane, on the uploaded bytes (`verts` = the
-    /// sorted defects, one per lane): `match_any` groups, the per-group `redux` of the rank
-    /// terms, the leaders' look-ups, the batched test and the merges in lane order.
+    /// sorted defects, one per lane): the first pass's one-defect entries at `base[1] + x`,
+    /// then `match_any` groups and the per-group sum of the rank terms, the leaders'
+    /// look-ups, the batched test, and the merge as closed lane masks.
     fn device_split(p: &DecoderParams, bytes: &[u8], defects: &[u32]) -> Option<u64> {
         let nd = defects.len();
         let (n, kmax) = (p.uf_detectors as usize, p.uf_table_defects as usize);
@@ -1081,7 +1082,7 @@ mod tests {
             u32::from_le_bytes(bytes[at..at + 4].try_into().unwrap())
         };
         let mut label: Vec<usize> = (0..32).collect();
-        for _pass in 0..nd {
+        for pass in 0..nd {
             let gm = |lane: usize| -> u32 {
                 (0..32)
                     .filter(|&l| label[l] == label[lane])
@@ -1101,7 +1102,11 @@ mod tests {
                 let r = (0..nd)
                     .filter(|&j| label[j] == l)
                     .fold(0u32, |a, j| a.wrapping_add(c[j]));
-                let at = ix(gm(l).count_ones() as usize).wrapping_add(r);
+                let at = if pass == 0 {
+                    ix(1) + defects[l]
+                } else {
+                    ix(gm(l).count_ones() as usize).wrapping_add(r)
+                };
                 assert!(at < p.uf_table_entries);
                 let e = p.uf_table as usize + at as usize * p.uf_result_bytes as usize;
                 for (k, &b) in bytes[e..e + p.uf_result_bytes as usize].iter().enumerate() {
@@ -1128,16 +1133,32 @@ mod tests {
             if link.iter().all(Option::is_none) {
                 return Some(obs);
             }
-            for i in 0..nd {
-                if let Some(j) = link[i] {
-                    let (a, b) = (label[i], label[j]);
-                    let hi = a.max(b);
-                    for l in label.iter_mut() {
-                        if *l == hi {
-                            *l = a.min(b);
-                        }
+            let mut mask: Vec<u32> = (0..32)
+                .map(|l| {
+                    let mut m = gm(l);
+                    if let Some(j) = link[l] {
+                        m |= 1 << j;
                     }
+                    (0..nd)
+                        .filter(|&i| link[i] == Some(l))
+                        .fold(m, |m, i| m | 1 << i)
+                })
+                .collect();
+            loop {
+                let next: Vec<u32> = (0..32)
+                    .map(|l| {
+                        (0..nd)
+                            .filter(|&u| mask[l] >> u & 1 == 1)
+                            .fold(mask[l], |m, u| m | mask[u])
+                    })
+                    .collect();
+                if next == mask {
+                    break;
                 }
+                mask = next;
+            }
+            for (l, m) in label.iter_mut().zip(&mask) {
+                *l = m.trailing_zeros() as usize;
             }
         }
         None
@@ -1145,7 +1166,7 @@ mod tests {
 
     /// The device's step 1d (emulated above on the uploaded arrays) answers exactly the
     /// fixture shots that the CPU model of the paths sends down the split path, with the
-    /// same output; every other shot it leaves to the full decoder.
+    /// same output; every other shot it leaves to the isolated step and the full decoder.
     #[test]
     fn device_split_step_matches_the_cpu_split_on_fixture_shots() {
         use crate::decode::uf_split::{decode_with_path, Path};
@@ -1172,7 +1193,7 @@ mod tests {
                 let dets = shots.row(i);
                 let (want, path) =
                     decode_with_path(g, &mut s, Some(&dist), &mut table.as_ref(), dets);
-                if matches!(path, Path::Empty | Path::Table | Path::Isolated) {
+                if matches!(path, Path::Empty | Path::Table) {
                     continue;
                 }
                 let defects: Vec<u32> = (0..n as u32)
