@@ -148,6 +148,13 @@ struct QfwdDecoderParams {
     u32 loaded;            // QFWD_DEC_LOADED_*
     u64 uf_dist;           // u16[n * n]: boundary-free distances (0: no split path, step 1d)
     u64 uf_table_times;    // u16[uf_table_entries]: each entry's growth time
+    u64 uf_stage;          // the split path's image (qfwd_dec_stage_model), or 0
+    u32 uf_stage_bytes;    // its bytes, a multiple of 16; 0: the kernel does not stage it
+    u32 uf_stage_offset;   // dynamic shared byte offset of the block's copy
+    u32 uf_stage_index;    // offsets in the image: the distance matrix at 0, the index,
+    u32 uf_stage_obs;      //   the first uf_stage_entries entries' results,
+    u32 uf_stage_times;    //   and their times
+    u32 uf_stage_entries;
 };
 
 // Field offsets (the Rust test parses these lines and compares with `DecoderParams`).
@@ -187,7 +194,14 @@ QFWD_DEC_FIELD(uf_max_degree, 152)
 QFWD_DEC_FIELD(loaded, 156)
 QFWD_DEC_FIELD(uf_dist, 160)
 QFWD_DEC_FIELD(uf_table_times, 168)
-static_assert(sizeof(QfwdDecoderParams) == 176, "QfwdDecoderParams size");
+QFWD_DEC_FIELD(uf_stage, 176)
+QFWD_DEC_FIELD(uf_stage_bytes, 184)
+QFWD_DEC_FIELD(uf_stage_offset, 188)
+QFWD_DEC_FIELD(uf_stage_index, 192)
+QFWD_DEC_FIELD(uf_stage_obs, 196)
+QFWD_DEC_FIELD(uf_stage_times, 200)
+QFWD_DEC_FIELD(uf_stage_entries, 204)
+static_assert(sizeof(QfwdDecoderParams) == 208, "QfwdDecoderParams size");
 
 // Written by the host (cuModuleGetGlobal + a copy) before the kernels start.
 __constant__ QfwdDecoderParams qfwd_decoders;
@@ -363,27 +377,40 @@ static __device__ __forceinline__ bool qfwd_uf_is_defect(const u32* arg, u32 z, 
     return z < n && ((arg[z >> 5] >> (z & 31u)) & 1u) != 0u;
 }
 
-// The defects in index order into `verts` (lanes over syndrome words), for the split and
-// isolated steps. Returns after the warp's writes are visible to every lane.
+// The defects in index order into `verts`, for the split and isolated steps: word by word
+// (each lane reads every word: a shared-memory broadcast), lane l stores bit l of the word
+// at its rank among the word's defects, so a word costs one store per lane whatever its
+// defects (a loop per lane over its word's bits diverged: ~800 cycles at d=5). Returns
+// after the warp's writes are visible to every lane.
 static __device__ __forceinline__ void qfwd_uf_defect_list(u8* s, const u32* arg, u32 lane)
 {
     const QfwdDecoderParams& p = qfwd_decoders;
     const u32 n = p.uf_detectors;
     const u32 nwords = (n + 31u) / 32u;
+    const u32 lt = (1u << lane) - 1u;
     u16* list = (u16*)(s + p.uf_off_verts);
-    u32 nl = 0u;
+    constexpr u32 W = 8u; // words read together
+    u32 base = 0u;
 #pragma unroll 1
-    for (u32 wb = 0; wb < nwords; wb += QFWD_DEC_WARP) {
-        const u32 i = wb + lane;
-        u32 w = i < nwords ? qfwd_dec_word(arg, i, n) : 0u;
-        u32 tot;
-        u32 pos = nl + qfwd_dec_scan<6>((u32)__popc(w), lane, &tot);
-#pragma unroll 1
-        while (w != 0u) {
-            list[pos++] = (u16)(32u * i + (u32)(__ffs(w) - 1));
-            w &= w - 1u;
+    for (u32 i0 = 0; i0 < nwords; i0 += W) {
+        u32 w[W];
+        // Branch-free: every load in bounds (a word past the last reads the last again),
+        // then the words past the syndrome and its bits past n masked off.
+#pragma unroll
+        for (u32 k = 0; k < W; ++k) {
+            const u32 i = i0 + k;
+            const u32 raw = arg[i < nwords ? i : nwords - 1u];
+            const u32 rest = n - 32u * i; // bits of word i, when i < nwords
+            const u32 keep = rest >= 32u ? QFWD_DEC_FULL : (1u << rest) - 1u;
+            w[k] = i < nwords ? raw & keep : 0u;
         }
-        nl += tot;
+#pragma unroll
+        for (u32 k = 0; k < W; ++k) {
+            if (((w[k] >> lane) & 1u) != 0u) {
+                list[base + (u32)__popc(w[k] & lt)] = (u16)(32u * (i0 + k) + lane);
+            }
+            base += (u32)__popc(w[k]);
+        }
     }
     __syncwarp();
 }
@@ -525,6 +552,63 @@ static __device__ __forceinline__ u64 qfwd_uf_entry(u32 at)
     return obs;
 }
 
+// ---- The split path's image in shared memory -------------------------------------------
+// The persistent kernel copies `uf_stage` (src/gpu/decoder.rs `StageImage`: the distance
+// matrix, the table's index, and the entries and times of the groups of at most S
+// defects) into each block's dynamic shared memory before its first barrier, so that the
+// split path's dependent loads cost ~30 cycles instead of ~65 (L1) or ~310 (L2) and more.
+// Every thread of the block calls it. (External linkage: this file compiled alone has no
+// caller.)
+__device__ __forceinline__ void qfwd_dec_stage_model(u32 tid, u32 nthreads)
+{
+    const QfwdDecoderParams& p = qfwd_decoders;
+    if (p.uf_stage_bytes == 0u) {
+        return;
+    }
+    const uint4* src = (const uint4*)p.uf_stage;
+    uint4* dst = (uint4*)(qfwd_dec_smem + p.uf_stage_offset);
+#pragma unroll 1
+    for (u32 i = tid; i < p.uf_stage_bytes / 16u; i += nthreads) {
+        dst[i] = __ldg(src + i);
+    }
+}
+
+// Loads of the split path's read-only arrays: from the block's copy (STAGED) or global
+// memory through the non-coherent cache.
+template <bool STAGED>
+static __device__ __forceinline__ u32 qfwd_split_ld(const u32* a)
+{
+    return STAGED ? *a : __ldg(a);
+}
+template <bool STAGED>
+static __device__ __forceinline__ u32 qfwd_split_ld(const u16* a)
+{
+    return STAGED ? (u32)*a : (u32)__ldg(a);
+}
+
+// Entry `at`'s result and time: from the block's copy when staged there.
+template <bool STAGED>
+static __device__ __forceinline__ void qfwd_split_entry(u32 at, u64* obs, u32* t)
+{
+    const QfwdDecoderParams& p = qfwd_decoders;
+    if (STAGED && at < p.uf_stage_entries) {
+        const u8* sb = qfwd_dec_smem + p.uf_stage_offset;
+        const u8* e = sb + p.uf_stage_obs + at * p.uf_result_bytes;
+        u64 o = 0ull;
+#pragma unroll
+        for (u32 j = 0; j < QFWD_DEC_MAX_RESULT_BYTES; ++j) {
+            if (j < p.uf_result_bytes) {
+                o |= (u64)e[j] << (8u * j);
+            }
+        }
+        *obs = o;
+        *t = (u32)((const u16*)(sb + p.uf_stage_times))[at];
+    } else {
+        *obs = qfwd_uf_entry(at);
+        *t = (u32)__ldg((const u16*)p.uf_table_times + at);
+    }
+}
+
 // Step 1d: the split path, src/decode/uf_split.rs `split` step for step (its module docs
 // have the proof), for 1..32 defects: lane i holds the i-th defect in index order (the list
 // in `verts`). Every defect starts as its own group; a group's label is its least lane (its
@@ -557,17 +641,22 @@ static __device__ __forceinline__ u64 qfwd_uf_entry(u32 at)
 //     mask (~3 000 cycles of a d=5 pass at aa606da);
 //   - the merge closes a bit mask of lanes per lane (its group, its link, the lanes that
 //     link to it) under union by shuffles: a few rounds whatever the number of links,
-//     where a merge link after link cost ~800 cycles at d=5.
+//     where a merge link after link cost ~800 cycles at d=5; a first pass whose links
+//     are all returned (pairs: most d=5 shots) needs no round at all, and the next pass
+//     ranks those pairs by arithmetic, C(y, 2) = y (y - 1) / 2, with no group match or sum;
+//   - the defect list is built without a per-lane loop (qfwd_uf_defect_list), and the
+//     table's start of each group size is in a register (a shuffle, not a load).
 #define QFWD_SPLIT_HELD 16u
+template <bool STAGED>
 static __device__ __forceinline__ bool qfwd_uf_split(const u8* s, u32 lane, u32 ndef, u64* out,
                                                       QfwdTrace& tr)
 {
     const QfwdDecoderParams& p = qfwd_decoders;
     const u32 n = p.uf_detectors;
     const u32 kmax = p.uf_table_defects;
-    const u32* ix = (const u32*)p.uf_table_index;
-    const u16* dist = (const u16*)p.uf_dist;
-    const u16* times = (const u16*)p.uf_table_times;
+    const u8* sb = qfwd_dec_smem + p.uf_stage_offset;
+    const u32* ix = STAGED ? (const u32*)(sb + p.uf_stage_index) : (const u32*)p.uf_table_index;
+    const u16* dist = STAGED ? (const u16*)sb : (const u16*)p.uf_dist;
     constexpr u32 B = 8u; // distance loads issued together
     constexpr u32 H = QFWD_SPLIT_HELD;
     const u32 lt = (1u << lane) - 1u;
@@ -576,9 +665,12 @@ static __device__ __forceinline__ bool qfwd_uf_split(const u8* s, u32 lane, u32 
     const u16* row = dist + x * n;
     // The first pass's look-ups: the one-defect entry of x (lanes past the defects: of
     // defect 0, discarded below).
-    const u32 at1 = __ldg(ix + 1u) + x;
-    u64 obs = qfwd_uf_entry(at1);
-    u32 t = __ldg(times + at1);
+    const u32 at1 = qfwd_split_ld<STAGED>(ix + 1u) + x;
+    // Where the entries of m defects start, for the later passes: lane m holds it.
+    const u32 base_m = lane <= kmax ? qfwd_split_ld<STAGED>(ix + lane) : 0u;
+    u64 obs;
+    u32 t;
+    qfwd_split_entry<STAGED>(at1, &obs, &t);
     // Held distances: d(x, defect u) in bits 16 (u & 1) of held[u / 2] (lanes past the
     // defects and u past them: loaded, never read as a cross pair).
     const bool hold = ndef <= H; // warp-uniform
@@ -594,23 +686,51 @@ static __device__ __forceinline__ bool qfwd_uf_split(const u8* s, u32 lane, u32 
                 break; // warp-uniform
             }
             const u32 xu = __shfl_sync(QFWD_DEC_FULL, x, u);
-            held[u / 2u] |= (u32)__ldg(row + xu) << (16u * (u & 1u));
+            held[u / 2u] |= qfwd_split_ld<STAGED>(row + xu) << (16u * (u & 1u));
         }
     }
     u32 label = lane; // lanes past the defects: groups of their own, never merged
     u32 gm = 1u << lane; // the lanes of this lane's group
+    u32 partner = QFWD_DEC_FULL; // after a first pass that paired: the other lane, if any
 #pragma unroll 1
     for (u32 pass = 0; pass < ndef; ++pass) {
         QFWD_TRACE_SET(tr, passes, pass + 1u);
         QFWD_STAMP(tr);
-        if (pass > 0u) {
+        if (pass == 1u && __any_sync(QFWD_DEC_FULL, partner != QFWD_DEC_FULL)) {
+            // The groups are the first pass's pairs and lone defects (warp-uniform: only
+            // that first pass sets `partner`). A pair {x < y} is at base[2] + x + C(y, 2),
+            // C(y, 2) = y (y - 1) / 2; a lone defect keeps its first-pass entry.
+            if (kmax < 2u) {
+                return false; // a pair is above K
+            }
+            const u32 y = __shfl_sync(QFWD_DEC_FULL, x, partner & 31u);
+            const u32 base2 = __shfl_sync(QFWD_DEC_FULL, base_m, 2u);
+            gm = (1u << lane) | (partner != QFWD_DEC_FULL ? 1u << partner : 0u);
+            bool bad = false;
+            if (has && partner != QFWD_DEC_FULL) {
+                if (label == lane) {
+                    const u32 at = base2 + x + y * (y - 1u) / 2u; // the leader: x < y
+                    bad = at >= p.uf_table_entries; // never; insurance
+                    if (!bad) {
+                        qfwd_split_entry<STAGED>(at, &obs, &t);
+                    }
+                } else {
+                    obs = 0ull;
+                }
+            }
+            if (__any_sync(QFWD_DEC_FULL, bad)) {
+                return false;
+            }
+            t = __shfl_sync(QFWD_DEC_FULL, t, label); // the group's time
+        } else if (pass > 0u) {
             // Look-ups: the group's lanes, its size, this lane's place in it.
             gm = __match_any_sync(QFWD_DEC_FULL, label);
             const u32 m = (u32)__popc(gm);
             if (__any_sync(QFWD_DEC_FULL, has && m > kmax)) {
                 return false;
             }
-            const u32 c = has ? __ldg(ix + kmax + 1u + (u32)__popc(gm & lt) * n + x) : 0u;
+            const u32 c =
+                has ? qfwd_split_ld<STAGED>(ix + kmax + 1u + (u32)__popc(gm & lt) * n + x) : 0u;
             // The group's rank, the sum of its members' terms.
             const u32 mmax = __reduce_max_sync(QFWD_DEC_FULL, m); // warp-uniform, <= K
             u32 r = 0u, rest = gm;
@@ -623,15 +743,14 @@ static __device__ __forceinline__ bool qfwd_uf_split(const u8* s, u32 lane, u32 
                     rest &= rest - 1u;
                 }
             }
-            const u32 at = __ldg(ix + m) + r;
+            const u32 at = __shfl_sync(QFWD_DEC_FULL, base_m, m) + r; // m <= K < 32
             obs = 0ull;
             t = 0u;
             bool bad = false;
             if (has && label == lane) {
                 bad = at >= p.uf_table_entries; // never (the host sizes the table); insurance
                 if (!bad) {
-                    obs = qfwd_uf_entry(at);
-                    t = __ldg(times + at);
+                    qfwd_split_entry<STAGED>(at, &obs, &t);
                 }
             }
             if (__any_sync(QFWD_DEC_FULL, bad)) {
@@ -667,7 +786,7 @@ static __device__ __forceinline__ bool qfwd_uf_split(const u8* s, u32 lane, u32 
                     tj[u] = __shfl_sync(QFWD_DEC_FULL, t, j);
                     // Not a cross pair: a distance no sum of two u16 times reaches.
                     d[u] = has && jb + u < ndef && ((gm >> j) & 1u) == 0u
-                               ? (u32)__ldg(row + xj)
+                               ? qfwd_split_ld<STAGED>(row + xj)
                                : QFWD_DEC_FULL;
                 }
 #pragma unroll
@@ -692,6 +811,16 @@ static __device__ __forceinline__ bool qfwd_uf_split(const u8* s, u32 lane, u32 
         }
         // Merge: the components of the groups and the links (both directions), closed by
         // doubling: each round ORs in the masks of the lanes already in this lane's mask.
+        // The common first pass: every link is returned (the groups are single defects):
+        // the new groups are those pairs and the defects without a link.
+        if (pass == 0u) {
+            const u32 back = __shfl_sync(QFWD_DEC_FULL, link, link & 31u);
+            if (__all_sync(QFWD_DEC_FULL, link == QFWD_DEC_FULL || back == lane)) {
+                label = link == QFWD_DEC_FULL ? lane : qfwd_dec_min(lane, link);
+                partner = link;
+                continue;
+            }
+        }
         u32 mask = gm | (link != QFWD_DEC_FULL ? 1u << link : 0u);
 #pragma unroll
         for (u32 u = 0; u < QFWD_DEC_WARP; ++u) {
@@ -804,7 +933,9 @@ static __device__ __forceinline__ u64 qfwd_uf_run(u8* s, const u32* arg, u32 lan
     // shots 1e does (d=5, K=4: 1 346 of 1 354 fixture shots), at fewer cycles.
     if (p.uf_dist != 0ull && ndef <= QFWD_DEC_WARP) {
         u64 obs;
-        const bool split = qfwd_uf_split(s, lane, ndef, &obs, tr);
+        const bool split = p.uf_stage_bytes != 0u
+                               ? qfwd_uf_split<true>(s, lane, ndef, &obs, tr)
+                               : qfwd_uf_split<false>(s, lane, ndef, &obs, tr);
         QFWD_STAMP(tr);
         if (split) {
             QFWD_TRACE_SET(tr, path, 3u);

@@ -538,6 +538,7 @@ extern "C" __global__ void QFWD_PERSISTENT_BOUNDS qfwd_persistent(u64 req_ring, 
         block_tickets[threadIdx.x] = load_u64_relaxed_gpu(
             state + (u64)(block_group0 + threadIdx.x) * QFWD_STATE_CLAIM_STRIDE);
     }
+    qfwd_dec_stage_model(threadIdx.x, blockDim.x);
     __syncthreads();
     if (warp >= pollers) {
         return;

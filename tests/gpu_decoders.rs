@@ -687,12 +687,17 @@ fn decoder_latency_probe() {
         }
         let k = PersistentKernel::start_with(&o, None, &decs, placement).unwrap();
         let placed = k.decoder_placement();
+        let staged = if k.decoder_staged() {
+            ", split arrays in shared memory"
+        } else {
+            ""
+        };
         let mut b = MailboxBackend::new(k);
         let handler = Handler::Decoder(Arc::clone(&f.dec));
         let timed = ping_pong_each(&mut b, &handler, &f.payloads, warmup, samples);
         let ns = sorted_ns(&timed);
         let (_, p99) = row(
-            &format!("{label} ({} B, state {placed:?})", f.payloads[0].len()),
+            &format!("{label} ({} B, state {placed:?}{staged})", f.payloads[0].len()),
             &ns,
         );
         b.shutdown(Duration::from_secs(2)).unwrap();

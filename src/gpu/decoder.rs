@@ -121,6 +121,21 @@ pub struct DecoderParams {
     pub uf_dist: u64,
     /// The table's growth times ([`UfTable::times`], u16 per entry), with `uf_dist`.
     pub uf_table_times: u64,
+    /// The split path's arrays as one image ([`DeviceModels::new`]: the distance matrix at
+    /// 0, then the table's index, then the entries and times of every group of at most `S`
+    /// defects), which the persistent kernel copies into its shared memory at start; 0:
+    /// none.
+    pub uf_stage: u64,
+    /// The image's bytes (a multiple of 16), 0 when the kernel does not stage it.
+    pub uf_stage_bytes: u32,
+    /// Where the block's copy starts in dynamic shared memory ([`DeviceDecoders::place`]).
+    pub uf_stage_offset: u32,
+    /// Offsets in the image of the index, the entries' results and their times.
+    pub uf_stage_index: u32,
+    pub uf_stage_obs: u32,
+    pub uf_stage_times: u32,
+    /// Entries in the image: the table's first ones, those of groups of at most `S`.
+    pub uf_stage_entries: u32,
 }
 
 impl DecoderParams {
@@ -168,6 +183,17 @@ impl DecoderParams {
             b.extend_from_slice(&x.to_le_bytes());
         }
         for x in tail {
+            b.extend_from_slice(&x.to_le_bytes());
+        }
+        b.extend_from_slice(&self.uf_stage.to_le_bytes());
+        for x in [
+            self.uf_stage_bytes,
+            self.uf_stage_offset,
+            self.uf_stage_index,
+            self.uf_stage_obs,
+            self.uf_stage_times,
+            self.uf_stage_entries,
+        ] {
             b.extend_from_slice(&x.to_le_bytes());
         }
         debug_assert_eq!(b.len(), std::mem::size_of::<DecoderParams>());
@@ -338,6 +364,62 @@ pub struct DeviceModels {
 
 struct Blob(Vec<u64>);
 
+/// Most bytes of the split path's arrays the persistent kernel copies into each block's
+/// shared memory (d = 5: its 28.8 KB distance matrix, the 2 KB index and the 21 KB of
+/// entries of the groups of one or two defects; d = 7's matrix alone is 225 KB).
+pub const STAGE_MAX_BYTES: usize = 96 * 1024;
+
+/// The split path's hot arrays in one image, each 16-byte aligned: where a pass loads
+/// from shared memory (~30 cycles) what it would load from L1 (~65), L2 (~310) or beyond
+/// (results/h200-split-group-sum.txt).
+struct StageImage {
+    bytes: Vec<u8>,
+    index: u32,
+    obs: u32,
+    times: u32,
+    entries: u32,
+}
+
+impl StageImage {
+    /// The distance matrix, the index, and the entries of the groups of at most `S`
+    /// defects for the largest `S <= K` that fits [`STAGE_MAX_BYTES`]; `None` when not
+    /// even the one-defect entries fit with the matrix.
+    fn new(dist: &Distances, t: &UfTable) -> Option<StageImage> {
+        let al = |x: usize| x.next_multiple_of(16);
+        let index = t.device_index();
+        let rb = t.entry_bytes();
+        let fixed = al(dist.as_slice().len() * 2) + al(index.len() * 4);
+        let entries = (1..=t.max_defects())
+            .rev()
+            .map(|s| {
+                if s == t.max_defects() {
+                    t.len()
+                } else {
+                    index[s as usize + 1] as usize
+                }
+            })
+            .find(|&e| fixed + al(e * rb) + al(e * 2) <= STAGE_MAX_BYTES)?;
+        let mut bytes = u16_bytes(dist.as_slice());
+        bytes.resize(al(bytes.len()), 0);
+        let index_at = bytes.len();
+        bytes.extend(index.iter().flat_map(|x| x.to_le_bytes()));
+        bytes.resize(al(bytes.len()), 0);
+        let obs_at = bytes.len();
+        bytes.extend_from_slice(&t.entries()[..entries * rb]);
+        bytes.resize(al(bytes.len()), 0);
+        let times_at = bytes.len();
+        bytes.extend(u16_bytes(&t.times()[..entries]));
+        bytes.resize(al(bytes.len()), 0);
+        Some(StageImage {
+            bytes,
+            index: index_at as u32,
+            obs: obs_at as u32,
+            times: times_at as u32,
+            entries: entries as u32,
+        })
+    }
+}
+
 fn u16_bytes(xs: &[u16]) -> Vec<u8> {
     xs.iter().flat_map(|x| x.to_le_bytes()).collect()
 }
@@ -442,6 +524,14 @@ impl DeviceModels {
                     p.uf_dist = blob.push_bytes(&u16_bytes(dist.as_slice()));
                     p.uf_table_times = blob.push_bytes(&u16_bytes(t.times()));
                     uf_split = true;
+                    if let Some(st) = StageImage::new(&dist, t) {
+                        p.uf_stage = blob.push_bytes(&st.bytes);
+                        p.uf_stage_bytes = st.bytes.len() as u32;
+                        p.uf_stage_index = st.index;
+                        p.uf_stage_obs = st.obs;
+                        p.uf_stage_times = st.times;
+                        p.uf_stage_entries = st.entries;
+                    }
                 }
             }
         }
@@ -502,6 +592,9 @@ impl DeviceModels {
             if self.uf_split {
                 p.uf_dist += base;
                 p.uf_table_times += base;
+            }
+            if p.uf_stage_bytes != 0 {
+                p.uf_stage += base;
             }
         }
         p
@@ -572,9 +665,50 @@ impl DeviceDecoders {
 
     /// Places the per-warp `uf` state for a kernel launched with `warps_per_block`-warp
     /// blocks, `total_warps` warps in all, whose blocks already use `staging_bytes` of
-    /// dynamic shared memory (the decoder's areas follow it). Returns the dynamic shared
-    /// bytes to add per block (0 in global memory, or without a `uf` model).
+    /// dynamic shared memory (the decoder's areas follow it), and, for a kernel that
+    /// copies it at start (`stage`: the persistent kernel), the split path's image
+    /// ([`DecoderParams::uf_stage`]) after them when it fits. Returns the dynamic shared
+    /// bytes to add per block (0 with the state in global memory and no image, or without
+    /// a `uf` model).
     pub fn place(
+        &mut self,
+        ctx: &Arc<GpuContext>,
+        placement: ScratchPlacement,
+        staging_bytes: u32,
+        warps_per_block: u32,
+        total_warps: u32,
+        stage: bool,
+    ) -> Result<u32> {
+        let per_warp = self.models.uf_scratch_bytes();
+        if per_warp == 0 {
+            return Ok(0);
+        }
+        let scratch = self.place_scratch(ctx, placement, staging_bytes, warps_per_block, total_warps)?;
+        let image = self.params.uf_stage_bytes;
+        let limit = ctx.attribute(
+            sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN,
+        )?;
+        if stage
+            && image != 0
+            && u64::from(staging_bytes) + u64::from(scratch) + u64::from(image)
+                <= limit.max(0) as u64
+        {
+            self.params.uf_stage_offset = staging_bytes + scratch;
+            Ok(scratch + image)
+        } else {
+            self.params.uf_stage_bytes = 0;
+            self.params.uf_stage_offset = 0;
+            Ok(scratch)
+        }
+    }
+
+    /// Whether the kernel copies the split path's image into shared memory (after
+    /// [`DeviceDecoders::place`]).
+    pub fn staged(&self) -> bool {
+        self.params.uf_stage_bytes != 0
+    }
+
+    fn place_scratch(
         &mut self,
         ctx: &Arc<GpuContext>,
         placement: ScratchPlacement,
@@ -583,9 +717,6 @@ impl DeviceDecoders {
         total_warps: u32,
     ) -> Result<u32> {
         let per_warp = self.models.uf_scratch_bytes();
-        if per_warp == 0 {
-            return Ok(0);
-        }
         let extra = u64::from(per_warp) * u64::from(warps_per_block);
         let limit = ctx.attribute(
             sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN,
@@ -858,6 +989,13 @@ mod tests {
             loaded,
             uf_dist,
             uf_table_times,
+            uf_stage,
+            uf_stage_bytes,
+            uf_stage_offset,
+            uf_stage_index,
+            uf_stage_obs,
+            uf_stage_times,
+            uf_stage_entries,
         );
         assert_eq!(fields, rust, "QFWD_DEC_FIELD lines vs DecoderParams");
         assert_eq!(declared, rust, "struct QfwdDecoderParams vs DecoderParams");
@@ -1026,6 +1164,53 @@ mod tests {
 
     fn blob_bytes(m: &DeviceModels) -> Vec<u8> {
         m.blob.iter().flat_map(|w| w.to_le_bytes()).collect()
+    }
+
+    /// The image the persistent kernel copies into shared memory holds, at the offsets
+    /// the parameters give, the same bytes as the global arrays the split path reads
+    /// otherwise: the whole distance matrix and index, and the entries and times of the
+    /// groups of at most `S` defects, `S` the largest that fits (d = 5: K = 2 whole; with
+    /// K = 3 the three-defect entries do not fit, so S = 2).
+    #[test]
+    fn stage_image_holds_the_split_arrays() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
+        let dec = Arc::new(
+            Decoder::from_dem_path(&dir.join("surface_d5_r5_z_p001.dem"), DecoderKind::Uf)
+                .unwrap(),
+        );
+        let n = dec.num_detectors();
+        for (k, want_entries) in [(2u32, 1 + n + n * (n - 1) / 2), (3, 1 + n + n * (n - 1) / 2)] {
+            let m = DeviceModels::new(&[Arc::clone(&dec)], Some(k)).unwrap();
+            let (p, bytes) = (m.params_at(0), blob_bytes(&m));
+            let t = m.uf_table().unwrap();
+            assert_eq!(p.uf_stage_entries as usize, want_entries, "K={k}");
+            assert!(p.uf_stage_bytes as usize <= STAGE_MAX_BYTES);
+            assert_eq!(p.uf_stage_bytes % 16, 0);
+            let img = &bytes[p.uf_stage as usize..][..p.uf_stage_bytes as usize];
+            let dist_len = n * n * 2;
+            assert_eq!(img[..dist_len], bytes[p.uf_dist as usize..][..dist_len]);
+            let ix_len = t.device_index().len() * 4;
+            assert_eq!(
+                img[p.uf_stage_index as usize..][..ix_len],
+                bytes[p.uf_table_index as usize..][..ix_len]
+            );
+            let e = want_entries;
+            let rb = p.uf_result_bytes as usize;
+            assert_eq!(
+                img[p.uf_stage_obs as usize..][..e * rb],
+                bytes[p.uf_table as usize..][..e * rb]
+            );
+            assert_eq!(
+                img[p.uf_stage_times as usize..][..e * 2],
+                bytes[p.uf_table_times as usize..][..e * 2]
+            );
+            for off in [p.uf_stage_index, p.uf_stage_obs, p.uf_stage_times] {
+                assert_eq!(off % 16, 0);
+            }
+        }
+        // No table, no image.
+        let m = DeviceModels::new(&[dec], Some(0)).unwrap();
+        assert_eq!((m.params_at(0).uf_stage, m.params_at(0).uf_stage_bytes), (0, 0));
     }
 
     fn u16_at(bytes: &[u8], at: usize, i: usize) -> u16 {

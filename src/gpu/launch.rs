@@ -93,7 +93,7 @@ impl LaunchBackend {
         let mut decoders = DeviceDecoders::upload(&ctx, decoders, options.uf_table_max_defects)?;
         let mut shared = (layout.req_slot_bytes() + layout.resp_slot_bytes()) as u32;
         if let Some(d) = decoders.as_mut() {
-            shared += d.place(&ctx, placement, shared, 1, 1)?;
+            shared += d.place(&ctx, placement, shared, 1, 1, false)?;
             d.install(&module)?;
         }
         if shared > 48 * 1024 {

@@ -148,6 +148,7 @@ impl PersistentKernel {
                 shared,
                 warps_per_block,
                 blocks * warps_per_block,
+                true,
             )?;
             d.install(&module)?;
         }
@@ -287,6 +288,12 @@ impl PersistentKernel {
     /// Where the poller warps' `uf` decoder state lives (`None` without a `uf` decoder).
     pub fn decoder_placement(&self) -> Option<ScratchPlacement> {
         self.decoders.as_ref().and_then(DeviceDecoders::placement)
+    }
+
+    /// Whether each block holds the `uf` split path's arrays in its shared memory
+    /// ([`DeviceDecoders::place`]).
+    pub fn decoder_staged(&self) -> bool {
+        self.decoders.as_ref().is_some_and(DeviceDecoders::staged)
     }
 
     /// Whether the kernel sends responses through a soft NIC itself.
