@@ -697,7 +697,10 @@ fn decoder_latency_probe() {
         let timed = ping_pong_each(&mut b, &handler, &f.payloads, warmup, samples);
         let ns = sorted_ns(&timed);
         let (_, p99) = row(
-            &format!("{label} ({} B, state {placed:?}{staged})", f.payloads[0].len()),
+            &format!(
+                "{label} ({} B, state {placed:?}{staged})",
+                f.payloads[0].len()
+            ),
             &ns,
         );
         b.shutdown(Duration::from_secs(2)).unwrap();

@@ -683,7 +683,8 @@ impl DeviceDecoders {
         if per_warp == 0 {
             return Ok(0);
         }
-        let scratch = self.place_scratch(ctx, placement, staging_bytes, warps_per_block, total_warps)?;
+        let scratch =
+            self.place_scratch(ctx, placement, staging_bytes, warps_per_block, total_warps)?;
         let image = self.params.uf_stage_bytes;
         let limit = ctx.attribute(
             sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN,
@@ -1175,11 +1176,13 @@ mod tests {
     fn stage_image_holds_the_split_arrays() {
         let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
         let dec = Arc::new(
-            Decoder::from_dem_path(&dir.join("surface_d5_r5_z_p001.dem"), DecoderKind::Uf)
-                .unwrap(),
+            Decoder::from_dem_path(&dir.join("surface_d5_r5_z_p001.dem"), DecoderKind::Uf).unwrap(),
         );
         let n = dec.num_detectors();
-        for (k, want_entries) in [(2u32, 1 + n + n * (n - 1) / 2), (3, 1 + n + n * (n - 1) / 2)] {
+        for (k, want_entries) in [
+            (2u32, 1 + n + n * (n - 1) / 2),
+            (3, 1 + n + n * (n - 1) / 2),
+        ] {
             let m = DeviceModels::new(&[Arc::clone(&dec)], Some(k)).unwrap();
             let (p, bytes) = (m.params_at(0), blob_bytes(&m));
             let t = m.uf_table().unwrap();
@@ -1210,7 +1213,10 @@ mod tests {
         }
         // No table, no image.
         let m = DeviceModels::new(&[dec], Some(0)).unwrap();
-        assert_eq!((m.params_at(0).uf_stage, m.params_at(0).uf_stage_bytes), (0, 0));
+        assert_eq!(
+            (m.params_at(0).uf_stage, m.params_at(0).uf_stage_bytes),
+            (0, 0)
+        );
     }
 
     fn u16_at(bytes: &[u8], at: usize, i: usize) -> u16 {
