@@ -703,6 +703,17 @@ fn decoder_latency_probe() {
             ),
             &ns,
         );
+        // The parity floor again, on this kernel (decoders loaded, their state and arrays
+        // in shared memory): tells a cost of the decoder's request path from one of the
+        // kernel's configuration.
+        let same = ping_pong(&mut b, &Handler::Parity, &f.payloads, warmup, samples);
+        row(
+            &format!(
+                "  parity, {} B, on this decoder kernel",
+                f.payloads[0].len()
+            ),
+            &same,
+        );
         b.shutdown(Duration::from_secs(2)).unwrap();
         if kind == DecoderKind::Uf {
             per_path_rows(&shot_paths(&f.dec, &f.payloads, table), &timed, &ns);
