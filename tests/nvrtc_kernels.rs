@@ -111,17 +111,19 @@ fn uf_stage_trace_compiles_and_stays_out_of_the_normal_build() {
     if !nvrtc_or_skip() {
         return;
     }
-    let traced = nvrtc::compile_with(&nvrtc::FORWARD, ARCH, &["QFWD_DEC_TRACE"])
-        .unwrap_or_else(|e| panic!("{e}"));
-    assert!(
-        !traced.has_warnings(),
-        "forward.cu with QFWD_DEC_TRACE compiled with warnings:\n{}",
-        traced.log
-    );
-    assert!(
-        traced.ptx.contains("vprintf"),
-        "the traced build prints nothing"
-    );
+    for define in ["QFWD_DEC_TRACE", "QFWD_DEC_TRACE_DISPATCH"] {
+        let traced =
+            nvrtc::compile_with(&nvrtc::FORWARD, ARCH, &[define]).unwrap_or_else(|e| panic!("{e}"));
+        assert!(
+            !traced.has_warnings(),
+            "forward.cu with {define} compiled with warnings:\n{}",
+            traced.log
+        );
+        assert!(
+            traced.ptx.contains("vprintf"),
+            "the {define} build prints nothing"
+        );
+    }
     let plain = nvrtc::compile_with(&nvrtc::FORWARD, ARCH, &[]).unwrap();
     assert!(
         !plain.ptx.contains("vprintf"),

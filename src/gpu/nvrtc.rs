@@ -150,13 +150,20 @@ fn c_chars_to_string(chars: &[c_char]) -> String {
 /// (`QFWD_UF_TRACE=1`): each decode of the persistent kernel's shared-state copy prints the
 /// clock cycles at its stage boundaries (device `printf`, flushed when the kernel stops).
 /// A measuring tool for kernel work, not for serving: see device/decode.cu, "Stage trace".
+/// `QFWD_UF_TRACE=dispatch` instead times each uf request's whole handler call
+/// (device/forward.cu `compute_response`), without the stage stamps.
 pub const UF_TRACE_ENV: &str = "QFWD_UF_TRACE";
 
-/// The preprocessor definitions this process compiles with (`QFWD_DEC_TRACE` under
-/// [`UF_TRACE_ENV`]).
+/// The preprocessor definitions this process compiles with (`QFWD_DEC_TRACE`, or
+/// `QFWD_DEC_TRACE_DISPATCH` for `dispatch`, under [`UF_TRACE_ENV`]).
 pub fn defines_from_env() -> Vec<&'static str> {
-    match std::env::var(UF_TRACE_ENV) {
-        Ok(v) if !v.is_empty() && v != "0" => vec!["QFWD_DEC_TRACE"],
+    defines_for(std::env::var(UF_TRACE_ENV).ok().as_deref())
+}
+
+fn defines_for(value: Option<&str>) -> Vec<&'static str> {
+    match value {
+        Some("dispatch") => vec!["QFWD_DEC_TRACE_DISPATCH"],
+        Some(v) if !v.is_empty() && v != "0" => vec!["QFWD_DEC_TRACE"],
         _ => Vec::new(),
     }
 }
@@ -309,4 +316,18 @@ pub(crate) fn module_image(source: &KernelSource, arch: &str) -> Result<Arc<Vec<
 /// `CStr` of a kernel name for `cuModuleGetFunction`.
 pub(crate) fn kernel_name(name: &'static str) -> CString {
     CString::new(name).expect("kernel names have no NUL")
+}
+
+#[cfg(test)]
+mod trace_env_tests {
+    use super::defines_for;
+
+    #[test]
+    fn trace_values_pick_their_definitions() {
+        assert!(defines_for(None).is_empty());
+        assert!(defines_for(Some("")).is_empty());
+        assert!(defines_for(Some("0")).is_empty());
+        assert_eq!(defines_for(Some("1")), ["QFWD_DEC_TRACE"]);
+        assert_eq!(defines_for(Some("dispatch")), ["QFWD_DEC_TRACE_DISPATCH"]);
+    }
 }
