@@ -539,18 +539,26 @@ static __device__ __forceinline__ bool qfwd_uf_isolated(u8* s, const u32* arg, u
 }
 
 // The observable flips stored at table index `at` (the wire result, LSB first).
-static __device__ __forceinline__ u64 qfwd_uf_entry(u32 at)
+// The result at `e` (uf_result_bytes bytes): in shared memory (SHARED) or global memory
+// through the non-coherent cache.
+template <bool SHARED>
+static __device__ __forceinline__ u64 qfwd_uf_result(const u8* e)
 {
     const QfwdDecoderParams& p = qfwd_decoders;
-    const u8* e = (const u8*)p.uf_table + (u64)at * p.uf_result_bytes;
     u64 obs = 0ull;
 #pragma unroll
     for (u32 j = 0; j < QFWD_DEC_MAX_RESULT_BYTES; ++j) {
         if (j < p.uf_result_bytes) {
-            obs |= (u64)__ldg(e + j) << (8u * j);
+            obs |= (u64)(SHARED ? e[j] : __ldg(e + j)) << (8u * j);
         }
     }
     return obs;
+}
+
+static __device__ __forceinline__ u64 qfwd_uf_entry(u32 at)
+{
+    const QfwdDecoderParams& p = qfwd_decoders;
+    return qfwd_uf_result<false>((const u8*)p.uf_table + (u64)at * p.uf_result_bytes);
 }
 
 // ---- The split path's image in shared memory -------------------------------------------
@@ -594,15 +602,7 @@ static __device__ __forceinline__ void qfwd_split_entry(u32 at, u64* obs, u32* t
     const QfwdDecoderParams& p = qfwd_decoders;
     if (STAGED && at < p.uf_stage_entries) {
         const u8* sb = qfwd_dec_smem + p.uf_stage_offset;
-        const u8* e = sb + p.uf_stage_obs + at * p.uf_result_bytes;
-        u64 o = 0ull;
-#pragma unroll
-        for (u32 j = 0; j < QFWD_DEC_MAX_RESULT_BYTES; ++j) {
-            if (j < p.uf_result_bytes) {
-                o |= (u64)e[j] << (8u * j);
-            }
-        }
-        *obs = o;
+        *obs = qfwd_uf_result<true>(sb + p.uf_stage_obs + at * p.uf_result_bytes);
         *t = (u32)((const u16*)(sb + p.uf_stage_times))[at];
     } else {
         *obs = qfwd_uf_entry(at);
