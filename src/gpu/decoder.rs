@@ -683,12 +683,18 @@ impl DeviceDecoders {
         if per_warp == 0 {
             return Ok(0);
         }
-        let scratch =
-            self.place_scratch(ctx, placement, staging_bytes, warps_per_block, total_warps)?;
-        let image = self.params.uf_stage_bytes;
         let limit = ctx.attribute(
             sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN,
         )?;
+        let scratch = self.place_scratch(
+            ctx,
+            placement,
+            staging_bytes,
+            warps_per_block,
+            total_warps,
+            limit,
+        )?;
+        let image = self.params.uf_stage_bytes;
         if stage
             && image != 0
             && u64::from(staging_bytes) + u64::from(scratch) + u64::from(image)
@@ -709,6 +715,8 @@ impl DeviceDecoders {
         self.params.uf_stage_bytes != 0
     }
 
+    /// [`DeviceDecoders::place`]'s per-warp state (`limit`: the shared memory a block may
+    /// use on this device).
     fn place_scratch(
         &mut self,
         ctx: &Arc<GpuContext>,
@@ -716,12 +724,10 @@ impl DeviceDecoders {
         staging_bytes: u32,
         warps_per_block: u32,
         total_warps: u32,
+        limit: i32,
     ) -> Result<u32> {
         let per_warp = self.models.uf_scratch_bytes();
         let extra = u64::from(per_warp) * u64::from(warps_per_block);
-        let limit = ctx.attribute(
-            sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN,
-        )?;
         let fits = u64::from(staging_bytes) + extra <= limit.max(0) as u64;
         let shared = match placement {
             ScratchPlacement::Auto => fits,
