@@ -697,6 +697,8 @@ static __device__ __forceinline__ bool qfwd_uf_split(const u8* s, u32 lane, u32 
     for (u32 pass = 0; pass < ndef; ++pass) {
         QFWD_TRACE_SET(tr, passes, pass + 1u);
         QFWD_STAMP(tr);
+        u32 at = 0u;
+        bool lookup = false;
         if (pass == 1u && __any_sync(QFWD_DEC_FULL, partner != QFWD_DEC_FULL)) {
             // The groups are the first pass's pairs and lone defects (warp-uniform: only
             // that first pass sets `partner`). A pair {x < y} is at base[2] + x + C(y, 2),
@@ -707,22 +709,14 @@ static __device__ __forceinline__ bool qfwd_uf_split(const u8* s, u32 lane, u32 
             const u32 y = __shfl_sync(QFWD_DEC_FULL, x, partner & 31u);
             const u32 base2 = __shfl_sync(QFWD_DEC_FULL, base_m, 2u);
             gm = (1u << lane) | (partner != QFWD_DEC_FULL ? 1u << partner : 0u);
-            bool bad = false;
             if (has && partner != QFWD_DEC_FULL) {
                 if (label == lane) {
-                    const u32 at = base2 + x + y * (y - 1u) / 2u; // the leader: x < y
-                    bad = at >= p.uf_table_entries; // never; insurance
-                    if (!bad) {
-                        qfwd_split_entry<STAGED>(at, &obs, &t);
-                    }
+                    at = base2 + x + y * (y - 1u) / 2u; // the leader: x < y
+                    lookup = true;
                 } else {
                     obs = 0ull;
                 }
             }
-            if (__any_sync(QFWD_DEC_FULL, bad)) {
-                return false;
-            }
-            t = __shfl_sync(QFWD_DEC_FULL, t, label); // the group's time
         } else if (pass > 0u) {
             // Look-ups: the group's lanes, its size, this lane's place in it.
             gm = __match_any_sync(QFWD_DEC_FULL, label);
@@ -744,11 +738,15 @@ static __device__ __forceinline__ bool qfwd_uf_split(const u8* s, u32 lane, u32 
                     rest &= rest - 1u;
                 }
             }
-            const u32 at = __shfl_sync(QFWD_DEC_FULL, base_m, m) + r; // m <= K < 32
+            at = __shfl_sync(QFWD_DEC_FULL, base_m, m) + r; // m <= K < 32
             obs = 0ull;
             t = 0u;
+            lookup = has && label == lane;
+        }
+        if (pass > 0u) {
+            // The leaders' look-ups (a lone defect after a pairing pass keeps its entry).
             bool bad = false;
-            if (has && label == lane) {
+            if (lookup) {
                 bad = at >= p.uf_table_entries; // never (the host sizes the table); insurance
                 if (!bad) {
                     qfwd_split_entry<STAGED>(at, &obs, &t);
