@@ -325,6 +325,15 @@ static __device__ int qfwd_dispatch(u32 code, const u32* arg, u32 arg_len, u32* 
     }
 }
 
+#ifdef QFWD_DEC_TRACE_DISPATCH
+// Per warp of the block: the last handler call's cycles and (uf) defect count. Parity
+// then takes the general path too, so the two can be compared.
+static __shared__ uint2 qfwd_trace_dispatch[QFWD_MAX_WARPS_PER_BLOCK];
+#define QFWD_TRACING_DISPATCH true
+#else
+#define QFWD_TRACING_DISPATCH false
+#endif
+
 // Runs the handler on the staged request and leaves the response stream [status]
 // [result_len][result...] in `res` (resp_chunks * 3 words, zero-padded).
 static __device__ void compute_response(u32 code, u32 arg_len, int early_status,
@@ -342,19 +351,19 @@ static __device__ void compute_response(u32 code, u32 arg_len, int early_status,
         const u32 cap = resp_chunks * QFWD_INLINE_DATA_BYTES - QFWD_HEADER_BYTES;
 #ifdef QFWD_DEC_TRACE_DISPATCH
         // Measuring only (QFWD_UF_TRACE=dispatch): a uf request's whole handler call, in
-        // cycles, with its defect count; about one in 8 printed ("QD <cycles> <defects>").
+        // cycles, and its defect count, for the caller's "QR" line.
         const long long qd0 = clock64();
 #endif
         status = qfwd_dispatch(code, stage + 2, arg_len, res + 2, cap, &result_len, control, lane);
 #ifdef QFWD_DEC_TRACE_DISPATCH
         const long long qd1 = clock64();
-        if (code == QFWD_CODE_UF && lane == 0u && (qd0 & 0x700ll) == 0ll) {
+        if (lane == 0u) {
             const u8* b = (const u8*)(stage + 2);
             u32 ndef = 0u;
-            for (u32 i = 0; i + 4u < arg_len; ++i) { // the syndrome bytes, not the count
+            for (u32 i = 0; code == QFWD_CODE_UF && i + 4u < arg_len; ++i) { // not the count
                 ndef += (u32)__popc((u32)b[i]);
             }
-            printf("QD %u %u\n", (u32)(qd1 - qd0), ndef);
+            qfwd_trace_dispatch[threadIdx.x / QFWD_WARP] = make_uint2((u32)(qd1 - qd0), ndef);
         }
 #endif
     }
@@ -614,6 +623,12 @@ extern "C" __global__ void QFWD_PERSISTENT_BOUNDS qfwd_persistent(u64 req_ring, 
             continue;
         }
         const u64 resp = resp_ring + (u64)pos.slot * resp_slot_bytes;
+#ifdef QFWD_DEC_TRACE_DISPATCH
+        // Measuring only: a request from its tag seen to its response stored, its handler
+        // call and (uf) defect count: "QR <code> <cycles> <handler cycles> <defects>",
+        // about 1 in 8.
+        const long long qr0 = clock64();
+#endif
 
         u32 code = 0u, arg_len = 0u;
         int early_status = QFWD_STATUS_OK;
@@ -626,7 +641,7 @@ extern "C" __global__ void QFWD_PERSISTENT_BOUNDS qfwd_persistent(u64 req_ring, 
             // general path). The shortest path from seeing a request to answering it: a
             // lone warp issues about one instruction per 7 cycles, so every instruction
             // here is latency (32-bit bound first, so the chunk count cannot wrap).
-            if (code == QFWD_CODE_PARITY && !reply && want != 1u &&
+            if (code == QFWD_CODE_PARITY && !reply && want != 1u && !QFWD_TRACING_DISPATCH &&
                 arg_len <= QFWD_INLINE_DATA_BYTES * first - QFWD_HEADER_BYTES) {
                 const u32 n = (QFWD_HEADER_BYTES + arg_len + QFWD_INLINE_DATA_BYTES - 1u) /
                               QFWD_INLINE_DATA_BYTES;
@@ -742,6 +757,12 @@ extern "C" __global__ void QFWD_PERSISTENT_BOUNDS qfwd_persistent(u64 req_ring, 
         }
 #else
         publish_response(res, resp, resp_chunks, want, lane);
+#endif
+#ifdef QFWD_DEC_TRACE_DISPATCH
+        if (lane == 0u && (qr0 & 0x700ll) == 0ll) {
+            const uint2 qd = qfwd_trace_dispatch[warp_in_block];
+            printf("QR %u %u %u %u\n", code, (u32)(clock64() - qr0), qd.x, qd.y);
+        }
 #endif
         ++served;
         position_next(pos, groups, slots);

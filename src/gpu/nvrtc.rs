@@ -150,8 +150,9 @@ fn c_chars_to_string(chars: &[c_char]) -> String {
 /// (`QFWD_UF_TRACE=1`): each decode of the persistent kernel's shared-state copy prints the
 /// clock cycles at its stage boundaries (device `printf`, flushed when the kernel stops).
 /// A measuring tool for kernel work, not for serving: see device/decode.cu, "Stage trace".
-/// `QFWD_UF_TRACE=dispatch` instead times each uf request's whole handler call
-/// (device/forward.cu `compute_response`), without the stage stamps.
+/// `QFWD_UF_TRACE=dispatch` instead times each request in the persistent kernel from its
+/// tag seen to its response stored, and its handler call within that ("QR" lines,
+/// device/forward.cu), without the stage stamps; parity then takes the general path too.
 pub const UF_TRACE_ENV: &str = "QFWD_UF_TRACE";
 
 /// The preprocessor definitions this process compiles with (`QFWD_DEC_TRACE`, or
