@@ -326,9 +326,10 @@ static __device__ int qfwd_dispatch(u32 code, const u32* arg, u32 arg_len, u32* 
 }
 
 #ifdef QFWD_DEC_TRACE_DISPATCH
-// Per warp of the block: the last handler call's cycles and (uf) defect count. Parity
+// Per warp of the block: the last handler call's cycles, (uf) defect count, and the
+// cycles of the same call repeated at once. Parity
 // then takes the general path too, so the two can be compared.
-static __shared__ uint2 qfwd_trace_dispatch[QFWD_MAX_WARPS_PER_BLOCK];
+static __shared__ uint4 qfwd_trace_dispatch[QFWD_MAX_WARPS_PER_BLOCK];
 #define QFWD_TRACING_DISPATCH true
 #else
 #define QFWD_TRACING_DISPATCH false
@@ -357,13 +358,24 @@ static __device__ void compute_response(u32 code, u32 arg_len, int early_status,
         status = qfwd_dispatch(code, stage + 2, arg_len, res + 2, cap, &result_len, control, lane);
 #ifdef QFWD_DEC_TRACE_DISPATCH
         const long long qd1 = clock64();
+        // The same call again, at once (the decoders have no side effects, and write the
+        // same result): what it costs with its code, constants and data cached.
+        u32 again = 0u;
+        if (code != QFWD_CODE_STALL) {
+            u32 len2 = 0u;
+            __syncwarp();
+            const long long qw0 = clock64();
+            (void)qfwd_dispatch(code, stage + 2, arg_len, res + 2, cap, &len2, control, lane);
+            again = (u32)(clock64() - qw0);
+        }
         if (lane == 0u) {
             const u8* b = (const u8*)(stage + 2);
             u32 ndef = 0u;
             for (u32 i = 0; code == QFWD_CODE_UF && i + 4u < arg_len; ++i) { // not the count
                 ndef += (u32)__popc((u32)b[i]);
             }
-            qfwd_trace_dispatch[threadIdx.x / QFWD_WARP] = make_uint2((u32)(qd1 - qd0), ndef);
+            qfwd_trace_dispatch[threadIdx.x / QFWD_WARP] =
+                make_uint4((u32)(qd1 - qd0), ndef, again, 0u);
         }
 #endif
     }
@@ -625,7 +637,8 @@ extern "C" __global__ void QFWD_PERSISTENT_BOUNDS qfwd_persistent(u64 req_ring, 
         const u64 resp = resp_ring + (u64)pos.slot * resp_slot_bytes;
 #ifdef QFWD_DEC_TRACE_DISPATCH
         // Measuring only: a request from its tag seen to its response stored, its handler
-        // call and (uf) defect count: "QR <code> <cycles> <handler cycles> <defects>",
+        // call, (uf) defect count and the call repeated (warm): "QR <code> <cycles> <handler
+        // cycles> <defects> <repeat cycles>",
         // about 1 in 8.
         const long long qr0 = clock64();
 #endif
@@ -760,8 +773,9 @@ extern "C" __global__ void QFWD_PERSISTENT_BOUNDS qfwd_persistent(u64 req_ring, 
 #endif
 #ifdef QFWD_DEC_TRACE_DISPATCH
         if (lane == 0u && (qr0 & 0x700ll) == 0ll) {
-            const uint2 qd = qfwd_trace_dispatch[warp_in_block];
-            printf("QR %u %u %u %u\n", code, (u32)(clock64() - qr0), qd.x, qd.y);
+            const u32 total = (u32)(clock64() - qr0);
+            const uint4 qd = qfwd_trace_dispatch[warp_in_block];
+            printf("QR %u %u %u %u %u\n", code, total, qd.x, qd.y, qd.z);
         }
 #endif
         ++served;
