@@ -308,10 +308,20 @@ static __device__ __forceinline__ void qfwd_dec_row(const uint2* adj, u32 base, 
 
 // ---- lut ---------------------------------------------------------------------------------
 
-// Syndrome -> the table entry, already in the wire's result format (src/decode/lut.rs).
-// (External linkage, like qfwd_decode_uf: this file compiled alone has no caller.)
-__device__ int qfwd_decode_lut(const u32* arg, u32 arg_len, u32* out, u32 out_cap,
-                                      u32* result_len, u32 lane)
+// The flips' bytes, LSB first, to `out` (lanes over the bytes; at most 8).
+static __device__ __forceinline__ void qfwd_dec_write_flips(u32* out, u32 len, u64 flips,
+                                                            u32 lane)
+{
+    if (lane < len) {
+        ((u8*)out)[lane] = (u8)(flips >> (8u * lane));
+    }
+}
+
+// Syndrome -> the table entry, already in the wire's result format (src/decode/lut.rs), as
+// a value (every lane): the flips, `*result_len` bytes of them on the wire, LSB first.
+static __device__ __forceinline__ int qfwd_decode_lut_value(const u32* arg, u32 arg_len,
+                                                            u32 out_cap, u32* result_len,
+                                                            u64* flips, u32 lane)
 {
     const QfwdDecoderParams& p = qfwd_decoders;
     *result_len = 0u;
@@ -331,11 +341,25 @@ __device__ int qfwd_decode_lut(const u32* arg, u32 arg_len, u32* out, u32 out_ca
     }
     s &= n >= 32u ? QFWD_DEC_FULL : (1u << n) - 1u;
     const u8* entry = (const u8*)p.lut_table + (u64)s * eb;
-    if (lane < eb) {
-        ((u8*)out)[lane] = __ldg(entry + lane);
-    }
+    // Lane k loads byte k; the warp assembles them (eb <= 8).
+    const u32 byte = lane < eb ? (u32)__ldg(entry + lane) : 0u;
+    const u32 lo = __reduce_or_sync(QFWD_DEC_FULL, lane < 4u ? byte << (8u * lane) : 0u);
+    const u32 hi =
+        __reduce_or_sync(QFWD_DEC_FULL, lane >= 4u && lane < 8u ? byte << (8u * (lane - 4u)) : 0u);
+    *flips = ((u64)hi << 32) | lo;
     *result_len = eb;
     return QFWD_DEC_STATUS_OK;
+}
+
+// The lut decoder writing its result to `out`. (External linkage, like qfwd_decode_uf:
+// this file compiled alone has no caller.)
+__device__ int qfwd_decode_lut(const u32* arg, u32 arg_len, u32* out, u32 out_cap,
+                               u32* result_len, u32 lane)
+{
+    u64 flips = 0ull;
+    const int status = qfwd_decode_lut_value(arg, arg_len, out_cap, result_len, &flips, lane);
+    qfwd_dec_write_flips(out, *result_len, flips, lane);
+    return status;
 }
 
 // ---- uf ----------------------------------------------------------------------------------
@@ -1480,9 +1504,11 @@ static __device__ __forceinline__ u64 qfwd_uf_run(u8* s, const u32* arg, u32 lan
 }
 
 // Union-find (src/decode/uf.rs): validates the payload as `Decoder::run_payload` does, and
-// writes the observable flips bit-packed LSB first.
-__device__ int qfwd_decode_uf(const u32* arg, u32 arg_len, u32* out, u32 out_cap,
-                                     u32* result_len, u32 lane)
+// returns the observable flips in `*flips` (every lane), `*result_len` bytes of them on the
+// wire, LSB first.
+static __device__ __forceinline__ int qfwd_decode_uf_value(const u32* arg, u32 arg_len,
+                                                           u32 out_cap, u32* result_len,
+                                                           u64* flips, u32 lane)
 {
     const QfwdDecoderParams& p = qfwd_decoders;
     *result_len = 0u;
@@ -1545,9 +1571,17 @@ __device__ int qfwd_decode_uf(const u32* arg, u32 arg_len, u32* out, u32 out_cap
         }
 #endif
     }
-    if (lane < p.uf_result_bytes) {
-        ((u8*)out)[lane] = (u8)(obs >> (8u * lane));
-    }
+    *flips = obs;
     *result_len = p.uf_result_bytes;
     return QFWD_DEC_STATUS_OK;
+}
+
+// The uf decoder writing its result to `out`.
+__device__ int qfwd_decode_uf(const u32* arg, u32 arg_len, u32* out, u32 out_cap,
+                              u32* result_len, u32 lane)
+{
+    u64 flips = 0ull;
+    const int status = qfwd_decode_uf_value(arg, arg_len, out_cap, result_len, &flips, lane);
+    qfwd_dec_write_flips(out, *result_len, flips, lane);
+    return status;
 }

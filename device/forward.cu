@@ -307,6 +307,9 @@ static __device__ int handler_stall(const u32* arg, u32 arg_len, u32* result_len
 // THE dispatch point: one case per device handler code (Handler::device_code on the
 // host). Called by all 32 lanes of a warp
 // with the same arguments; `arg` and `out` are the warp's shared-memory staging buffers.
+// DECODERS: false where the caller sends the decoders' requests to qfwd_decode_value
+// instead (so no copy of their code is inlined here).
+template <bool DECODERS>
 static __device__ int qfwd_dispatch(u32 code, const u32* arg, u32 arg_len, u32* out, u32 out_cap,
                                     u32* result_len, u64 control, u32 lane)
 {
@@ -316,27 +319,78 @@ static __device__ int qfwd_dispatch(u32 code, const u32* arg, u32 arg_len, u32* 
     case QFWD_CODE_STALL:
         return handler_stall(arg, arg_len, result_len, control, lane);
     case QFWD_CODE_LUT:
-        return qfwd_decode_lut(arg, arg_len, out, out_cap, result_len, lane);
+        if (DECODERS) {
+            return qfwd_decode_lut(arg, arg_len, out, out_cap, result_len, lane);
+        }
+        break;
     case QFWD_CODE_UF:
-        return qfwd_decode_uf(arg, arg_len, out, out_cap, result_len, lane);
+        if (DECODERS) {
+            return qfwd_decode_uf(arg, arg_len, out, out_cap, result_len, lane);
+        }
+        break;
     default:
-        *result_len = 0u;
-        return QFWD_STATUS_UNKNOWN_FUNCTION;
+        break;
     }
+    *result_len = 0u;
+    return QFWD_STATUS_UNKNOWN_FUNCTION;
+}
+
+static __device__ __forceinline__ bool is_decoder(u32 code)
+{
+    return code == QFWD_CODE_LUT || code == QFWD_CODE_UF;
+}
+
+// A decoder's answer as a value on every lane (status, result length, flips: at most 8
+// bytes, LSB first), for the persistent kernel's register path; `code` is a decoder's.
+static __device__ __forceinline__ int qfwd_decode_value(u32 code, const u32* arg, u32 arg_len,
+                                                        u32 out_cap, u32* result_len, u64* flips,
+                                                        u32 lane)
+{
+    if (code == QFWD_CODE_LUT) {
+        return qfwd_decode_lut_value(arg, arg_len, out_cap, result_len, flips, lane);
+    }
+    return qfwd_decode_uf_value(arg, arg_len, out_cap, result_len, flips, lane);
 }
 
 #ifdef QFWD_DEC_TRACE_DISPATCH
-// Per warp of the block: the last handler call's cycles, (uf) defect count, and the
-// cycles of the same call repeated at once. Parity
-// then takes the general path too, so the two can be compared.
+// Measuring only (QFWD_UF_TRACE=dispatch). Per warp of the block: the last handler call's
+// cycles, (uf) defect count, and the cycles of the same call repeated at once (the
+// handlers timed have no side effects and write the same result: what the call costs with
+// its code, constants and data cached). The caller prints them with the request's own
+// cycles ("QR"). Parity then takes the general path too, so the two can be compared.
 static __shared__ uint4 qfwd_trace_dispatch[QFWD_MAX_WARPS_PER_BLOCK];
 #define QFWD_TRACING_DISPATCH true
+
+static __device__ void trace_handler(u32 code, const u32* arg, u32 arg_len, long long cycles,
+                                     long long again, u32 lane)
+{
+    if (lane == 0u) {
+        const u8* b = (const u8*)arg;
+        u32 ndef = 0u;
+        for (u32 i = 0; code == QFWD_CODE_UF && i + 4u < arg_len; ++i) { // not the count
+            ndef += (u32)__popc((u32)b[i]);
+        }
+        qfwd_trace_dispatch[threadIdx.x / QFWD_WARP] =
+            make_uint4((u32)cycles, ndef, (u32)again, 0u);
+    }
+}
+
+// "QR <code> <cycles since qr0> <handler cycles> <uf defects> <repeat cycles>", about 1 in 8.
+static __device__ void trace_request(u32 code, long long qr0, u32 lane)
+{
+    if (lane == 0u && (qr0 & 0x700ll) == 0ll) {
+        const u32 total = (u32)(clock64() - qr0);
+        const uint4 qd = qfwd_trace_dispatch[threadIdx.x / QFWD_WARP];
+        printf("QR %u %u %u %u %u\n", code, total, qd.x, qd.y, qd.z);
+    }
+}
 #else
 #define QFWD_TRACING_DISPATCH false
 #endif
 
 // Runs the handler on the staged request and leaves the response stream [status]
 // [result_len][result...] in `res` (resp_chunks * 3 words, zero-padded).
+template <bool DECODERS>
 static __device__ void compute_response(u32 code, u32 arg_len, int early_status,
                                         const u32* stage, u32* res, u32 resp_chunks,
                                         u64 control, u32 lane)
@@ -351,32 +405,22 @@ static __device__ void compute_response(u32 code, u32 arg_len, int early_status,
     if (status == QFWD_STATUS_OK) {
         const u32 cap = resp_chunks * QFWD_INLINE_DATA_BYTES - QFWD_HEADER_BYTES;
 #ifdef QFWD_DEC_TRACE_DISPATCH
-        // Measuring only (QFWD_UF_TRACE=dispatch): a uf request's whole handler call, in
-        // cycles, and its defect count, for the caller's "QR" line.
         const long long qd0 = clock64();
 #endif
-        status = qfwd_dispatch(code, stage + 2, arg_len, res + 2, cap, &result_len, control, lane);
+        status = qfwd_dispatch<DECODERS>(code, stage + 2, arg_len, res + 2, cap, &result_len,
+                                         control, lane);
 #ifdef QFWD_DEC_TRACE_DISPATCH
         const long long qd1 = clock64();
-        // The same call again, at once (the decoders have no side effects, and write the
-        // same result): what it costs with its code, constants and data cached.
-        u32 again = 0u;
+        long long again = 0;
         if (code != QFWD_CODE_STALL) {
             u32 len2 = 0u;
             __syncwarp();
             const long long qw0 = clock64();
-            (void)qfwd_dispatch(code, stage + 2, arg_len, res + 2, cap, &len2, control, lane);
-            again = (u32)(clock64() - qw0);
+            (void)qfwd_dispatch<DECODERS>(code, stage + 2, arg_len, res + 2, cap, &len2, control,
+                                          lane);
+            again = clock64() - qw0;
         }
-        if (lane == 0u) {
-            const u8* b = (const u8*)(stage + 2);
-            u32 ndef = 0u;
-            for (u32 i = 0; code == QFWD_CODE_UF && i + 4u < arg_len; ++i) { // not the count
-                ndef += (u32)__popc((u32)b[i]);
-            }
-            qfwd_trace_dispatch[threadIdx.x / QFWD_WARP] =
-                make_uint4((u32)(qd1 - qd0), ndef, again, 0u);
-        }
+        trace_handler(code, stage + 2, arg_len, qd1 - qd0, again, lane);
 #endif
     }
     __syncwarp();
@@ -636,10 +680,7 @@ extern "C" __global__ void QFWD_PERSISTENT_BOUNDS qfwd_persistent(u64 req_ring, 
         }
         const u64 resp = resp_ring + (u64)pos.slot * resp_slot_bytes;
 #ifdef QFWD_DEC_TRACE_DISPATCH
-        // Measuring only: a request from its tag seen to its response stored, its handler
-        // call, (uf) defect count and the call repeated (warm): "QR <code> <cycles> <handler
-        // cycles> <defects> <repeat cycles>",
-        // about 1 in 8.
+        // Measuring only: from the request's tag seen to its response stored (trace_request).
         const long long qr0 = clock64();
 #endif
 
@@ -710,14 +751,75 @@ extern "C" __global__ void QFWD_PERSISTENT_BOUNDS qfwd_persistent(u64 req_ring, 
                 }
                 claimed = true;
             }
-            compute_response(code, arg_len, early_status, stage, res, resp_chunks, control,
-                             lane);
-            if (!claimed) {
+            if (early_status == QFWD_STATUS_OK && is_decoder(code)) {
+                // A decoder's answer stays in registers: with its status and length it is
+                // one chunk (two past 4 result bytes), stored straight from them. Every
+                // step through `res` in shared memory is latency a lone warp waits out.
+                const u32 cap = resp_chunks * QFWD_INLINE_DATA_BYTES - QFWD_HEADER_BYTES;
+                u32 len = 0u;
+                u64 flips = 0ull;
+#ifdef QFWD_DEC_TRACE_DISPATCH
+                const long long qd0 = clock64();
+#endif
+                const int status =
+                    qfwd_decode_value(code, stage + 2, arg_len, cap, &len, &flips, lane);
+#ifdef QFWD_DEC_TRACE_DISPATCH
+                const long long qd1 = clock64();
+                __syncwarp();
+                const long long qw0 = clock64();
+                {
+                    u32 len2 = 0u;
+                    u64 flips2 = 0ull;
+                    (void)qfwd_decode_value(code, stage + 2, arg_len, cap, &len2, &flips2, lane);
+                }
+                trace_handler(code, stage + 2, arg_len, qd1 - qd0, clock64() - qw0, lane);
+#endif
                 previous = __shfl_sync(QFWD_FULL_MASK, previous, 0);
                 if (previous != pos.k) {
                     ++lost;
                     position_follow(pos, previous, group, groups, slots);
                     continue;
+                }
+                if (!reply && want != 1u) {
+                    // What publish_response stores for it: {status, len, flips 0-3} and,
+                    // past 4 bytes, {flips 4-7, 0, 0}.
+                    if (lane == 0u) {
+                        store_chunk(resp, (u32)status, len, (u32)flips, want);
+                    } else if (lane == 1u && len > 4u) {
+                        store_chunk(resp + QFWD_CHUNK_BYTES, (u32)(flips >> 32), 0u, 0u, want);
+                    }
+#ifdef QFWD_DEC_TRACE_DISPATCH
+                    trace_request(code, qr0, lane);
+#endif
+                    ++served;
+                    position_next(pos, groups, slots);
+                    continue;
+                }
+                // The first lap of a tag cycle, or a reply the device sends: the response
+                // stream in `res`, as compute_response leaves it.
+                for (u32 i = lane; i < resp_chunks * 3u; i += QFWD_WARP) {
+                    res[i] = 0u;
+                }
+                __syncwarp();
+                if (lane == 0u) {
+                    res[0] = (u32)status;
+                    res[1] = len;
+                    res[2] = (u32)flips;
+                    if (len > 4u) {
+                        res[3] = (u32)(flips >> 32); // len <= cap: res has the room
+                    }
+                }
+                __syncwarp();
+            } else {
+                compute_response<false>(code, arg_len, early_status, stage, res, resp_chunks,
+                                        control, lane);
+                if (!claimed) {
+                    previous = __shfl_sync(QFWD_FULL_MASK, previous, 0);
+                    if (previous != pos.k) {
+                        ++lost;
+                        position_follow(pos, previous, group, groups, slots);
+                        continue;
+                    }
                 }
             }
         } else {
@@ -757,8 +859,8 @@ extern "C" __global__ void QFWD_PERSISTENT_BOUNDS qfwd_persistent(u64 req_ring, 
                 stage_plain(lc, lane, (u32)need, stage);
             }
             __syncwarp();
-            compute_response(code, arg_len, early_status, stage, res, resp_chunks, control,
-                             lane);
+            compute_response<true>(code, arg_len, early_status, stage, res, resp_chunks, control,
+                                   lane);
         }
 #ifdef QFWD_DEVICE_DOORBELL
         // The request's identity is staged unless it was oversized (then the host answers).
@@ -772,11 +874,7 @@ extern "C" __global__ void QFWD_PERSISTENT_BOUNDS qfwd_persistent(u64 req_ring, 
         publish_response(res, resp, resp_chunks, want, lane);
 #endif
 #ifdef QFWD_DEC_TRACE_DISPATCH
-        if (lane == 0u && (qr0 & 0x700ll) == 0ll) {
-            const u32 total = (u32)(clock64() - qr0);
-            const uint4 qd = qfwd_trace_dispatch[warp_in_block];
-            printf("QR %u %u %u %u %u\n", code, total, qd.x, qd.y, qd.z);
-        }
+        trace_request(code, qr0, lane);
 #endif
         ++served;
         position_next(pos, groups, slots);
@@ -842,6 +940,6 @@ extern "C" __global__ void qfwd_serve_once(u64 req, u64 resp, u64 control, u32 r
     }
     stage_inline(lc, lane, n, stage);
     __syncwarp();
-    compute_response(code, arg_len, early_status, stage, res, resp_chunks, control, lane);
+    compute_response<true>(code, arg_len, early_status, stage, res, resp_chunks, control, lane);
     publish_response(res, resp, resp_chunks, tag, lane);
 }
