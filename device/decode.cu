@@ -42,10 +42,9 @@
 //
 // ---- How the specification maps onto a warp -------------------------------------------
 // Clusters: `cl[v]` = (root + 1) | flags << 16 (0: in no cluster), kept *flat*: every member
-// holds its cluster's root and flags, so "which cluster, is it active" is one read. A round
-// whose unions absorb a cluster relabels the members of the clusters it merged (lanes over
-// the cluster vertices, once per round). The root is the cluster's smallest vertex, as in
-// the specification (which the output never depends on).
+// holds its cluster's root and flags, so "which cluster, is it active" is one read. A union
+// relabels both clusters' members (lanes over the cluster vertices). The root is the
+// cluster's smallest vertex, as in the specification (which the output never depends on).
 //   1. Defects: lanes over syndrome words.
 //   1b. At most K defects: rank = sum of C(d_pos, pos + 1) (lanes over syndrome words, the
 //       binomials from the table's index array), one load of the result. Nothing touched.
@@ -66,10 +65,9 @@
 //       issued together): frontier edges, `need`, the step `delta` = warp minimum. A
 //       frontier edge is listed once (from its lower end when both ends are active).
 //   2b. Lanes over the listed edges: grow by k * delta (k = active ends), collect `fused`.
-//   2c. Lanes over the fused edges: the round's unions together, by hooking roots in a
-//       union-find (`tree`, free until step 3); endpoints in no cluster join; one relabel
-//       pass when a cluster was absorbed. The partition after the round, and so every
-//       cluster's root (least vertex) and flags, does not depend on the order of unions.
+//   2c. For each fused edge in turn (the warp together): endpoints in no cluster join, the
+//       two clusters merge (the relabel pass skipped when it would change nothing). The
+//       partition after the round does not depend on the order.
 //   3. Spanning forest: the BFS of the specification, level-synchronous. The trees are
 //      disjoint and each one's shape depends only on its own vertices' order, so all trees
 //      grow together: level 0 = the children of the boundary (full boundary edge) and the
@@ -877,26 +875,6 @@ static __device__ __forceinline__ bool qfwd_uf_split(const u8* s, u32 lane, u32 
     return false;
 }
 
-// Step 2c's union-find over cluster roots (bits 0-15 of `par`: the parent, smaller than
-// the vertex unless it is a root): the root of r.
-static __device__ __forceinline__ u32 qfwd_uf_find(const volatile u32* par, u32 r)
-{
-    u32 q = par[r] & 0xFFFFu;
-#pragma unroll 1
-    while (q != r) {
-        r = q;
-        q = par[r] & 0xFFFFu;
-    }
-    return r;
-}
-
-// The root of v's cluster, or v itself when it is in none (a vertex joining this round).
-static __device__ __forceinline__ u32 qfwd_uf_label(const u32* cl, u32 v)
-{
-    const u32 w = cl[v];
-    return w != 0u ? (w & 0xFFFFu) - 1u : v;
-}
-
 // Decodes the syndrome in `arg` (validated) with the per-warp state at `s`; returns the
 // observable flips. All 32 lanes call it; every collective below is reached by all lanes.
 static __device__ __forceinline__ u64 qfwd_uf_run(u8* s, const u32* arg, u32 lane, QfwdTrace& tr)
@@ -1003,10 +981,6 @@ static __device__ __forceinline__ u64 qfwd_uf_run(u8* s, const u32* arg, u32 lan
 #pragma unroll 1
         for (u32 i = lane; i < p.uf_clear_bytes / 16u; i += QFWD_DEC_WARP) {
             z[i] = zero;
-        }
-#pragma unroll 1
-        for (u32 v = lane; v <= bv; v += QFWD_DEC_WARP) {
-            tree[v] = v; // every vertex its own root (step 2c)
         }
     }
     __syncwarp();
@@ -1222,102 +1196,61 @@ static __device__ __forceinline__ u64 qfwd_uf_run(u8* s, const u32* arg, u32 lan
         }
         __syncwarp();
 
-        // 2c. Merge, every fused edge of the round together (the partition after a round
-        // is the components of its clusters and fused edges, whatever the order of the
-        // unions). `tree`, unused until step 3, is a union-find over cluster roots in
-        // which every current root r has tree[r] == r. Each fused edge hooks the larger
-        // of its ends' roots to the smaller (atomicMin) until every edge's ends share a
-        // root (another pass only when two hooks raced for one root): a component's
-        // root is its least vertex, the root the one-at-a-time unions give. A round in
-        // which no cluster is absorbed (vertices join clusters whose roots stay: the
-        // usual round) then only writes its joiners' words. Otherwise each root taking
-        // part is marked (bit 31), each absorbed cluster's flags are XORed into its new
-        // root's (bits 16-17: ODD is the parity of the defects, and only one cluster holds
-        // the boundary, so XOR is OR for BOUNDARY), and one relabel pass over the cluster
-        // vertices rewrites the members of the marked clusters.
-        if (n_fused != 0u) {
-            volatile u32* par = tree;
-            bool absorbed = false;
-            bool raced;
+        // 2c. Merge, one fused edge at a time.
 #pragma unroll 1
-            do {
-                raced = false;
-#pragma unroll 1
-                for (u32 fb = 0; fb < n_fused; fb += QFWD_DEC_WARP) {
-                    const u32 i = fb + lane;
-                    if (i < n_fused) {
-                        const u32 uv = cand[i];
-                        const u32 ra = qfwd_uf_find(par, qfwd_uf_label(cl, uv & 0xFFFFu));
-                        const u32 rb = qfwd_uf_find(par, qfwd_uf_label(cl, uv >> 16));
-                        if (ra != rb) {
-                            const u32 hi = ra > rb ? ra : rb, lo = ra ^ rb ^ hi;
-                            raced |= atomicMin(tree + hi, lo) != hi;
-                            absorbed |= cl[hi] != 0u; // a root in no cluster is a joiner
-                        }
-                    }
-                    __syncwarp();
-                }
-            } while (__any_sync(QFWD_DEC_FULL, raced));
-            absorbed = __any_sync(QFWD_DEC_FULL, absorbed);
-            // Joiners (a fused edge has at most one: it grew from a cluster), each appended
-            // once (the lane whose CAS gives it its word), in fused order otherwise.
-#pragma unroll 1
-            for (u32 fb = 0; fb < n_fused; fb += QFWD_DEC_WARP) {
-                const u32 i = fb + lane;
-                u32 j = QFWD_DEC_NO_ID, word = 0u;
-                if (i < n_fused) {
-                    const u32 uv = cand[i];
-                    const u32 x = uv & 0xFFFFu, y = uv >> 16;
-                    const u32 cx = cl[x], cy = cl[y];
-                    j = cx == 0u ? x : (cy == 0u ? y : QFWD_DEC_NO_ID);
-                    if (!absorbed) {
-                        // Its cluster's word, unchanged by the round.
-                        word = j != QFWD_DEC_NO_ID ? cl[qfwd_uf_find(par, j)] : 0u;
-                    } else {
-                        const u32 a = cx != 0u ? (cx & 0xFFFFu) - 1u : x;
-                        const u32 b = cy != 0u ? (cy & 0xFFFFu) - 1u : y;
-                        if ((atomicOr(tree + a, 1u << 31) >> 31) == 0u && (cx >> 16) != 0u) {
-                            atomicXor(tree + qfwd_uf_find(par, a), (cx >> 16) << 16);
-                        }
-                        if ((atomicOr(tree + b, 1u << 31) >> 31) == 0u && (cy >> 16) != 0u) {
-                            atomicXor(tree + qfwd_uf_find(par, b), (cy >> 16) << 16);
-                        }
-                        word = qfwd_dec_cluster(j, 0u); // relabelled below
-                        cand[i] = a | (b << 16); // the roots, for the clean-up
-                    }
-                }
-                const bool add = j != QFWD_DEC_NO_ID && atomicCAS(cl + j, 0u, word) == 0u;
-                const u32 am = __ballot_sync(QFWD_DEC_FULL, add);
-                if (add) {
-                    const u32 at = (u32)__popc(am & lt);
-                    verts[n_verts + at] = (u16)j;
-                    frontier[n_front + at] = (u16)j;
-                    atomicOr(vbits + (j >> 5), 1u << (j & 31u));
-                }
-                n_verts += (u32)__popc(am);
-                n_front += (u32)__popc(am);
-                __syncwarp();
+        for (u32 f = 0; f < n_fused; ++f) {
+            const u32 uv = cand[f];
+            const u32 x = uv & 0xFFFFu, y = uv >> 16;
+            u32 cx = cl[x], cy = cl[y];
+            const u32 jx = cx == 0u ? 1u : 0u;
+            const u32 jy = cy == 0u ? 1u : 0u;
+            if (jx) {
+                cx = qfwd_dec_cluster(x, 0u);
             }
-            if (absorbed) {
+            if (jy) {
+                cy = qfwd_dec_cluster(y, 0u);
+            }
+            const u32 rx = cx & 0xFFFFu, ry = cy & 0xFFFFu;
+            __syncwarp(); // every lane has read cl[x], cl[y] before any lane writes
+            if (rx != ry) {
+                const u32 fx = cx >> 16, fy = cy >> 16;
+                const u32 fl = ((fx ^ fy) & QFWD_DEC_ODD) | ((fx | fy) & QFWD_DEC_BOUNDARY);
+                const u32 nc = (rx < ry ? rx : ry) | (fl << 16);
+                // A vertex joining a cluster whose word the union leaves as it is (its root
+                // is the smaller one; a singleton adds no flags): no member has the joiner's
+                // root and every member already holds `nc`, so the relabel pass would
+                // rewrite each word with itself. Skip it (the common step of a growing
+                // cluster whose root is below the vertices it reaches).
+                const bool noop = (jx != 0u && cy == nc) || (jy != 0u && cx == nc);
 #pragma unroll 1
-                for (u32 i = lane; i <= n_verts; i += QFWD_DEC_WARP) {
+                for (u32 i = lane; !noop && i <= n_verts; i += QFWD_DEC_WARP) {
                     const u32 v = i < n_verts ? (u32)verts[i] : bv;
-                    const u32 r = (cl[v] & 0xFFFFu) - 1u;
-                    if ((par[r] >> 31) != 0u) {
-                        const u32 root = qfwd_uf_find(par, r);
-                        cl[v] = qfwd_dec_cluster(root, (par[root] >> 16) & 3u);
+                    const u32 r = cl[v] & 0xFFFFu;
+                    if (r == rx || r == ry) {
+                        cl[v] = nc;
                     }
                 }
-                __syncwarp();
-#pragma unroll 1
-                for (u32 i = lane; i < n_fused; i += QFWD_DEC_WARP) {
-                    const u32 ab = cand[i];
-                    par[ab & 0xFFFFu] = par[ab & 0xFFFFu] & 0xFFFFu;
-                    par[ab >> 16] = par[ab >> 16] & 0xFFFFu;
+                if (lane == 0u) {
+                    u32 at = 0u;
+                    if (jx) {
+                        cl[x] = nc;
+                        verts[n_verts] = (u16)x;
+                        frontier[n_front] = (u16)x;
+                        vbits[x >> 5] |= 1u << (x & 31u);
+                        at = 1u;
+                    }
+                    if (jy) {
+                        cl[y] = nc;
+                        verts[n_verts + at] = (u16)y;
+                        frontier[n_front + at] = (u16)y;
+                        vbits[y >> 5] |= 1u << (y & 31u);
+                    }
                 }
+                n_verts += jx + jy;
+                n_front += jx + jy;
             }
+            __syncwarp();
         }
-        __syncwarp();
     }
 
     QFWD_STAMP(tr);
