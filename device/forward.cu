@@ -361,27 +361,27 @@ static __device__ __forceinline__ int qfwd_decode_value(u32 code, const u32* arg
 static __shared__ uint4 qfwd_trace_dispatch[QFWD_MAX_WARPS_PER_BLOCK];
 #define QFWD_TRACING_DISPATCH true
 
-static __device__ void trace_handler(u32 code, const u32* arg, u32 arg_len, long long cycles,
-                                     long long again, u32 lane)
+static __device__ void trace_handler(long long cycles, long long again, u32 lane)
 {
     if (lane == 0u) {
+        qfwd_trace_dispatch[threadIdx.x / QFWD_WARP] = make_uint4((u32)cycles, (u32)again, 0u, 0u);
+    }
+}
+
+// "QR <code> <cycles since qr0> <handler cycles> <uf defects> <repeat cycles>", about 1 in 8
+// (the defects counted after the clock is read, from the staged request's `arg`).
+static __device__ void trace_request(u32 code, long long qr0, const u32* arg, u32 arg_len,
+                                     u32 lane)
+{
+    if (lane == 0u && (qr0 & 0x700ll) == 0ll) {
+        const u32 total = (u32)(clock64() - qr0);
+        const uint4 qd = qfwd_trace_dispatch[threadIdx.x / QFWD_WARP];
         const u8* b = (const u8*)arg;
         u32 ndef = 0u;
         for (u32 i = 0; code == QFWD_CODE_UF && i + 4u < arg_len; ++i) { // not the count
             ndef += (u32)__popc((u32)b[i]);
         }
-        qfwd_trace_dispatch[threadIdx.x / QFWD_WARP] =
-            make_uint4((u32)cycles, ndef, (u32)again, 0u);
-    }
-}
-
-// "QR <code> <cycles since qr0> <handler cycles> <uf defects> <repeat cycles>", about 1 in 8.
-static __device__ void trace_request(u32 code, long long qr0, u32 lane)
-{
-    if (lane == 0u && (qr0 & 0x700ll) == 0ll) {
-        const u32 total = (u32)(clock64() - qr0);
-        const uint4 qd = qfwd_trace_dispatch[threadIdx.x / QFWD_WARP];
-        printf("QR %u %u %u %u %u\n", code, total, qd.x, qd.y, qd.z);
+        printf("QR %u %u %u %u %u\n", code, total, qd.x, ndef, qd.y);
     }
 }
 #else
@@ -420,7 +420,7 @@ static __device__ void compute_response(u32 code, u32 arg_len, int early_status,
                                           lane);
             again = clock64() - qw0;
         }
-        trace_handler(code, stage + 2, arg_len, qd1 - qd0, again, lane);
+        trace_handler(qd1 - qd0, again, lane);
 #endif
     }
     __syncwarp();
@@ -772,7 +772,7 @@ extern "C" __global__ void QFWD_PERSISTENT_BOUNDS qfwd_persistent(u64 req_ring, 
                     u64 flips2 = 0ull;
                     (void)qfwd_decode_value(code, stage + 2, arg_len, cap, &len2, &flips2, lane);
                 }
-                trace_handler(code, stage + 2, arg_len, qd1 - qd0, clock64() - qw0, lane);
+                trace_handler(qd1 - qd0, clock64() - qw0, lane);
 #endif
                 previous = __shfl_sync(QFWD_FULL_MASK, previous, 0);
                 if (previous != pos.k) {
@@ -789,7 +789,7 @@ extern "C" __global__ void QFWD_PERSISTENT_BOUNDS qfwd_persistent(u64 req_ring, 
                         store_chunk(resp + QFWD_CHUNK_BYTES, (u32)(flips >> 32), 0u, 0u, want);
                     }
 #ifdef QFWD_DEC_TRACE_DISPATCH
-                    trace_request(code, qr0, lane);
+                    trace_request(code, qr0, stage + 2, arg_len, lane);
 #endif
                     ++served;
                     position_next(pos, groups, slots);
@@ -874,7 +874,7 @@ extern "C" __global__ void QFWD_PERSISTENT_BOUNDS qfwd_persistent(u64 req_ring, 
         publish_response(res, resp, resp_chunks, want, lane);
 #endif
 #ifdef QFWD_DEC_TRACE_DISPATCH
-        trace_request(code, qr0, lane);
+        trace_request(code, qr0, stage + 2, arg_len, lane);
 #endif
         ++served;
         position_next(pos, groups, slots);
