@@ -215,10 +215,10 @@ extern __shared__ __align__(16) u8 qfwd_dec_smem[];
 // stops:
 //   QT <path> <defects> <passes> <stamps> <total> | <stamp 1> ... <stamp 20>
 // path 0 empty, 1 table, 2 isolated, 3 split, 4 full; cycles (clock64, the SM's clock) from
-// the start of qfwd_decode_uf. Stamps, in order: defects counted; the table's answer, or
-// the defect list; per split pass its start, its look-ups done and its test done; the
-// split path done; the isolated step done; the full decoder's state set up, growth done,
-// forest done, peeled.
+// the start of the decode (after the payload checks). Stamps, in order: defects counted;
+// the table's answer, or the defect list; per split pass its start, its look-ups done and
+// its test done; the split path done; the isolated step done; the full decoder's state set
+// up, growth done, forest done, peeled.
 // Every split and full decode is printed, and about one in 8 of the others (the device's
 // printf buffer holds ~1 MB). scripts/uf-trace.py summarizes the lines per path. With the
 // sampled ones, a "QL" line: the L1 and L2 load latencies in this kernel's context (H200:
