@@ -354,10 +354,10 @@ static __device__ __forceinline__ int qfwd_decode_value(u32 code, const u32* arg
 
 #ifdef QFWD_DEC_TRACE_DISPATCH
 // Measuring only (QFWD_UF_TRACE=dispatch). Per warp of the block: the last handler call's
-// cycles, (uf) defect count, and the cycles of the same call repeated at once (the
-// handlers timed have no side effects and write the same result: what the call costs with
-// its code, constants and data cached). The caller prints them with the request's own
-// cycles ("QR"). Parity then takes the general path too, so the two can be compared.
+// cycles and those of the same call repeated at once (the handlers timed have no side
+// effects and write the same result: what the call costs with its code, constants and data
+// cached). The caller prints them with the request's own cycles ("QR"). Parity then takes
+// the general path too, so the two can be compared.
 static __shared__ uint4 qfwd_trace_dispatch[QFWD_MAX_WARPS_PER_BLOCK];
 #define QFWD_TRACING_DISPATCH true
 
