@@ -9,6 +9,12 @@ each stage: the differences between consecutive stamps, named after what each st
     QFWD_UF_TRACE=1 QFWD_PROBE_ROWS=3,6 cargo test --release --test gpu_decoders -- \\
         --ignored --nocapture decoder_latency_probe | tee trace.log
     scripts/uf-trace.py trace.log
+
+With QFWD_UF_TRACE=dispatch the kernel prints "QR" lines instead (device/forward.cu): per
+request, the cycles from its tag seen to its response stored, its handler call, and the
+same call repeated at once. This then prints, per probe row, request kind and defect count
+(12 and more together), the median handler and repeat cycles and the cycles outside both
+(the kernel's own request path) at p10 / median / p90.
 """
 
 import collections
@@ -47,6 +53,32 @@ def stage_names(path, passes, stamps):
     return (names + tail)[:stamps]
 
 
+REQUESTS = {1: "parity", 2: "lut", 3: "uf", 4: "stall"}
+
+
+def dispatch_summary(rows):
+    """The QR lines: {(row, code, defects): [(total, handler, repeat)]}."""
+    print("row / request / defects      n | handler  repeat | outside p10 / median / p90 (cycles)")
+    order = {}
+    for row, _, _ in rows:
+        order.setdefault(row, len(order))
+    last_row = None
+    for (row, code, ndef) in sorted(rows, key=lambda k: (order[k[0]], k[1], k[2])):
+        items = rows[(row, code, ndef)]
+        if row != last_row:
+            print(f"\n== {row}")
+            last_row = row
+        outside = sorted(t - h - r for t, h, r in items)
+        med = lambda xs: int(statistics.median(xs))
+        pick = lambda q: outside[min(len(outside) - 1, int(q * len(outside)))]
+        kind = REQUESTS.get(code, str(code))
+        print(
+            f"{kind:7} defects {ndef:2}{'+' if ndef == 12 else ' '} n {len(items):5} | "
+            f"{med([h for _, h, _ in items]):7} {med([r for _, _, r in items]):7} | "
+            f"{pick(0.1):6} / {med(outside):6} / {pick(0.9):6}"
+        )
+
+
 def main():
     path = sys.argv[1] if len(sys.argv) > 1 else "-"
     if path == "-":
@@ -57,10 +89,19 @@ def main():
         lines = open(path, errors="replace")
     row = "(no probe row line)"
     groups = collections.defaultdict(list)
+    requests = collections.defaultdict(list)
     bad = 0
     for line in lines:
         if line.startswith("probe row "):
             row = line.strip()[len("probe row "):]
+            continue
+        if line.startswith("QR "):
+            try:
+                code, total, handler, ndef, repeat = map(int, line.split()[1:6])
+            except ValueError:
+                bad += 1
+                continue
+            requests[(row, code, min(ndef, 12))].append((total, handler, repeat))
             continue
         if not line.startswith("QT "):
             continue
@@ -72,8 +113,13 @@ def main():
             bad += 1  # a line cut short by a full printf buffer
             continue
         groups[(row, p, passes)].append((ndef, total, stamps))
-    if not groups:
-        sys.exit("no QT lines: was the run made with QFWD_UF_TRACE=1?")
+    if not groups and not requests:
+        sys.exit(
+            "no QT or QR lines: was the run made with QFWD_UF_TRACE=1 (stages) "
+            "or QFWD_UF_TRACE=dispatch (requests)?"
+        )
+    if requests:
+        dispatch_summary(requests)
     last_row = None
     for (row, p, passes), items in groups.items():
         if row != last_row:

@@ -1,7 +1,7 @@
 //! `scripts/uf-trace.py`, the summary of the uf stage trace (device/decode.cu, "Stage
 //! trace"), on lines in the kernel's format: stage names per path, medians, a pass cut short
-//! by a group above K, and the clear error when the input has no trace. Skips where there is
-//! no `python3`.
+//! by a group above K, the request summary of the dispatch trace ("QR" lines), and the clear
+//! error when the input has no trace. Skips where there is no `python3`.
 
 use std::io::Write;
 use std::process::{Command, Stdio};
@@ -102,10 +102,44 @@ fn summarizes_stages_per_path_and_pass() {
 }
 
 #[test]
+fn summarizes_requests_of_the_dispatch_trace() {
+    // `QR code total handler defects repeat`, as forward.cu prints it.
+    let mut input = String::from("probe row 3: uf d5, surface_d5_r5_z_p001\n");
+    for (total, handler, repeat) in [(3000, 500, 400), (3200, 520, 420), (3100, 510, 450)] {
+        input += &format!("QR 1 {total} {handler} 0 {repeat}\n");
+    }
+    input += "QR 3 6000 2400 2 1300\n";
+    input += "QR 3 9000 5000 14 3000\n"; // 14 defects: counted with "12 and more"
+    input += "QR 3 9100 5100 12 3100\n";
+    input += "QR 3 90\n"; // cut short
+    let Some((ok, out, err)) = run_script(&input) else {
+        return;
+    };
+    assert!(ok, "uf-trace.py failed: {err}");
+    assert!(out.contains("== 3: uf d5, surface_d5_r5_z_p001"), "{out}");
+    // Outside = total - handler - repeat: 2100, 2260, 2140 -> p10 2100, median 2140, p90 2260.
+    let parity = out.lines().find(|l| l.starts_with("parity")).unwrap();
+    assert!(
+        parity.contains("n     3 |     510     420 |   2100 /   2140 /   2260"),
+        "{parity}"
+    );
+    let two = out.lines().find(|l| l.contains("defects  2")).unwrap();
+    assert!(two.starts_with("uf"), "{two}");
+    assert!(
+        two.contains("2400    1300 |   2300 /   2300 /   2300"),
+        "{two}"
+    );
+    let many = out.lines().find(|l| l.contains("defects 12+")).unwrap();
+    assert!(many.contains("n     2"), "{many}");
+    assert!(out.contains("1 lines cut short"), "{out}");
+}
+
+#[test]
 fn input_without_a_trace_is_a_clear_error() {
     let Some((ok, _, err)) = run_script("running 1 test\ntest result: ok\n") else {
         return;
     };
     assert!(!ok);
     assert!(err.contains("QFWD_UF_TRACE=1"), "{err}");
+    assert!(err.contains("QFWD_UF_TRACE=dispatch"), "{err}");
 }
