@@ -306,15 +306,6 @@ static __device__ __forceinline__ void qfwd_dec_row(const uint2* adj, u32 base, 
 
 // ---- lut ---------------------------------------------------------------------------------
 
-// The flips' bytes, LSB first, to `out` (lanes over the bytes; at most 8).
-static __device__ __forceinline__ void qfwd_dec_write_flips(u32* out, u32 len, u64 flips,
-                                                            u32 lane)
-{
-    if (lane < len) {
-        ((u8*)out)[lane] = (u8)(flips >> (8u * lane));
-    }
-}
-
 // Syndrome -> the table entry, already in the wire's result format (src/decode/lut.rs), as
 // a value (every lane): the flips, `*result_len` bytes of them on the wire, LSB first.
 static __device__ __forceinline__ int qfwd_decode_lut_value(const u32* arg, u32 arg_len,
@@ -347,17 +338,6 @@ static __device__ __forceinline__ int qfwd_decode_lut_value(const u32* arg, u32 
     *flips = ((u64)hi << 32) | lo;
     *result_len = eb;
     return QFWD_DEC_STATUS_OK;
-}
-
-// The lut decoder writing its result to `out`. (External linkage, like qfwd_decode_uf:
-// this file compiled alone has no caller.)
-__device__ int qfwd_decode_lut(const u32* arg, u32 arg_len, u32* out, u32 out_cap,
-                               u32* result_len, u32 lane)
-{
-    u64 flips = 0ull;
-    const int status = qfwd_decode_lut_value(arg, arg_len, out_cap, result_len, &flips, lane);
-    qfwd_dec_write_flips(out, *result_len, flips, lane);
-    return status;
 }
 
 // ---- uf ----------------------------------------------------------------------------------
@@ -632,6 +612,54 @@ static __device__ __forceinline__ void qfwd_split_entry(u32 at, u64* obs, u32* t
         *obs = qfwd_uf_entry(at);
         *t = (u32)__ldg((const u16*)p.uf_table_times + at);
     }
+}
+
+// Step 1b: the flips of a syndrome of `ndef` <= K defects from the low-weight syndrome
+// table (src/decode/uf_table.rs: the CPU uf's output, so identical by construction), at
+// base[ndef] + sum over the sorted defects d_0 < d_1 < ... of C(d_pos, pos + 1). STAGED:
+// the index, and the entries of the smallest groups, from the block's copy (the split
+// path's image): a first request's loads then hit shared memory (~30 cycles) where the
+// global copy's were cold (the dispatch trace: a table-path call ~2 300-3 000 cycles,
+// its repeat ~1 250-1 500, results/h200-uf-session8.txt). False when the index is out of
+// the table (never: the host sizes it), `*out` untouched.
+template <bool STAGED>
+static __device__ __forceinline__ bool qfwd_uf_table(const u32* arg, u32 lane, u32 ndef,
+                                                      u64* out)
+{
+    const QfwdDecoderParams& p = qfwd_decoders;
+    const u32 n = p.uf_detectors;
+    const u32 nwords = (n + 31u) / 32u;
+    const u32 kmax = p.uf_table_defects;
+    const u32* ix = STAGED ? (const u32*)(qfwd_dec_smem + p.uf_stage_offset + p.uf_stage_index)
+                           : (const u32*)p.uf_table_index;
+    const u32 base = qfwd_split_ld<STAGED>(ix + ndef);
+    u32 r = 0u, seen = 0u;
+#pragma unroll 1
+    for (u32 wb = 0; wb < nwords; wb += QFWD_DEC_WARP) {
+        const u32 i = wb + lane;
+        u32 w = i < nwords ? qfwd_dec_word(arg, i, n) : 0u;
+        u32 tot;
+        u32 pos = seen + qfwd_dec_scan<6>((u32)__popc(w), lane, &tot);
+#pragma unroll 1
+        while (w != 0u) {
+            const u32 v = 32u * i + (u32)(__ffs(w) - 1);
+            w &= w - 1u;
+            r += qfwd_split_ld<STAGED>(ix + kmax + 1u + pos * n + v);
+            ++pos;
+        }
+        seen += tot;
+    }
+    const u32 at = base + __reduce_add_sync(QFWD_DEC_FULL, r);
+    if (at >= p.uf_table_entries) {
+        return false;
+    }
+    if (STAGED && at < p.uf_stage_entries) {
+        const u8* sb = qfwd_dec_smem + p.uf_stage_offset;
+        *out = qfwd_uf_result<true>(sb + p.uf_stage_obs + at * p.uf_result_bytes);
+    } else {
+        *out = qfwd_uf_entry(at);
+    }
+    return true;
 }
 
 // Step 1d: the split path, src/decode/uf_split.rs `split` step for step (its module docs
@@ -917,32 +945,13 @@ static __device__ __forceinline__ u64 qfwd_uf_run(u8* s, const u32* arg, u32 lan
         QFWD_TRACE_SET(tr, path, 0u);
         return 0ull;
     }
-    // 1b. At most K defects: the answer is in the low-weight syndrome table
-    // (src/decode/uf_table.rs: the CPU uf's output, so identical by construction), at
-    // base[ndef] + sum over the sorted defects d_0 < d_1 < ... of C(d_pos, pos + 1).
+    // 1b. At most K defects: the answer is in the low-weight syndrome table.
     if (ndef <= p.uf_table_defects) {
-        const u32 kmax = p.uf_table_defects;
-        const u32* ix = (const u32*)p.uf_table_index;
-        const u32 base = __ldg(ix + ndef);
-        u32 r = 0u, seen = 0u;
-#pragma unroll 1
-        for (u32 wb = 0; wb < nwords; wb += QFWD_DEC_WARP) {
-            const u32 i = wb + lane;
-            u32 w = i < nwords ? qfwd_dec_word(arg, i, n) : 0u;
-            u32 tot;
-            u32 pos = seen + qfwd_dec_scan<6>((u32)__popc(w), lane, &tot);
-#pragma unroll 1
-            while (w != 0u) {
-                const u32 v = 32u * i + (u32)(__ffs(w) - 1);
-                w &= w - 1u;
-                r += __ldg(ix + kmax + 1u + pos * n + v);
-                ++pos;
-            }
-            seen += tot;
-        }
-        const u32 at = base + __reduce_add_sync(QFWD_DEC_FULL, r);
-        if (at < p.uf_table_entries) { // always (the host sizes the table); cheap insurance
-            const u64 obs = qfwd_uf_entry(at);
+        u64 obs;
+        // Two copies, so each knows where its index and entries are.
+        const bool hit = p.uf_stage_bytes != 0u ? qfwd_uf_table<true>(arg, lane, ndef, &obs)
+                                                : qfwd_uf_table<false>(arg, lane, ndef, &obs);
+        if (hit) {
             QFWD_TRACE_SET(tr, path, 1u);
             QFWD_STAMP(tr);
             return obs;
@@ -1509,12 +1518,18 @@ static __device__ __forceinline__ int qfwd_decode_uf_value(const u32* arg, u32 a
     return QFWD_DEC_STATUS_OK;
 }
 
-// The uf decoder writing its result to `out`.
-__device__ int qfwd_decode_uf(const u32* arg, u32 arg_len, u32* out, u32 out_cap,
-                              u32* result_len, u32 lane)
+// ---- entry point -------------------------------------------------------------------------
+
+// Decoder `code` (QFWD_CODE_LUT or QFWD_CODE_UF) on the request argument `arg`: its status,
+// and its answer as a value on every lane (`*result_len` bytes of flips, at most 8, LSB
+// first), which the caller stores from registers or writes into its response. (External
+// linkage: this file compiled alone has no caller.)
+__device__ __forceinline__ int qfwd_decode_value(u32 code, const u32* arg, u32 arg_len,
+                                                 u32 out_cap, u32* result_len, u64* flips,
+                                                 u32 lane)
 {
-    u64 flips = 0ull;
-    const int status = qfwd_decode_uf_value(arg, arg_len, out_cap, result_len, &flips, lane);
-    qfwd_dec_write_flips(out, *result_len, flips, lane);
-    return status;
+    if (code == QFWD_CODE_LUT) {
+        return qfwd_decode_lut_value(arg, arg_len, out_cap, result_len, flips, lane);
+    }
+    return qfwd_decode_uf_value(arg, arg_len, out_cap, result_len, flips, lane);
 }

@@ -147,11 +147,14 @@ static __device__ __forceinline__ void clear_chunks(LaneChunks& lc)
 
 // Loads chunks [have, n) (lane i: chunks i, i + 32, ...). Every load is issued before any
 // result is used, so a whole request costs one PCIe round trip, not one per chunk.
+// The persistent kernel passes ROUNDS = 1 when n <= 32: each unrolled round is ~10
+// instructions of latency for a lone warp, even with nothing to load.
+template <u32 ROUNDS = QFWD_MAX_ROUNDS>
 static __device__ __forceinline__ void load_chunks(LaneChunks& lc, u64 base, u32 lane, u32 have,
                                                    u32 n)
 {
 #pragma unroll
-    for (u32 r = 0; r < QFWD_MAX_ROUNDS; ++r) {
+    for (u32 r = 0; r < ROUNDS; ++r) {
         const u32 k = lane + QFWD_WARP * r;
         if (k < n && k >= have) {
             lc.c[r] = load_chunk(base + (u64)QFWD_CHUNK_BYTES * k);
@@ -159,12 +162,13 @@ static __device__ __forceinline__ void load_chunks(LaneChunks& lc, u64 base, u32
     }
 }
 
-// True on every lane when each of the chunks [0, n) carries `want`.
+// True on every lane when each of the chunks [0, n) carries `want` (n <= 32 ROUNDS).
+template <u32 ROUNDS = QFWD_MAX_ROUNDS>
 static __device__ __forceinline__ bool tags_match(const LaneChunks& lc, u32 lane, u32 n, u32 want)
 {
     bool ok = true;
 #pragma unroll
-    for (u32 r = 0; r < QFWD_MAX_ROUNDS; ++r) {
+    for (u32 r = 0; r < ROUNDS; ++r) {
         const u32 k = lane + QFWD_WARP * r;
         if (k < n && lc.c[r].tag != want) {
             ok = false;
@@ -174,12 +178,13 @@ static __device__ __forceinline__ bool tags_match(const LaneChunks& lc, u32 lane
 }
 
 // Inline chunks carry 12 data bytes: the request stream [code][arg_len][arg...] is
-// rebuilt word by word in shared memory.
+// rebuilt word by word in shared memory (n <= 32 ROUNDS).
+template <u32 ROUNDS = QFWD_MAX_ROUNDS>
 static __device__ __forceinline__ void stage_inline(const LaneChunks& lc, u32 lane, u32 n,
                                                     u32* stage)
 {
 #pragma unroll
-    for (u32 r = 0; r < QFWD_MAX_ROUNDS; ++r) {
+    for (u32 r = 0; r < ROUNDS; ++r) {
         const u32 k = lane + QFWD_WARP * r;
         if (k < n) {
             stage[3u * k] = lc.c[r].x;
@@ -319,13 +324,15 @@ static __device__ int qfwd_dispatch(u32 code, const u32* arg, u32 arg_len, u32* 
     case QFWD_CODE_STALL:
         return handler_stall(arg, arg_len, result_len, control, lane);
     case QFWD_CODE_LUT:
-        if (DECODERS) {
-            return qfwd_decode_lut(arg, arg_len, out, out_cap, result_len, lane);
-        }
-        break;
     case QFWD_CODE_UF:
         if (DECODERS) {
-            return qfwd_decode_uf(arg, arg_len, out, out_cap, result_len, lane);
+            u64 flips = 0ull;
+            const int status =
+                qfwd_decode_value(code, arg, arg_len, out_cap, result_len, &flips, lane);
+            if (lane < *result_len) { // the flips' bytes, LSB first (at most 8)
+                ((u8*)out)[lane] = (u8)(flips >> (8u * lane));
+            }
+            return status;
         }
         break;
     default:
@@ -338,18 +345,6 @@ static __device__ int qfwd_dispatch(u32 code, const u32* arg, u32 arg_len, u32* 
 static __device__ __forceinline__ bool is_decoder(u32 code)
 {
     return code == QFWD_CODE_LUT || code == QFWD_CODE_UF;
-}
-
-// A decoder's answer as a value on every lane (status, result length, flips: at most 8
-// bytes, LSB first), for the persistent kernel's register path; `code` is a decoder's.
-static __device__ __forceinline__ int qfwd_decode_value(u32 code, const u32* arg, u32 arg_len,
-                                                        u32 out_cap, u32* result_len, u64* flips,
-                                                        u32 lane)
-{
-    if (code == QFWD_CODE_LUT) {
-        return qfwd_decode_lut_value(arg, arg_len, out_cap, result_len, flips, lane);
-    }
-    return qfwd_decode_uf_value(arg, arg_len, out_cap, result_len, flips, lane);
 }
 
 #ifdef QFWD_DEC_TRACE_DISPATCH
@@ -388,6 +383,16 @@ static __device__ void trace_request(u32 code, long long qr0, const u32* arg, u3
 #define QFWD_TRACING_DISPATCH false
 #endif
 
+// Zeroes the response stream in `res` (resp_chunks * 3 words), every lane's stores visible
+// to the warp when it returns.
+static __device__ __forceinline__ void clear_response(u32* res, u32 resp_chunks, u32 lane)
+{
+    for (u32 i = lane; i < resp_chunks * 3u; i += QFWD_WARP) {
+        res[i] = 0u;
+    }
+    __syncwarp();
+}
+
 // Runs the handler on the staged request and leaves the response stream [status]
 // [result_len][result...] in `res` (resp_chunks * 3 words, zero-padded).
 template <bool DECODERS>
@@ -395,11 +400,7 @@ static __device__ void compute_response(u32 code, u32 arg_len, int early_status,
                                         const u32* stage, u32* res, u32 resp_chunks,
                                         u64 control, u32 lane)
 {
-    const u32 res_words = resp_chunks * 3u;
-    for (u32 i = lane; i < res_words; i += QFWD_WARP) {
-        res[i] = 0u;
-    }
-    __syncwarp();
+    clear_response(res, resp_chunks, lane);
     u32 result_len = 0u;
     int status = early_status;
     if (status == QFWD_STATUS_OK) {
@@ -727,8 +728,15 @@ extern "C" __global__ void QFWD_PERSISTENT_BOUNDS qfwd_persistent(u64 req_ring, 
                 early_status = QFWD_STATUS_OVERSIZED;
             } else {
                 n = (u32)need;
-                load_chunks(lc, req, lane, first, n);
-                if (!tags_match(lc, lane, n, want)) {
+                bool whole;
+                if (n <= QFWD_WARP) {
+                    load_chunks<1>(lc, req, lane, first, n);
+                    whole = tags_match<1>(lc, lane, n, want);
+                } else {
+                    load_chunks(lc, req, lane, first, n);
+                    whole = tags_match(lc, lane, n, want);
+                }
+                if (!whole) {
                     ++torn; // the host is still writing it: read again, now
                     continue;
                 }
@@ -739,7 +747,11 @@ extern "C" __global__ void QFWD_PERSISTENT_BOUNDS qfwd_persistent(u64 req_ring, 
             if (needs_claim && lane == 0u) {
                 previous = atomicCAS(claim, pos.k, pos.k + 1ull);
             }
-            stage_inline(lc, lane, n, stage);
+            if (n <= QFWD_WARP) {
+                stage_inline<1>(lc, lane, n, stage);
+            } else {
+                stage_inline(lc, lane, n, stage);
+            }
             __syncwarp();
             bool claimed = false;
             if (has_side_effects(code)) {
@@ -797,10 +809,7 @@ extern "C" __global__ void QFWD_PERSISTENT_BOUNDS qfwd_persistent(u64 req_ring, 
                 }
                 // The first lap of a tag cycle, or a reply the device sends: the response
                 // stream in `res`, as compute_response leaves it.
-                for (u32 i = lane; i < resp_chunks * 3u; i += QFWD_WARP) {
-                    res[i] = 0u;
-                }
-                __syncwarp();
+                clear_response(res, resp_chunks, lane);
                 if (lane == 0u) {
                     res[0] = (u32)status;
                     res[1] = len;
