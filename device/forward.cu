@@ -354,7 +354,18 @@ static __device__ __forceinline__ bool is_decoder(u32 code)
 // cached). The caller prints them with the request's own cycles ("QR"). Parity then takes
 // the general path too, so the two can be compared.
 static __shared__ uint4 qfwd_trace_dispatch[QFWD_MAX_WARPS_PER_BLOCK];
+// Per warp: the cycles since the tag was seen at marks 0-3 of the request path (0: its
+// chunk count known, 1: its tags checked, 2: staged and claimed, the handler next, 3: the
+// claim's answer in, after the handler), 0 where a path has no such mark. Each mark costs
+// a clock read and a store of its own (a few dozen cycles).
+static __shared__ uint4 qfwd_trace_marks[QFWD_MAX_WARPS_PER_BLOCK];
 #define QFWD_TRACING_DISPATCH true
+#define QFWD_TRACE_MARK(i, since)                                                             \
+    do {                                                                                       \
+        if (lane == 0u) {                                                                      \
+            ((u32*)&qfwd_trace_marks[threadIdx.x / QFWD_WARP])[i] = (u32)(clock64() - (since)); \
+        }                                                                                      \
+    } while (0)
 
 static __device__ void trace_handler(long long cycles, long long again, u32 lane)
 {
@@ -363,24 +374,28 @@ static __device__ void trace_handler(long long cycles, long long again, u32 lane
     }
 }
 
-// "QR <code> <cycles since qr0> <handler cycles> <uf defects> <repeat cycles>", about 1 in 8
-// (the defects counted after the clock is read, from the staged request's `arg`).
+// "QR <code> <cycles since qr0> <handler cycles> <uf defects> <repeat cycles> <mark 0>
+// <mark 1> <mark 2> <mark 3>", about 1 in 8 (the defects counted after the clock is read,
+// from the staged request's `arg`).
 static __device__ void trace_request(u32 code, long long qr0, const u32* arg, u32 arg_len,
                                      u32 lane)
 {
     if (lane == 0u && (qr0 & 0x700ll) == 0ll) {
         const u32 total = (u32)(clock64() - qr0);
         const uint4 qd = qfwd_trace_dispatch[threadIdx.x / QFWD_WARP];
+        const uint4 m = qfwd_trace_marks[threadIdx.x / QFWD_WARP];
         const u8* b = (const u8*)arg;
         u32 ndef = 0u;
         for (u32 i = 0; code == QFWD_CODE_UF && i + 4u < arg_len; ++i) { // not the count
             ndef += (u32)__popc((u32)b[i]);
         }
-        printf("QR %u %u %u %u %u\n", code, total, qd.x, ndef, qd.y);
+        printf("QR %u %u %u %u %u %u %u %u %u\n", code, total, qd.x, ndef, qd.y, m.x, m.y, m.z,
+               m.w);
     }
 }
 #else
 #define QFWD_TRACING_DISPATCH false
+#define QFWD_TRACE_MARK(i, since) ((void)0)
 #endif
 
 // Zeroes the response stream in `res` (resp_chunks * 3 words), every lane's stores visible
@@ -448,15 +463,21 @@ static __device__ __forceinline__ void publish_response(const u32* res, u64 resp
     }
 }
 
-// Bytes of a request stream with an argument of `arg_len` bytes: `[code][arg_len][arg]`,
-// and with `reply` the padding and the trailer [request_id][ts lo][ts hi] (mirror
-// Layout::request_stream_bytes). 64-bit, so a corrupt length cannot wrap around.
-static __device__ __forceinline__ u64 request_stream_bytes(u32 arg_len, bool reply)
+// Chunks of `per_chunk` data bytes taken by a request stream with an argument of `arg_len`
+// bytes: `[code][arg_len][arg]`, and with `reply` the padding and the trailer [request_id]
+// [ts lo][ts hi] (mirror Layout::request_stream_bytes). At most `max_chunks` for a request
+// that fits, `max_chunks + 1` for one that cannot: a corrupt length cannot wrap around, and
+// once it is bounded the arithmetic is 32-bit (a 64-bit division by 12 is a dozen dependent
+// wide multiplies on every request's path).
+static __device__ __forceinline__ u32 request_chunks(u32 arg_len, bool reply, u32 max_chunks,
+                                                     u32 per_chunk)
 {
-    if (reply) {
-        return (u64)QFWD_HEADER_BYTES + (((u64)arg_len + 3ull) & ~3ull) + QFWD_REPLY_ID_BYTES;
+    if (arg_len > max_chunks * per_chunk) { // slots are at most 4 KiB: no overflow
+        return max_chunks + 1u;
     }
-    return (u64)QFWD_HEADER_BYTES + arg_len;
+    const u32 bytes = reply ? QFWD_HEADER_BYTES + ((arg_len + 3u) & ~3u) + QFWD_REPLY_ID_BYTES
+                            : QFWD_HEADER_BYTES + arg_len;
+    return (bytes + per_chunk - 1u) / per_chunk;
 }
 
 #ifdef QFWD_DEVICE_DOORBELL
@@ -574,6 +595,33 @@ static __device__ __forceinline__ u64 load_ticket(const unsigned long long* t)
     return *(const volatile unsigned long long*)t;
 }
 
+// The claim of ticket `k` (CAS k -> k + 1) when `claim`: the ticket's previous value (k:
+// won); else k. One asm statement, the CAS in the ticket's own state space, so that every
+// lane's result is one register written in place: a generic 64-bit CAS compiles to an ATOM.E
+// with a fallback branch, and a CAS under an `if` to a move of its result into the
+// variable, either of which waits for the CAS at once, where it is meant to travel while
+// the warp stages the request and runs the handler. This way the warp first waits for it
+// where the result is used.
+static __device__ __forceinline__ u64 claim_ticket(unsigned long long* t, bool claim,
+                                                   bool in_block, u64 k)
+{
+    u64 old;
+    asm volatile("{\n\t"
+                 ".reg .pred c, cs, cg;\n\t"
+                 "setp.ne.u32 c, %4, 0;\n\t"
+                 "setp.ne.and.u32 cs, %5, 0, c;\n\t"
+                 "setp.eq.and.u32 cg, %5, 0, c;\n\t"
+                 "mov.b64 %0, %2;\n\t"
+                 "@cs atom.shared.cas.b64 %0, [%1], %2, %3;\n\t"
+                 "@cg atom.global.cas.b64 %0, [%6], %2, %3;\n\t"
+                 "}"
+                 : "=l"(old)
+                 : "r"((u32)__cvta_generic_to_shared(t)), "l"(k), "l"(k + 1ull), "r"((u32)claim),
+                   "r"((u32)in_block), "l"((u64)__cvta_generic_to_global(t))
+                 : "memory");
+    return old;
+}
+
 // ---- kernels ---------------------------------------------------------------------------
 
 // The persistent kernel. `pollers` warps form `pollers / pollers_per_slot` groups; group g
@@ -683,6 +731,9 @@ extern "C" __global__ void QFWD_PERSISTENT_BOUNDS qfwd_persistent(u64 req_ring, 
 #ifdef QFWD_DEC_TRACE_DISPATCH
         // Measuring only: from the request's tag seen to its response stored (trace_request).
         const long long qr0 = clock64();
+        if (lane == 0u) {
+            qfwd_trace_marks[threadIdx.x / QFWD_WARP] = make_uint4(0u, 0u, 0u, 0u);
+        }
 #endif
 
         u32 code = 0u, arg_len = 0u;
@@ -704,10 +755,8 @@ extern "C" __global__ void QFWD_PERSISTENT_BOUNDS qfwd_persistent(u64 req_ring, 
                     ++torn; // the host is still writing it: read again, now
                     continue;
                 }
-                u64 previous = pos.k;
-                if (needs_claim && lane == 0u) {
-                    previous = atomicCAS(claim, pos.k, pos.k + 1ull);
-                }
+                u64 previous =
+                    claim_ticket(claim, needs_claim && lane == 0u, claim_in_block != 0u, pos.k);
                 const u32 bit = parity_in_registers(lc.c[0], lane, n, arg_len, 3u);
                 previous = __shfl_sync(QFWD_FULL_MASK, previous, 0);
                 if (previous != pos.k) {
@@ -722,12 +771,13 @@ extern "C" __global__ void QFWD_PERSISTENT_BOUNDS qfwd_persistent(u64 req_ring, 
                 position_next(pos, groups, slots);
                 continue;
             }
-            const u64 need = chunks_for(request_stream_bytes(arg_len, reply), QFWD_INLINE_DATA_BYTES);
+            const u32 need = request_chunks(arg_len, reply, req_chunks, QFWD_INLINE_DATA_BYTES);
+            QFWD_TRACE_MARK(0, qr0);
             u32 n = 1u;
             if (need > req_chunks) {
                 early_status = QFWD_STATUS_OVERSIZED;
             } else {
-                n = (u32)need;
+                n = need;
                 bool whole;
                 if (n <= QFWD_WARP) {
                     load_chunks<1>(lc, req, lane, first, n);
@@ -740,13 +790,12 @@ extern "C" __global__ void QFWD_PERSISTENT_BOUNDS qfwd_persistent(u64 req_ring, 
                     ++torn; // the host is still writing it: read again, now
                     continue;
                 }
+                QFWD_TRACE_MARK(1, qr0);
             }
             // Claim and serve at once: the CAS travels to L2 while the warp stages the
             // request and runs a side-effect-free handler; only the winner publishes.
-            u64 previous = pos.k;
-            if (needs_claim && lane == 0u) {
-                previous = atomicCAS(claim, pos.k, pos.k + 1ull);
-            }
+            u64 previous =
+                claim_ticket(claim, needs_claim && lane == 0u, claim_in_block != 0u, pos.k);
             if (n <= QFWD_WARP) {
                 stage_inline<1>(lc, lane, n, stage);
             } else {
@@ -770,6 +819,7 @@ extern "C" __global__ void QFWD_PERSISTENT_BOUNDS qfwd_persistent(u64 req_ring, 
                 const u32 cap = resp_chunks * QFWD_INLINE_DATA_BYTES - QFWD_HEADER_BYTES;
                 u32 len = 0u;
                 u64 flips = 0ull;
+                QFWD_TRACE_MARK(2, qr0);
 #ifdef QFWD_DEC_TRACE_DISPATCH
                 const long long qd0 = clock64();
 #endif
@@ -787,6 +837,7 @@ extern "C" __global__ void QFWD_PERSISTENT_BOUNDS qfwd_persistent(u64 req_ring, 
                 trace_handler(qd1 - qd0, clock64() - qw0, lane);
 #endif
                 previous = __shfl_sync(QFWD_FULL_MASK, previous, 0);
+                QFWD_TRACE_MARK(3, qr0);
                 if (previous != pos.k) {
                     ++lost;
                     position_follow(pos, previous, group, groups, slots);
@@ -833,10 +884,8 @@ extern "C" __global__ void QFWD_PERSISTENT_BOUNDS qfwd_persistent(u64 req_ring, 
             }
         } else {
             // Flag seen: claim first, so only the winner pays the payload read.
-            u64 previous = pos.k;
-            if (needs_claim && lane == 0u) {
-                previous = atomicCAS(claim, pos.k, pos.k + 1ull);
-            }
+            u64 previous =
+                claim_ticket(claim, needs_claim && lane == 0u, claim_in_block != 0u, pos.k);
             previous = __shfl_sync(QFWD_FULL_MASK, previous, 0);
             if (previous != pos.k) {
                 ++lost;
@@ -850,13 +899,13 @@ extern "C" __global__ void QFWD_PERSISTENT_BOUNDS qfwd_persistent(u64 req_ring, 
             }
             code = __shfl_sync(QFWD_FULL_MASK, lc.c[0].x, 0);
             arg_len = __shfl_sync(QFWD_FULL_MASK, lc.c[0].y, 0);
-            const u64 need = chunks_for(request_stream_bytes(arg_len, reply), QFWD_CHUNK_BYTES);
+            const u32 need = request_chunks(arg_len, reply, req_chunks - 1u, QFWD_CHUNK_BYTES);
             if (need > req_chunks - 1u) {
                 early_status = QFWD_STATUS_OVERSIZED;
             } else if (code == QFWD_CODE_PARITY && need <= payload_first && want != 1u &&
                        !reply) {
                 // As in inline mode: the payload came in one read, answer from registers.
-                const u32 bit = parity_in_registers(lc.c[0], lane, (u32)need, arg_len, 4u);
+                const u32 bit = parity_in_registers(lc.c[0], lane, need, arg_len, 4u);
                 if (lane == 0u) {
                     store_chunk(resp, (u32)QFWD_STATUS_OK, 1u, bit, want);
                 }
@@ -864,8 +913,8 @@ extern "C" __global__ void QFWD_PERSISTENT_BOUNDS qfwd_persistent(u64 req_ring, 
                 position_next(pos, groups, slots);
                 continue;
             } else {
-                load_chunks(lc, payload, lane, payload_first, (u32)need);
-                stage_plain(lc, lane, (u32)need, stage);
+                load_chunks(lc, payload, lane, payload_first, need);
+                stage_plain(lc, lane, need, stage);
             }
             __syncwarp();
             compute_response<true>(code, arg_len, early_status, stage, res, resp_chunks, control,

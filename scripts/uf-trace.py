@@ -12,9 +12,10 @@ each stage: the differences between consecutive stamps, named after what each st
 
 With QFWD_UF_TRACE=dispatch the kernel prints "QR" lines instead (device/forward.cu): per
 request, the cycles from its tag seen to its response stored, its handler call, and the
-same call repeated at once. This then prints, per probe row, request kind and defect count
-(12 and more together), the median handler and repeat cycles and the cycles outside both
-(the kernel's own request path) at p10 / median / p90.
+same call repeated at once, and the cycles at the request path's marks. This then prints,
+per probe row, request kind and defect count (12 and more together), the median handler and
+repeat cycles and the cycles outside both (the kernel's own request path) at p10 / median /
+p90, and under it the medians of the spans between the marks the path has ("marks").
 """
 
 import collections
@@ -23,6 +24,27 @@ import statistics
 import sys
 
 PATHS = {0: "empty", 1: "table", 2: "isolated", 3: "split", 4: "full"}
+
+# What each dispatch-trace mark ends (device/forward.cu, QFWD_TRACE_MARK), and the span after
+# the last mark a path has, to the response stored.
+MARKS = ["count", "tags", "claim+stage", "handler+repeat"]
+
+
+def mark_spans(total, marks):
+    """The spans between the nonzero marks (a path sets a prefix of them): [(name, cycles)]."""
+    set_marks = []
+    for m in marks:
+        if m == 0:
+            break
+        set_marks.append(m)
+    if not set_marks:
+        return []
+    spans, last = [], 0
+    for name, m in zip(MARKS, set_marks):
+        spans.append((name, m - last))
+        last = m
+    spans.append(("store" if len(set_marks) == len(MARKS) else "rest", total - last))
+    return spans
 
 
 def stage_names(path, passes, stamps):
@@ -57,7 +79,7 @@ REQUESTS = {1: "parity", 2: "lut", 3: "uf", 4: "stall"}
 
 
 def dispatch_summary(rows):
-    """The QR lines: {(row, code, defects): [(total, handler, repeat)]}."""
+    """The QR lines: {(row, code, defects): [(total, handler, repeat, marks)]}."""
     print("row / request / defects      n | handler  repeat | outside p10 / median / p90 (cycles)")
     order = {}
     for row, _, _ in rows:
@@ -68,15 +90,24 @@ def dispatch_summary(rows):
         if row != last_row:
             print(f"\n== {row}")
             last_row = row
-        outside = sorted(t - h - r for t, h, r in items)
+        outside = sorted(t - h - r for t, h, r, _ in items)
         med = lambda xs: int(statistics.median(xs))
         pick = lambda q: outside[min(len(outside) - 1, int(q * len(outside)))]
         kind = REQUESTS.get(code, str(code))
         print(
             f"{kind:7} defects {ndef:2}{'+' if ndef == 12 else ' '} n {len(items):5} | "
-            f"{med([h for _, h, _ in items]):7} {med([r for _, _, r in items]):7} | "
+            f"{med([h for _, h, _, _ in items]):7} {med([r for _, _, r, _ in items]):7} | "
             f"{pick(0.1):6} / {med(outside):6} / {pick(0.9):6}"
         )
+        spans = [mark_spans(t, m) for t, _, _, m in items]
+        shapes = collections.Counter(tuple(name for name, _ in sp) for sp in spans if sp)
+        if shapes:
+            shape = shapes.most_common(1)[0][0]
+            same = [sp for sp in spans if tuple(name for name, _ in sp) == shape]
+            cols = ", ".join(
+                f"{name} {med([sp[i][1] for sp in same])}" for i, name in enumerate(shape)
+            )
+            print(f"    marks (n {len(same)}): {cols}")
 
 
 def main():
@@ -97,11 +128,13 @@ def main():
             continue
         if line.startswith("QR "):
             try:
-                code, total, handler, ndef, repeat = map(int, line.split()[1:6])
+                fields = list(map(int, line.split()[1:]))
+                code, total, handler, ndef, repeat = fields[:5]
             except ValueError:
                 bad += 1
                 continue
-            requests[(row, code, min(ndef, 12))].append((total, handler, repeat))
+            marks = tuple(fields[5:9])
+            requests[(row, code, min(ndef, 12))].append((total, handler, repeat, marks))
             continue
         if not line.startswith("QT "):
             continue

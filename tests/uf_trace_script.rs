@@ -135,6 +135,41 @@ fn summarizes_requests_of_the_dispatch_trace() {
 }
 
 #[test]
+fn dispatch_marks_become_spans() {
+    // `QR code total handler defects repeat m0 m1 m2 m3`: the decoder path sets every mark,
+    // parity's general path the first two (the rest 0).
+    let mut input = String::from("probe row 3: uf d5, surface_d5_r5_z_p001\n");
+    input += "QR 3 5000 1000 2 800 100 300 500 2400\n";
+    input += "QR 3 5200 1000 2 800 120 340 560 2500\n";
+    input += "QR 3 5400 1000 2 800 140 380 620 2600\n";
+    input += "QR 1 3000 500 0 400 100 250 0 0\n";
+    let Some((ok, out, err)) = run_script(&input) else {
+        return;
+    };
+    assert!(ok, "uf-trace.py failed: {err}");
+    let uf = out
+        .lines()
+        .skip_while(|l| !l.starts_with("uf"))
+        .nth(1)
+        .unwrap();
+    assert!(
+        uf.contains(
+            "marks (n 3): count 120, tags 220, claim+stage 220, handler+repeat 1940, store 2700"
+        ),
+        "{out}"
+    );
+    let parity = out
+        .lines()
+        .skip_while(|l| !l.starts_with("parity"))
+        .nth(1)
+        .unwrap();
+    assert!(
+        parity.contains("marks (n 1): count 100, tags 150, rest 2750"),
+        "{out}"
+    );
+}
+
+#[test]
 fn input_without_a_trace_is_a_clear_error() {
     let Some((ok, _, err)) = run_script("running 1 test\ntest result: ok\n") else {
         return;
