@@ -355,9 +355,11 @@ static __device__ __forceinline__ bool is_decoder(u32 code)
 // the general path too, so the two can be compared.
 static __shared__ uint4 qfwd_trace_dispatch[QFWD_MAX_WARPS_PER_BLOCK];
 // Per warp: the cycles since the tag was seen at marks 0-3 of the request path (0: its
-// chunk count known, 1: its tags checked, 2: staged and claimed, the handler next, 3: the
-// claim's answer in, after the handler), 0 where a path has no such mark. Each mark costs
-// a clock read and a store of its own (a few dozen cycles).
+// chunk count known, 1: its tags checked, 2: staged and its claim issued, the handler next,
+// 3: the claim's answer in, after the handler), 0 where a path has no such mark. Each mark
+// costs a clock read and a store of its own, and this build keeps more values in local
+// memory than the served one (the repeated handler): the spans locate the request path's
+// cost, they overstate it.
 static __shared__ uint4 qfwd_trace_marks[QFWD_MAX_WARPS_PER_BLOCK];
 #define QFWD_TRACING_DISPATCH true
 #define QFWD_TRACE_MARK(i, since)                                                             \
@@ -595,33 +597,6 @@ static __device__ __forceinline__ u64 load_ticket(const unsigned long long* t)
     return *(const volatile unsigned long long*)t;
 }
 
-// The claim of ticket `k` (CAS k -> k + 1) when `claim`: the ticket's previous value (k:
-// won); else k. One asm statement, the CAS in the ticket's own state space, so that every
-// lane's result is one register written in place: a generic 64-bit CAS compiles to an ATOM.E
-// with a fallback branch, and a CAS under an `if` to a move of its result into the
-// variable, either of which waits for the CAS at once, where it is meant to travel while
-// the warp stages the request and runs the handler. This way the warp first waits for it
-// where the result is used.
-static __device__ __forceinline__ u64 claim_ticket(unsigned long long* t, bool claim,
-                                                   bool in_block, u64 k)
-{
-    u64 old;
-    asm volatile("{\n\t"
-                 ".reg .pred c, cs, cg;\n\t"
-                 "setp.ne.u32 c, %4, 0;\n\t"
-                 "setp.ne.and.u32 cs, %5, 0, c;\n\t"
-                 "setp.eq.and.u32 cg, %5, 0, c;\n\t"
-                 "mov.b64 %0, %2;\n\t"
-                 "@cs atom.shared.cas.b64 %0, [%1], %2, %3;\n\t"
-                 "@cg atom.global.cas.b64 %0, [%6], %2, %3;\n\t"
-                 "}"
-                 : "=l"(old)
-                 : "r"((u32)__cvta_generic_to_shared(t)), "l"(k), "l"(k + 1ull), "r"((u32)claim),
-                   "r"((u32)in_block), "l"((u64)__cvta_generic_to_global(t))
-                 : "memory");
-    return old;
-}
-
 // ---- kernels ---------------------------------------------------------------------------
 
 // The persistent kernel. `pollers` warps form `pollers / pollers_per_slot` groups; group g
@@ -755,8 +730,10 @@ extern "C" __global__ void QFWD_PERSISTENT_BOUNDS qfwd_persistent(u64 req_ring, 
                     ++torn; // the host is still writing it: read again, now
                     continue;
                 }
-                u64 previous =
-                    claim_ticket(claim, needs_claim && lane == 0u, claim_in_block != 0u, pos.k);
+                u64 previous = pos.k;
+                if (needs_claim && lane == 0u) {
+                    previous = atomicCAS(claim, pos.k, pos.k + 1ull);
+                }
                 const u32 bit = parity_in_registers(lc.c[0], lane, n, arg_len, 3u);
                 previous = __shfl_sync(QFWD_FULL_MASK, previous, 0);
                 if (previous != pos.k) {
@@ -794,8 +771,10 @@ extern "C" __global__ void QFWD_PERSISTENT_BOUNDS qfwd_persistent(u64 req_ring, 
             }
             // Claim and serve at once: the CAS travels to L2 while the warp stages the
             // request and runs a side-effect-free handler; only the winner publishes.
-            u64 previous =
-                claim_ticket(claim, needs_claim && lane == 0u, claim_in_block != 0u, pos.k);
+            u64 previous = pos.k;
+            if (needs_claim && lane == 0u) {
+                previous = atomicCAS(claim, pos.k, pos.k + 1ull);
+            }
             if (n <= QFWD_WARP) {
                 stage_inline<1>(lc, lane, n, stage);
             } else {
@@ -884,8 +863,10 @@ extern "C" __global__ void QFWD_PERSISTENT_BOUNDS qfwd_persistent(u64 req_ring, 
             }
         } else {
             // Flag seen: claim first, so only the winner pays the payload read.
-            u64 previous =
-                claim_ticket(claim, needs_claim && lane == 0u, claim_in_block != 0u, pos.k);
+            u64 previous = pos.k;
+            if (needs_claim && lane == 0u) {
+                previous = atomicCAS(claim, pos.k, pos.k + 1ull);
+            }
             previous = __shfl_sync(QFWD_FULL_MASK, previous, 0);
             if (previous != pos.k) {
                 ++lost;
