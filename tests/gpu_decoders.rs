@@ -634,6 +634,28 @@ fn decoder_latency_probe() {
             AUTO,
             None,
         ),
+        // One group of two warps, the layout scenarios/gpu-decoders.toml times ping-pong
+        // with: the other groups' reads of their own slots are gone.
+        (
+            "uf d5, 2 pollers in one group",
+            d5,
+            Uf,
+            Auto,
+            2,
+            2,
+            AUTO,
+            Some(6.0),
+        ),
+        (
+            "uf d7, 2 pollers in one group",
+            d7,
+            Uf,
+            Auto,
+            2,
+            2,
+            AUTO,
+            Some(10.0),
+        ),
     ];
     let mut missed = Vec::new();
     let only: Option<Vec<usize>> = std::env::var("QFWD_PROBE_ROWS").ok().map(|v| {
