@@ -162,7 +162,7 @@ static __device__ __forceinline__ void load_chunks(LaneChunks& lc, u64 base, u32
     }
 }
 
-// True on every lane when each of the chunks [0, n) carries `want` (n <= 32 ROUNDS).
+// True on every lane when each of the chunks [0, n) carries `want` (n <= 32 * ROUNDS).
 template <u32 ROUNDS = QFWD_MAX_ROUNDS>
 static __device__ __forceinline__ bool tags_match(const LaneChunks& lc, u32 lane, u32 n, u32 want)
 {
@@ -178,7 +178,7 @@ static __device__ __forceinline__ bool tags_match(const LaneChunks& lc, u32 lane
 }
 
 // Inline chunks carry 12 data bytes: the request stream [code][arg_len][arg...] is
-// rebuilt word by word in shared memory (n <= 32 ROUNDS).
+// rebuilt word by word in shared memory (n <= 32 * ROUNDS).
 template <u32 ROUNDS = QFWD_MAX_ROUNDS>
 static __device__ __forceinline__ void stage_inline(const LaneChunks& lc, u32 lane, u32 n,
                                                     u32* stage)
@@ -769,8 +769,9 @@ extern "C" __global__ void QFWD_PERSISTENT_BOUNDS qfwd_persistent(u64 req_ring, 
                 }
                 QFWD_TRACE_MARK(1, qr0);
             }
-            // Claim and serve at once: the CAS travels to L2 while the warp stages the
-            // request and runs a side-effect-free handler; only the winner publishes.
+            // Claim and serve at once: a side-effect-free handler runs without waiting for
+            // the claim's answer, and only the winner publishes. (The compiled CAS, generic
+            // or ATOMS, is still waited for right after it is issued: results/h200-session9.txt.)
             u64 previous = pos.k;
             if (needs_claim && lane == 0u) {
                 previous = atomicCAS(claim, pos.k, pos.k + 1ull);
