@@ -599,17 +599,38 @@ static __device__ __forceinline__ u32 qfwd_split_ld(const u16* a)
     return STAGED ? (u32)*a : (u32)__ldg(a);
 }
 
-// Entry `at`'s result and time: from the block's copy when staged there.
+// The table's index (qfwd_uf_table's base and rank terms): the block's copy when STAGED.
+template <bool STAGED>
+static __device__ __forceinline__ const u32* qfwd_table_index()
+{
+    const QfwdDecoderParams& p = qfwd_decoders;
+    return STAGED ? (const u32*)(qfwd_dec_smem + p.uf_stage_offset + p.uf_stage_index)
+                  : (const u32*)p.uf_table_index;
+}
+
+// Entry `at`'s result: from the block's copy when staged there.
+template <bool STAGED>
+static __device__ __forceinline__ u64 qfwd_table_obs(u32 at)
+{
+    const QfwdDecoderParams& p = qfwd_decoders;
+    if (STAGED && at < p.uf_stage_entries) {
+        const u8* sb = qfwd_dec_smem + p.uf_stage_offset;
+        return qfwd_uf_result<true>(sb + p.uf_stage_obs + at * p.uf_result_bytes);
+    }
+    return qfwd_uf_entry(at);
+}
+
+// Entry `at`'s result and time: from the block's copy when staged there. One branch for
+// both loads, so that they issue together.
 template <bool STAGED>
 static __device__ __forceinline__ void qfwd_split_entry(u32 at, u64* obs, u32* t)
 {
     const QfwdDecoderParams& p = qfwd_decoders;
     if (STAGED && at < p.uf_stage_entries) {
-        const u8* sb = qfwd_dec_smem + p.uf_stage_offset;
-        *obs = qfwd_uf_result<true>(sb + p.uf_stage_obs + at * p.uf_result_bytes);
-        *t = (u32)((const u16*)(sb + p.uf_stage_times))[at];
+        *obs = qfwd_table_obs<STAGED>(at);
+        *t = (u32)((const u16*)(qfwd_dec_smem + p.uf_stage_offset + p.uf_stage_times))[at];
     } else {
-        *obs = qfwd_uf_entry(at);
+        *obs = qfwd_table_obs<false>(at);
         *t = (u32)__ldg((const u16*)p.uf_table_times + at);
     }
 }
@@ -630,8 +651,7 @@ static __device__ __forceinline__ bool qfwd_uf_table(const u32* arg, u32 lane, u
     const u32 n = p.uf_detectors;
     const u32 nwords = (n + 31u) / 32u;
     const u32 kmax = p.uf_table_defects;
-    const u32* ix = STAGED ? (const u32*)(qfwd_dec_smem + p.uf_stage_offset + p.uf_stage_index)
-                           : (const u32*)p.uf_table_index;
+    const u32* ix = qfwd_table_index<STAGED>();
     const u32 base = qfwd_split_ld<STAGED>(ix + ndef);
     u32 r = 0u, seen = 0u;
 #pragma unroll 1
@@ -653,12 +673,7 @@ static __device__ __forceinline__ bool qfwd_uf_table(const u32* arg, u32 lane, u
     if (at >= p.uf_table_entries) {
         return false;
     }
-    if (STAGED && at < p.uf_stage_entries) {
-        const u8* sb = qfwd_dec_smem + p.uf_stage_offset;
-        *out = qfwd_uf_result<true>(sb + p.uf_stage_obs + at * p.uf_result_bytes);
-    } else {
-        *out = qfwd_uf_entry(at);
-    }
+    *out = qfwd_table_obs<STAGED>(at);
     return true;
 }
 
@@ -708,7 +723,7 @@ static __device__ __forceinline__ bool qfwd_uf_split(const u8* s, u32 lane, u32 
     const u32 n = p.uf_detectors;
     const u32 kmax = p.uf_table_defects;
     const u8* sb = qfwd_dec_smem + p.uf_stage_offset;
-    const u32* ix = STAGED ? (const u32*)(sb + p.uf_stage_index) : (const u32*)p.uf_table_index;
+    const u32* ix = qfwd_table_index<STAGED>();
     const u16* dist = STAGED ? (const u16*)sb : (const u16*)p.uf_dist;
     constexpr u32 B = 8u; // distance loads issued together
     constexpr u32 H = QFWD_SPLIT_HELD;

@@ -147,22 +147,21 @@ fn dispatch_marks_become_spans() {
         return;
     };
     assert!(ok, "uf-trace.py failed: {err}");
-    let uf = out
-        .lines()
-        .skip_while(|l| !l.starts_with("uf"))
-        .nth(1)
-        .unwrap();
+    // The marks line stands under its request's line.
+    let marks_of = |kind: &str| {
+        out.lines()
+            .skip_while(|l| !l.starts_with(kind))
+            .nth(1)
+            .unwrap()
+    };
+    let uf = marks_of("uf");
     assert!(
         uf.contains(
             "marks (n 3): count 120, tags 220, claim+stage 220, handler+repeat 1940, store 2700"
         ),
         "{out}"
     );
-    let parity = out
-        .lines()
-        .skip_while(|l| !l.starts_with("parity"))
-        .nth(1)
-        .unwrap();
+    let parity = marks_of("parity");
     assert!(
         parity.contains("marks (n 1): count 100, tags 150, rest 2750"),
         "{out}"
