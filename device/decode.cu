@@ -141,7 +141,7 @@ struct QfwdDecoderParams {
     u32 uf_off_frontier;   // u16[n + 1]
     u32 uf_off_order;      // u16[n + 1]: the forest in BFS order
     u32 uf_off_levels;     // u16[n + 2]: where each BFS level starts in `order`
-    u32 uf_off_cand;       // u32[E]: frontier edges (edge | k << 16), then fused edges (u | v << 16)
+    u32 uf_off_cand;       // u32[E]: frontier edges (edge | k << 16), then the fused edges
     u32 uf_table_defects;  // K: requests of 1..K defects are answered from uf_table (0: none)
     u32 uf_table_entries;
     u32 uf_max_degree;     // most incident edges of a detector
@@ -155,6 +155,10 @@ struct QfwdDecoderParams {
     u32 uf_stage_obs;      //   the first uf_stage_entries entries' results,
     u32 uf_stage_times;    //   and their times
     u32 uf_stage_entries;
+    u32 uf_graph_bytes;    // the graph (uf_adj_offset .. uf_boundary, one region) staged: its
+    u32 uf_graph_offset;   //   bytes, and the block's copy's dynamic shared offset; 0: not
+    u32 uf_off_phi;        // u64[n + 1]: each cluster vertex's potential
+    u32 uf_pad;
 };
 
 // Field offsets (the Rust test parses these lines and compares with `DecoderParams`).
@@ -201,7 +205,11 @@ QFWD_DEC_FIELD(uf_stage_index, 192)
 QFWD_DEC_FIELD(uf_stage_obs, 196)
 QFWD_DEC_FIELD(uf_stage_times, 200)
 QFWD_DEC_FIELD(uf_stage_entries, 204)
-static_assert(sizeof(QfwdDecoderParams) == 208, "QfwdDecoderParams size");
+QFWD_DEC_FIELD(uf_graph_bytes, 208)
+QFWD_DEC_FIELD(uf_graph_offset, 212)
+QFWD_DEC_FIELD(uf_off_phi, 216)
+QFWD_DEC_FIELD(uf_pad, 220)
+static_assert(sizeof(QfwdDecoderParams) == 224, "QfwdDecoderParams size");
 
 // Written by the host (cuModuleGetGlobal + a copy) before the kernels start.
 __constant__ QfwdDecoderParams qfwd_decoders;
@@ -288,8 +296,51 @@ static __device__ __forceinline__ u32 qfwd_dec_cluster(u32 root, u32 flags)
     return (root + 1u) | (flags << 16);
 }
 
+// ---- The graph: the block's copy or global memory -------------------------------------
+// The persistent kernel copies the graph's arrays (one region of the model's blob, from
+// `uf_adj_offset` to the end of `uf_boundary`) into its shared memory when they fit
+// (qfwd_dec_stage_model; d = 7: 52 KB). The growth rounds, the isolated step and the forest
+// load from them in dependent chains, ~30 cycles a step from shared memory against ~65
+// (L1) or ~310 (L2): and the split path's global loads (d = 7's 225 KB distance matrix and
+// its table) leave little of the graph in L1. GS: the block's copy. The one-block kernel
+// and the tests' kernels read global memory.
+template <bool GS, class T>
+static __device__ __forceinline__ T qfwd_gld(const T* a)
+{
+    return GS ? *a : __ldg(a);
+}
+
+struct QfwdGraph {
+    const u32* adj_off; // u32[n + 2]
+    const uint2* adj;   // uint2[2E]
+    const uint2* edges; // uint2[E]
+    const u64* edge_obs; // u64[E]
+    const u32* bnd;     // u32[n]
+};
+
+template <bool GS>
+static __device__ __forceinline__ const u8* qfwd_graph_at(u64 a)
+{
+    const QfwdDecoderParams& p = qfwd_decoders;
+    return GS ? qfwd_dec_smem + p.uf_graph_offset + (u32)(a - p.uf_adj_offset) : (const u8*)a;
+}
+
+template <bool GS>
+static __device__ __forceinline__ QfwdGraph qfwd_graph()
+{
+    const QfwdDecoderParams& p = qfwd_decoders;
+    QfwdGraph g;
+    g.adj_off = (const u32*)qfwd_graph_at<GS>(p.uf_adj_offset);
+    g.adj = (const uint2*)qfwd_graph_at<GS>(p.uf_adj);
+    g.edges = (const uint2*)qfwd_graph_at<GS>(p.uf_edges);
+    g.edge_obs = (const u64*)qfwd_graph_at<GS>(p.uf_edge_obs);
+    g.bnd = (const u32*)qfwd_graph_at<GS>(p.uf_boundary);
+    return g;
+}
+
 // Entries [base, base + UNROLL) of a CSR row ending at `end`: edge, neighbour, weight
 // (past the row: edge 0, vertex 0 and an impossible weight). The loads are issued together.
+template <bool GS>
 static __device__ __forceinline__ void qfwd_dec_row(const uint2* adj, u32 base, u32 end,
                                                     u32 (&es)[QFWD_DEC_UNROLL],
                                                     u32 (&ys)[QFWD_DEC_UNROLL],
@@ -297,7 +348,7 @@ static __device__ __forceinline__ void qfwd_dec_row(const uint2* adj, u32 base, 
 {
 #pragma unroll
     for (u32 j = 0; j < QFWD_DEC_UNROLL; ++j) {
-        const uint2 a = base + j < end ? __ldg(adj + base + j) : make_uint2(0u, 0u);
+        const uint2 a = base + j < end ? qfwd_gld<GS>(adj + base + j) : make_uint2(0u, 0u);
         es[j] = a.x & 0xFFFFu;
         ys[j] = a.x >> 16;
         ws[j] = base + j < end ? a.y : QFWD_DEC_FULL;
@@ -344,6 +395,7 @@ static __device__ __forceinline__ int qfwd_decode_lut_value(const u32* arg, u32 
 
 // CSR entries [base, base + UNROLL) of a row ending at `end` (past it: {0, 0}, growth 0 and
 // cluster word 0), with the growth of each edge and the cluster word of its other end.
+template <bool GS>
 static __device__ __forceinline__ void qfwd_uf_load_row(const uint2* adj, const u16* growth,
                                                         const u32* cl, u32 base, u32 end,
                                                         uint2 (&a)[QFWD_DEC_UNROLL],
@@ -352,7 +404,7 @@ static __device__ __forceinline__ void qfwd_uf_load_row(const uint2* adj, const 
 {
 #pragma unroll
     for (u32 j = 0; j < QFWD_DEC_UNROLL; ++j) {
-        a[j] = base + j < end ? __ldg(adj + base + j) : make_uint2(0u, 0u);
+        a[j] = base + j < end ? qfwd_gld<GS>(adj + base + j) : make_uint2(0u, 0u);
     }
 #pragma unroll
     for (u32 j = 0; j < QFWD_DEC_UNROLL; ++j) {
@@ -431,6 +483,7 @@ static __device__ __forceinline__ void qfwd_uf_defect_list(u8* s, const u32* arg
 // Lanes over the defects (windows of 32) of the list in `verts` (qfwd_uf_defect_list);
 // writes only `visited` (iso[x] = t_x | partner << 16, defects only), before the full
 // decoder's zeroing, so nothing the full decoder reads is left changed.
+template <bool GS>
 static __device__ __forceinline__ bool qfwd_uf_isolated(u8* s, const u32* arg, u32 lane,
                                                          u32 ndef, u64* out)
 {
@@ -440,9 +493,10 @@ static __device__ __forceinline__ bool qfwd_uf_isolated(u8* s, const u32* arg, u
     constexpr u32 U = QFWD_DEC_UNROLL;
     u32* iso = (u32*)(s + p.uf_off_visited);
     u16* list = (u16*)(s + p.uf_off_verts);
-    const u32* adj_off = (const u32*)p.uf_adj_offset;
-    const uint2* adj = (const uint2*)p.uf_adj;
-    const u64* edge_obs = (const u64*)p.uf_edge_obs;
+    const QfwdGraph gr = qfwd_graph<GS>();
+    const u32* adj_off = gr.adj_off;
+    const uint2* adj = gr.adj;
+    const u64* edge_obs = gr.edge_obs;
 
     // Partners. `chk`: bit (window mod 32) set when this lane's defect of that window has a
     // defect neighbour besides its partner (aliased windows are checked both: harmless).
@@ -456,8 +510,8 @@ static __device__ __forceinline__ bool qfwd_uf_isolated(u8* s, const u32* arg, u
         const u32 x = has ? (u32)list[i] : 0u;
         u32 lo = 0u, hi = 0u;
         if (has) {
-            lo = __ldg(adj_off + x);
-            hi = __ldg(adj_off + x + 1u);
+            lo = qfwd_gld<GS>(adj_off + x);
+            hi = qfwd_gld<GS>(adj_off + x + 1u);
         }
         const u32 chunks = __reduce_max_sync(QFWD_DEC_FULL, (hi - lo + U - 1u) / U);
         u32 best = QFWD_DEC_FULL, be = 0u, by = 0u, ndn = 0u;
@@ -465,7 +519,7 @@ static __device__ __forceinline__ bool qfwd_uf_isolated(u8* s, const u32* arg, u
 #pragma unroll 1
         for (u32 ch = 0; ch < chunks; ++ch) {
             u32 es[U], ys[U], ws[U];
-            qfwd_dec_row(adj, lo + ch * U, hi, es, ys, ws);
+            qfwd_dec_row<GS>(adj, lo + ch * U, hi, es, ys, ws);
 #pragma unroll
             for (u32 j = 0; j < U; ++j) {
                 // Past the row: weight QFWD_DEC_FULL (real weights are at most 0xFFFF), the
@@ -491,7 +545,7 @@ static __device__ __forceinline__ bool qfwd_uf_isolated(u8* s, const u32* arg, u
                 chk |= 1u << (win & 31u);
             }
             if (!b && (by == bv || x < by)) {
-                obs ^= __ldg(edge_obs + be);
+                obs ^= qfwd_gld<GS>(edge_obs + be);
             }
         }
     }
@@ -513,14 +567,14 @@ static __device__ __forceinline__ bool qfwd_uf_isolated(u8* s, const u32* arg, u
         }
         u32 lo = 0u, hi = 0u;
         if (has && ((chk >> (win & 31u)) & 1u) != 0u) {
-            lo = __ldg(adj_off + x);
-            hi = __ldg(adj_off + x + 1u);
+            lo = qfwd_gld<GS>(adj_off + x);
+            hi = qfwd_gld<GS>(adj_off + x + 1u);
         }
         const u32 chunks = __reduce_max_sync(QFWD_DEC_FULL, (hi - lo + U - 1u) / U);
 #pragma unroll 1
         for (u32 ch = 0; ch < chunks; ++ch) {
             u32 es[U], ys[U], ws[U];
-            qfwd_dec_row(adj, lo + ch * U, hi, es, ys, ws);
+            qfwd_dec_row<GS>(adj, lo + ch * U, hi, es, ys, ws);
 #pragma unroll
             for (u32 j = 0; j < U; ++j) {
                 const u32 z = ys[j];
@@ -572,17 +626,26 @@ static __device__ __forceinline__ u64 qfwd_uf_entry(u32 at)
 // split path's dependent loads cost ~30 cycles instead of ~65 (L1) or ~310 (L2) and more.
 // Every thread of the block calls it. (External linkage: this file compiled alone has no
 // caller.)
+static __device__ __forceinline__ void qfwd_dec_copy(u64 src, u32 offset, u32 bytes, u32 tid,
+                                                     u32 nthreads)
+{
+    const uint4* from = (const uint4*)src;
+    uint4* to = (uint4*)(qfwd_dec_smem + offset);
+#pragma unroll 1
+    for (u32 i = tid; i < bytes / 16u; i += nthreads) {
+        to[i] = __ldg(from + i);
+    }
+}
+
+// With it, the graph (QfwdGraph), when its bytes are set.
 __device__ __forceinline__ void qfwd_dec_stage_model(u32 tid, u32 nthreads)
 {
     const QfwdDecoderParams& p = qfwd_decoders;
-    if (p.uf_stage_bytes == 0u) {
-        return;
+    if (p.uf_stage_bytes != 0u) {
+        qfwd_dec_copy(p.uf_stage, p.uf_stage_offset, p.uf_stage_bytes, tid, nthreads);
     }
-    const uint4* src = (const uint4*)p.uf_stage;
-    uint4* dst = (uint4*)(qfwd_dec_smem + p.uf_stage_offset);
-#pragma unroll 1
-    for (u32 i = tid; i < p.uf_stage_bytes / 16u; i += nthreads) {
-        dst[i] = __ldg(src + i);
+    if (p.uf_graph_bytes != 0u) {
+        qfwd_dec_copy(p.uf_adj_offset, p.uf_graph_offset, p.uf_graph_bytes, tid, nthreads);
     }
 }
 
@@ -918,9 +981,13 @@ static __device__ __forceinline__ bool qfwd_uf_split(const u8* s, u32 lane, u32 
     return false;
 }
 
-// Decodes the syndrome in `arg` (validated) with the per-warp state at `s`; returns the
-// observable flips. All 32 lanes call it; every collective below is reached by all lanes.
-static __device__ __forceinline__ u64 qfwd_uf_run(u8* s, const u32* arg, u32 lane, QfwdTrace& tr)
+// Steps 1e (isolated defects) and 2-4 (the full decoder) of qfwd_uf_run, for `ndef` > 0
+// defects, the graph read from the block's copy (GS) or global memory. Not inlined: the
+// rare path (d = 7: 13 % of shots, d = 5: under 1 %) gets the registers the poller's state
+// holds in the kernel body, and leaves the common paths' code compact.
+template <bool GS>
+static __device__ __forceinline__ u64 qfwd_uf_settle(u8* s, const u32* arg, u32 lane, u32 ndef,
+                                                     QfwdTrace& tr)
 {
     const QfwdDecoderParams& p = qfwd_decoders;
     const u32 n = p.uf_detectors;
@@ -940,59 +1007,18 @@ static __device__ __forceinline__ u64 qfwd_uf_run(u8* s, const u32* arg, u32 lan
     u16* order = (u16*)(s + p.uf_off_order);
     u16* levels = (u16*)(s + p.uf_off_levels);
     u32* cand = (u32*)(s + p.uf_off_cand);
-    const u32* adj_off = (const u32*)p.uf_adj_offset;
-    const uint2* adj = (const uint2*)p.uf_adj;
-    const uint2* edges = (const uint2*)p.uf_edges;
-    const u64* edge_obs = (const u64*)p.uf_edge_obs;
-    const u32* bnd = (const u32*)p.uf_boundary;
+    u64* phi = (u64*)(s + p.uf_off_phi);
+    const QfwdGraph gr = qfwd_graph<GS>();
+    const u32* adj_off = gr.adj_off;
+    const uint2* adj = gr.adj;
+    const uint2* edges = gr.edges;
+    const u64* edge_obs = gr.edge_obs;
+    const u32* bnd = gr.bnd;
 
-    // 1. Defects. None: no flip, and nothing was touched.
-    u32 ndef = 0u;
-#pragma unroll 1
-    for (u32 wb = 0; wb < nwords; wb += QFWD_DEC_WARP) {
-        const u32 i = wb + lane;
-        const u32 w = i < nwords ? qfwd_dec_word(arg, i, n) : 0u;
-        ndef += __reduce_add_sync(QFWD_DEC_FULL, (u32)__popc(w));
-    }
-    QFWD_TRACE_SET(tr, defects, ndef);
-    QFWD_STAMP(tr);
-    if (ndef == 0u) {
-        QFWD_TRACE_SET(tr, path, 0u);
-        return 0ull;
-    }
-    // 1b. At most K defects: the answer is in the low-weight syndrome table.
-    if (ndef <= p.uf_table_defects) {
-        u64 obs;
-        // Two copies, so each knows where its index and entries are.
-        const bool hit = p.uf_stage_bytes != 0u ? qfwd_uf_table<true>(arg, lane, ndef, &obs)
-                                                : qfwd_uf_table<false>(arg, lane, ndef, &obs);
-        if (hit) {
-            QFWD_TRACE_SET(tr, path, 1u);
-            QFWD_STAMP(tr);
-            return obs;
-        }
-    }
-    // 1c. The defects in index order (`verts`), for 1d and 1e.
-    qfwd_uf_defect_list(s, arg, lane);
-    QFWD_STAMP(tr);
-    // 1d. Independent groups of at most K defects: one table entry per group. (`uf_dist`
-    // is set only with a table, K >= 1.) First: it also answers all but a few of the
-    // shots 1e does (d=5, K=4: 1 346 of 1 354 fixture shots), at fewer cycles.
-    if (p.uf_dist != 0ull && ndef <= QFWD_DEC_WARP) {
-        u64 obs;
-        const bool split = p.uf_stage_bytes != 0u
-                               ? qfwd_uf_split<true>(s, lane, ndef, &obs, tr)
-                               : qfwd_uf_split<false>(s, lane, ndef, &obs, tr);
-        QFWD_STAMP(tr);
-        if (split) {
-            QFWD_TRACE_SET(tr, path, 3u);
-            return obs;
-        }
-    }
     // 1e. Every defect settles in one step: the answer without the growth rounds.
     {
         u64 obs;
-        const bool isolated = qfwd_uf_isolated(s, arg, lane, ndef, &obs);
+        const bool isolated = qfwd_uf_isolated<GS>(s, arg, lane, ndef, &obs);
         QFWD_STAMP(tr);
         if (isolated) {
             QFWD_TRACE_SET(tr, path, 2u);
@@ -1024,6 +1050,7 @@ static __device__ __forceinline__ u64 qfwd_uf_run(u8* s, const u32* arg, u32 lan
             w &= w - 1u;
             cl[v] = qfwd_dec_cluster(v, QFWD_DEC_ODD);
             defect[v] = 1u;
+            phi[v] = 0ull;
             verts[pos] = (u16)v;
             frontier[pos] = (u16)v;
             ++pos;
@@ -1032,8 +1059,12 @@ static __device__ __forceinline__ u64 qfwd_uf_run(u8* s, const u32* arg, u32 lan
     }
     if (lane == 0u) {
         cl[bv] = qfwd_dec_cluster(bv, QFWD_DEC_BOUNDARY);
+        phi[bv] = 0ull;
     }
     u32 n_front = n_verts;
+    // A full edge that closes a cycle of odd potential: the forest's shape decides the
+    // answer, which step 3 then builds as the specification does.
+    bool exact = false;
     __syncwarp();
     QFWD_TRACE_SET(tr, path, 4u);
     QFWD_STAMP(tr);
@@ -1045,8 +1076,8 @@ static __device__ __forceinline__ u64 qfwd_uf_run(u8* s, const u32* arg, u32 lan
     // re-reads the row it just loaded (L1-resident) instead of listing the edges in `cand`
     // and loading each one from `edges` (a dependent global load per round, often an L2
     // trip). The same edges grow by the same amounts as in the general round below (each
-    // listed once, from its lower end when both ends are active), and the same edges fill;
-    // `fused` holds their ends in the other orientation, which 2c does not depend on.
+    // listed once, from its lower end when both ends are active), and the same edges fill
+    // (`fused` lists them in another order, which 2c's answer does not depend on).
     const bool short_rows = p.uf_max_degree <= U;
 #pragma unroll 1
     for (;;) {
@@ -1059,8 +1090,8 @@ static __device__ __forceinline__ u64 qfwd_uf_run(u8* s, const u32* arg, u32 lan
             // The row bounds do not wait for the cluster word (v < n: in range).
             u32 lo = 0u, hi = 0u;
             if (has) {
-                lo = __ldg(adj_off + v);
-                hi = __ldg(adj_off + v + 1u);
+                lo = qfwd_gld<GS>(adj_off + v);
+                hi = qfwd_gld<GS>(adj_off + v + 1u);
             }
             const u32 c = has ? cl[v] : 0u;
             const bool active = has && (c >> 16) == QFWD_DEC_ODD;
@@ -1069,7 +1100,7 @@ static __device__ __forceinline__ u64 qfwd_uf_run(u8* s, const u32* arg, u32 lan
             }
             uint2 a[U];
             u32 g[U], cu[U];
-            qfwd_uf_load_row(adj, growth, cl, lo, hi, a, g, cu);
+            qfwd_uf_load_row<GS>(adj, growth, cl, lo, hi, a, g, cu);
             u32 rg[U / 2]; // growth of entries 2i, 2i + 1 (16 bits each)
             u32 rl = 0u, rk = 0u, cnt = 0u;
             bool any = false;
@@ -1109,7 +1140,7 @@ static __device__ __forceinline__ u64 qfwd_uf_run(u8* s, const u32* arg, u32 lan
             uint2 b[U];
 #pragma unroll
             for (u32 j = 0; j < U; ++j) {
-                b[j] = ((rl >> j) & 1u) != 0u ? __ldg(adj + lo + j) : make_uint2(0u, 0u);
+                b[j] = ((rl >> j) & 1u) != 0u ? qfwd_gld<GS>(adj + lo + j) : make_uint2(0u, 0u);
             }
             u32 fm = 0u, nf = 0u;
 #pragma unroll
@@ -1129,7 +1160,7 @@ static __device__ __forceinline__ u64 qfwd_uf_run(u8* s, const u32* arg, u32 lan
 #pragma unroll
             for (u32 j = 0; j < U; ++j) {
                 if (((fm >> j) & 1u) != 0u) {
-                    cand[pos++] = v | (b[j].x & 0xFFFF0000u); // the edge's two ends
+                    cand[pos++] = b[j].x & 0xFFFFu;
                 }
             }
         } else {
@@ -1144,8 +1175,8 @@ static __device__ __forceinline__ u64 qfwd_uf_run(u8* s, const u32* arg, u32 lan
                 const bool active = has && (c >> 16) == QFWD_DEC_ODD;
                 u32 lo = 0u, hi = 0u;
                 if (active) {
-                    lo = __ldg(adj_off + v);
-                    hi = __ldg(adj_off + v + 1u);
+                    lo = qfwd_gld<GS>(adj_off + v);
+                    hi = qfwd_gld<GS>(adj_off + v + 1u);
                 }
                 const u32 chunks = __reduce_max_sync(QFWD_DEC_FULL, (hi - lo + U - 1u) / U);
                 bool any = false;
@@ -1153,7 +1184,7 @@ static __device__ __forceinline__ u64 qfwd_uf_run(u8* s, const u32* arg, u32 lan
                 for (u32 ch = 0; ch < chunks; ++ch) {
                     uint2 a[U];
                     u32 g[U], cu[U];
-                    qfwd_uf_load_row(adj, growth, cl, lo + ch * U, hi, a, g, cu);
+                    qfwd_uf_load_row<GS>(adj, growth, cl, lo + ch * U, hi, a, g, cu);
                     u32 entry[U];
                     u32 cnt = 0u;
 #pragma unroll
@@ -1200,34 +1231,42 @@ static __device__ __forceinline__ u64 qfwd_uf_run(u8* s, const u32* arg, u32 lan
             for (u32 cb = 0; cb < n_cand; cb += QFWD_DEC_WARP) {
                 const u32 i = cb + lane;
                 bool fused = false;
-                u32 uv = 0u;
+                u32 e = 0u;
                 if (i < n_cand) {
                     const u32 ce = cand[i];
-                    const u32 e = ce & 0xFFFFu;
-                    const uint2 ed = __ldg(edges + e);
+                    e = ce & 0xFFFFu;
+                    const uint2 ed = qfwd_gld<GS>(edges + e);
                     const u32 ng = qfwd_dec_min((u32)growth[e] + (ce >> 16) * delta, ed.y);
                     growth[e] = (u16)ng;
                     fused = ng == ed.y;
-                    uv = ed.x;
                 }
                 const u32 fm = __ballot_sync(QFWD_DEC_FULL, fused);
                 __syncwarp();
                 if (fused) {
-                    cand[n_fused + (u32)__popc(fm & lt)] = uv;
+                    cand[n_fused + (u32)__popc(fm & lt)] = e;
                 }
                 n_fused += (u32)__popc(fm);
             }
         }
         __syncwarp();
 
-        // 2c. Merge, one fused edge at a time.
+        // 2c. Merge, one fused edge at a time. With the clusters, the potentials (step 3):
+        // a vertex joining takes its partner's potential across the edge; of two clusters,
+        // the one without the boundary (neither has it: the one whose root goes) shifts
+        // its members' potentials to the other's reference; an edge within one cluster
+        // closes a cycle, whose potential must be even.
 #pragma unroll 1
         for (u32 f = 0; f < n_fused; ++f) {
-            const u32 uv = cand[f];
+            const u32 e = cand[f];
+            const u32 uv = qfwd_gld<GS>(edges + e).x;
             const u32 x = uv & 0xFFFFu, y = uv >> 16;
+            const u64 oe = qfwd_gld<GS>(edge_obs + e);
             u32 cx = cl[x], cy = cl[y];
+            const u64 px = phi[x], py = phi[y];
             const u32 jx = cx == 0u ? 1u : 0u;
             const u32 jy = cy == 0u ? 1u : 0u;
+            // A joiner's potential, the shift, or the cycle's (a joiner's own is stale: 0).
+            const u64 pot = (jx != 0u ? 0ull : px) ^ (jy != 0u ? 0ull : py) ^ oe;
             if (jx) {
                 cx = qfwd_dec_cluster(x, 0u);
             }
@@ -1236,10 +1275,20 @@ static __device__ __forceinline__ u64 qfwd_uf_run(u8* s, const u32* arg, u32 lan
             }
             const u32 rx = cx & 0xFFFFu, ry = cy & 0xFFFFu;
             __syncwarp(); // every lane has read cl[x], cl[y] before any lane writes
-            if (rx != ry) {
+            if (rx == ry) {
+                exact |= pot != 0ull;
+            } else {
                 const u32 fx = cx >> 16, fy = cy >> 16;
                 const u32 fl = ((fx ^ fy) & QFWD_DEC_ODD) | ((fx | fy) & QFWD_DEC_BOUNDARY);
                 const u32 nc = (rx < ry ? rx : ry) | (fl << 16);
+                // The cluster whose potentials shift (root + 1; 0, none, with a joiner).
+                u32 rs = (fx & QFWD_DEC_BOUNDARY) != 0u   ? ry
+                         : (fy & QFWD_DEC_BOUNDARY) != 0u ? rx
+                                                          : (rx < ry ? ry : rx);
+                if (jx | jy) {
+                    rs = 0u;
+                }
+                exact |= (jx & jy) != 0u; // never: a fused edge has an end in a cluster
                 // A vertex joining a cluster whose word the union leaves as it is (its root
                 // is the smaller one; a singleton adds no flags): no member has the joiner's
                 // root and every member already holds `nc`, so the relabel pass would
@@ -1253,11 +1302,15 @@ static __device__ __forceinline__ u64 qfwd_uf_run(u8* s, const u32* arg, u32 lan
                     if (r == rx || r == ry) {
                         cl[v] = nc;
                     }
+                    if (r == rs) {
+                        phi[v] ^= pot;
+                    }
                 }
                 if (lane == 0u) {
                     u32 at = 0u;
                     if (jx) {
                         cl[x] = nc;
+                        phi[x] = pot;
                         verts[n_verts] = (u16)x;
                         frontier[n_front] = (u16)x;
                         vbits[x >> 5] |= 1u << (x & 31u);
@@ -1265,6 +1318,7 @@ static __device__ __forceinline__ u64 qfwd_uf_run(u8* s, const u32* arg, u32 lan
                     }
                     if (jy) {
                         cl[y] = nc;
+                        phi[y] = pot;
                         verts[n_verts + at] = (u16)y;
                         frontier[n_front + at] = (u16)y;
                         vbits[y >> 5] |= 1u << (y & 31u);
@@ -1278,6 +1332,30 @@ static __device__ __forceinline__ u64 qfwd_uf_run(u8* s, const u32* arg, u32 lan
     }
 
     QFWD_STAMP(tr);
+    // 3'. Without an odd cycle, every spanning forest of the full edges gives the
+    // specification's answer, and the potentials give it at once (src/decode/uf.rs
+    // `potential_obs`, whose doc comment has the proof): the XOR of the potentials of the
+    // defects, and of the root of each odd cluster away from the boundary.
+    if (!exact) {
+        u64 obs = 0ull;
+#pragma unroll 1
+        for (u32 i = lane; i < n_verts; i += QFWD_DEC_WARP) {
+            const u32 v = verts[i];
+            const u32 c = cl[v];
+            const u64 f = phi[v];
+            if (defect[v] != 0u) {
+                obs ^= f;
+            }
+            if ((c & 0xFFFFu) == v + 1u && (c >> 16) == QFWD_DEC_ODD) {
+                obs ^= f;
+            }
+        }
+        const u32 olo = __reduce_xor_sync(QFWD_DEC_FULL, (u32)obs);
+        const u32 ohi = __reduce_xor_sync(QFWD_DEC_FULL, (u32)(obs >> 32));
+        QFWD_STAMP(tr);
+        QFWD_STAMP(tr);
+        return ((u64)ohi << 32) | olo;
+    }
     // 3. Spanning forest. Cluster vertices in index order (over `verts`), from the bitmap.
     {
         u32 ns = 0u;
@@ -1310,7 +1388,7 @@ static __device__ __forceinline__ u64 qfwd_uf_run(u8* s, const u32* arg, u32 lan
         if (i < n_verts) {
             v = verts[i];
             const u32 c = cl[v];
-            const u32 bd = __ldg(bnd + v);
+            const u32 bd = qfwd_gld<GS>(bnd + v);
             const u32 be = bd & 0xFFFFu;
             if (be != QFWD_DEC_NO_ID && (u32)growth[be] == (bd >> 16)) {
                 take = true;
@@ -1347,8 +1425,8 @@ static __device__ __forceinline__ u64 qfwd_uf_run(u8* s, const u32* arg, u32 lan
                 const u32 x = has ? (u32)order[i] : 0u;
                 u32 a0 = 0u, a1 = 0u;
                 if (has) {
-                    a0 = __ldg(adj_off + x);
-                    a1 = __ldg(adj_off + x + 1u);
+                    a0 = qfwd_gld<GS>(adj_off + x);
+                    a1 = qfwd_gld<GS>(adj_off + x + 1u);
                 }
                 const u32 chunks = __reduce_max_sync(QFWD_DEC_FULL, (a1 - a0 + U - 1u) / U);
                 const u32 key = QFWD_DEC_WARP - lane;
@@ -1358,7 +1436,7 @@ static __device__ __forceinline__ u64 qfwd_uf_run(u8* s, const u32* arg, u32 lan
 #pragma unroll 1
                 for (u32 ch = 0; ch < chunks; ++ch) {
                     u32 w[U];
-                    qfwd_dec_row(adj, a0 + ch * U, a1, es, ys, w);
+                    qfwd_dec_row<GS>(adj, a0 + ch * U, a1, es, ys, w);
                     u32 g[U], vis[U];
 #pragma unroll
                     for (u32 j = 0; j < U; ++j) {
@@ -1378,7 +1456,7 @@ static __device__ __forceinline__ u64 qfwd_uf_run(u8* s, const u32* arg, u32 lan
                 for (u32 ch = 0; ch < chunks; ++ch) {
                     if (chunks > 1u) {
                         u32 w[U];
-                        qfwd_dec_row(adj, a0 + ch * U, a1, es, ys, w);
+                        qfwd_dec_row<GS>(adj, a0 + ch * U, a1, es, ys, w);
                     }
 #pragma unroll
                     for (u32 j = 0; j < U; ++j) {
@@ -1395,7 +1473,7 @@ static __device__ __forceinline__ u64 qfwd_uf_run(u8* s, const u32* arg, u32 lan
                 for (u32 ch = 0; ch < chunks; ++ch) {
                     if (chunks > 1u) {
                         u32 w[U];
-                        qfwd_dec_row(adj, a0 + ch * U, a1, es, ys, w);
+                        qfwd_dec_row<GS>(adj, a0 + ch * U, a1, es, ys, w);
                     }
 #pragma unroll
                     for (u32 j = 0; j < U; ++j) {
@@ -1412,7 +1490,7 @@ static __device__ __forceinline__ u64 qfwd_uf_run(u8* s, const u32* arg, u32 lan
                 for (u32 ch = 0; ch < chunks; ++ch) {
                     if (chunks > 1u) {
                         u32 w[U];
-                        qfwd_dec_row(adj, a0 + ch * U, a1, es, ys, w);
+                        qfwd_dec_row<GS>(adj, a0 + ch * U, a1, es, ys, w);
                     }
 #pragma unroll
                     for (u32 j = 0; j < U; ++j) {
@@ -1445,7 +1523,7 @@ static __device__ __forceinline__ u64 qfwd_uf_run(u8* s, const u32* arg, u32 lan
             const u32 v = order[i];
             const u32 t = tree[v];
             if (t != QFWD_DEC_NO_TREE && (defect[v] & 1u) != 0u) {
-                obs ^= __ldg(edge_obs + (t & 0xFFFFu));
+                obs ^= qfwd_gld<GS>(edge_obs + (t & 0xFFFFu));
                 const u32 parent = t >> 16;
                 if (parent != bv) {
                     atomicXor(defect + parent, 1u);
@@ -1458,6 +1536,62 @@ static __device__ __forceinline__ u64 qfwd_uf_run(u8* s, const u32* arg, u32 lan
     const u32 hi = __reduce_xor_sync(QFWD_DEC_FULL, (u32)(obs >> 32));
     QFWD_STAMP(tr);
     return ((u64)hi << 32) | lo;
+}
+
+// Decodes the syndrome in `arg` (validated) with the per-warp state at `s`; returns the
+// observable flips. All 32 lanes call it; every collective below is reached by all lanes.
+static __device__ __forceinline__ u64 qfwd_uf_run(u8* s, const u32* arg, u32 lane, QfwdTrace& tr)
+{
+    const QfwdDecoderParams& p = qfwd_decoders;
+    const u32 n = p.uf_detectors;
+    const u32 nwords = (n + 31u) / 32u;
+
+    // 1. Defects. None: no flip, and nothing was touched.
+    u32 ndef = 0u;
+#pragma unroll 1
+    for (u32 wb = 0; wb < nwords; wb += QFWD_DEC_WARP) {
+        const u32 i = wb + lane;
+        const u32 w = i < nwords ? qfwd_dec_word(arg, i, n) : 0u;
+        ndef += __reduce_add_sync(QFWD_DEC_FULL, (u32)__popc(w));
+    }
+    QFWD_TRACE_SET(tr, defects, ndef);
+    QFWD_STAMP(tr);
+    if (ndef == 0u) {
+        QFWD_TRACE_SET(tr, path, 0u);
+        return 0ull;
+    }
+    // 1b. At most K defects: the answer is in the low-weight syndrome table.
+    if (ndef <= p.uf_table_defects) {
+        u64 obs;
+        // Two copies, so each knows where its index and entries are.
+        const bool hit = p.uf_stage_bytes != 0u ? qfwd_uf_table<true>(arg, lane, ndef, &obs)
+                                                : qfwd_uf_table<false>(arg, lane, ndef, &obs);
+        if (hit) {
+            QFWD_TRACE_SET(tr, path, 1u);
+            QFWD_STAMP(tr);
+            return obs;
+        }
+    }
+    // 1c. The defects in index order (`verts`), for 1d and 1e.
+    qfwd_uf_defect_list(s, arg, lane);
+    QFWD_STAMP(tr);
+    // 1d. Independent groups of at most K defects: one table entry per group. (`uf_dist`
+    // is set only with a table, K >= 1.) First: it also answers all but a few of the
+    // shots 1e does (d=5, K=4: 1 346 of 1 354 fixture shots), at fewer cycles.
+    if (p.uf_dist != 0ull && ndef <= QFWD_DEC_WARP) {
+        u64 obs;
+        const bool split = p.uf_stage_bytes != 0u
+                               ? qfwd_uf_split<true>(s, lane, ndef, &obs, tr)
+                               : qfwd_uf_split<false>(s, lane, ndef, &obs, tr);
+        QFWD_STAMP(tr);
+        if (split) {
+            QFWD_TRACE_SET(tr, path, 3u);
+            return obs;
+        }
+    }
+    // The rest reads the graph: from the block's copy when staged there.
+    return p.uf_graph_bytes != 0u ? qfwd_uf_settle<true>(s, arg, lane, ndef, tr)
+                                  : qfwd_uf_settle<false>(s, arg, lane, ndef, tr);
 }
 
 // Union-find (src/decode/uf.rs): validates the payload as `Decoder::run_payload` does, and

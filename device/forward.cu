@@ -616,14 +616,15 @@ static __device__ __forceinline__ u64 load_ticket(const unsigned long long* t)
 // Dynamic shared memory: per warp req_slot_bytes (request staging) + resp_slot_bytes.
 // `nic`: 0, or (built with QFWD_DEVICE_DOORBELL) the device NIC block of device/doorbell.cu:
 // requests then carry the reply trailer and the kernel sends every response itself.
-// At most 16 warps a block (512 threads): ptxas then gives each thread up to 128
-// registers, which the uf decoder's unrolled loads use without spilling (src/gpu/
-// persistent.rs splits more pollers over several blocks). The doorbell build runs one warp
-// a block and keeps its own register allocation.
+// At most 8 warps a block (256 threads, the default 8 pollers): ptxas then gives each
+// thread up to 255 registers. The uf decoder inlined in the poll loop needs ~200 of them;
+// at 16 warps (128 registers) the poller's own state spilled to local memory on every
+// request (src/gpu/persistent.rs splits more pollers over several blocks). The doorbell
+// build runs one warp a block and keeps its own register allocation.
 #ifdef QFWD_DEVICE_DOORBELL
 #define QFWD_PERSISTENT_BOUNDS
 #else
-#define QFWD_PERSISTENT_BOUNDS __launch_bounds__(512)
+#define QFWD_PERSISTENT_BOUNDS __launch_bounds__(256)
 #endif
 extern "C" __global__ void QFWD_PERSISTENT_BOUNDS qfwd_persistent(u64 req_ring, u64 resp_ring, u64 control, u64 state,
                                            u32 slots, u32 req_slot_bytes, u32 resp_slot_bytes,

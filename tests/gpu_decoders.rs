@@ -390,8 +390,8 @@ fn baselines_and_global_state_decode_identically() {
         bad += check_bad_payloads(&mut g, &f);
     }
     // The uf state in global memory (the fallback when shared memory is too small), and
-    // 16 pollers spread one warp per block; without the table, so every shot takes the full
-    // decoder.
+    // 16 pollers spread one warp per block (both with the graph in shared memory); without
+    // the table, so every shot takes the full decoder.
     for name in [
         "surface_d5_r5_z_p005",
         "surface_d7_r7_z_p005",
@@ -403,6 +403,11 @@ fn baselines_and_global_state_decode_identically() {
             uf_table_max_defects: Some(0),
             ..options()
         };
+        // The graph read from global memory (one-request kernels do not stage it), every
+        // shot through the full decoder.
+        let mut l = gpu::launch_backend_with(&no_table, &decs).unwrap();
+        bad += compare(&mut l, &f, "gpu-launch uf K=0, graph in global memory");
+        drop(l);
         for (placement, o) in [
             (ScratchPlacement::Global, no_table.clone()),
             (
@@ -709,10 +714,11 @@ fn decoder_latency_probe() {
         }
         let k = PersistentKernel::start_with(&o, None, &decs, placement).unwrap();
         let placed = k.decoder_placement();
-        let staged = if k.decoder_staged() {
-            ", split arrays in shared memory"
-        } else {
-            ""
+        let staged = match (k.decoder_staged(), k.decoder_graph_staged()) {
+            (true, true) => ", split arrays and graph in shared memory",
+            (true, false) => ", split arrays in shared memory",
+            (false, true) => ", graph in shared memory",
+            (false, false) => "",
         };
         let mut b = MailboxBackend::new(k);
         let handler = Handler::Decoder(Arc::clone(&f.dec));

@@ -1251,6 +1251,29 @@ impl UfScratch {
     /// # Panics
     /// If this scratch was not sized for `g`.
     pub fn decode_reference_timed(&mut self, g: &MatchingGraph, dets: &[u8]) -> (u64, u32) {
+        self.reference(g, dets, None)
+    }
+
+    /// [`UfScratch::decode_reference`], with the full edges appended to `full` in the order
+    /// they filled (step 2c's order), for [`super::uf_potential`].
+    ///
+    /// # Panics
+    /// If this scratch was not sized for `g`.
+    pub fn decode_reference_logged(
+        &mut self,
+        g: &MatchingGraph,
+        dets: &[u8],
+        full: &mut Vec<u32>,
+    ) -> u64 {
+        self.reference(g, dets, Some(full)).0
+    }
+
+    fn reference(
+        &mut self,
+        g: &MatchingGraph,
+        dets: &[u8],
+        mut log: Option<&mut Vec<u32>>,
+    ) -> (u64, u32) {
         self.check(g);
         let n = g.num_detectors();
         let b = g.boundary();
@@ -1381,6 +1404,9 @@ impl UfScratch {
                     fused[n_fused] = e as u32;
                     n_fused += 1;
                 }
+            }
+            if let Some(log) = log.as_deref_mut() {
+                log.extend_from_slice(&fused[..n_fused]);
             }
             // 2c. Merge.
             for &e in &fused[..n_fused] {

@@ -136,6 +136,16 @@ pub struct DecoderParams {
     pub uf_stage_times: u32,
     /// Entries in the image: the table's first ones, those of groups of at most `S`.
     pub uf_stage_entries: u32,
+    /// The graph's arrays (`uf_adj_offset` .. `uf_boundary`, one contiguous region of the
+    /// blob that starts at `uf_adj_offset`): its bytes (a multiple of 16) when the
+    /// persistent kernel copies it into shared memory, 0 when it does not.
+    pub uf_graph_bytes: u32,
+    /// Where the block's copy of the graph starts in dynamic shared memory.
+    pub uf_graph_offset: u32,
+    /// Per-warp state: each cluster vertex's potential (u64 per vertex), the observables
+    /// of a path from its cluster's reference vertex (src/decode/uf_potential.rs).
+    pub uf_off_phi: u32,
+    pub uf_pad: u32,
 }
 
 impl DecoderParams {
@@ -193,6 +203,10 @@ impl DecoderParams {
             self.uf_stage_obs,
             self.uf_stage_times,
             self.uf_stage_entries,
+            self.uf_graph_bytes,
+            self.uf_graph_offset,
+            self.uf_off_phi,
+            self.uf_pad,
         ] {
             b.extend_from_slice(&x.to_le_bytes());
         }
@@ -218,6 +232,8 @@ pub struct UfScratchLayout {
     pub order: u32,
     pub levels: u32,
     pub cand: u32,
+    /// `phi`: u64 per vertex, the cluster vertices' potentials.
+    pub phi: u32,
     /// The whole area, a multiple of 16.
     pub bytes: u32,
 }
@@ -239,7 +255,8 @@ impl UfScratchLayout {
         let order = frontier + r4(2 * nv);
         let levels = order + r4(2 * nv);
         let cand = levels + r4(2 * (nv + 1));
-        let bytes = r16(cand + 4 * num_edges.max(1));
+        let phi = (cand + 4 * num_edges.max(1)).next_multiple_of(8);
+        let bytes = r16(phi + 8 * nv);
         let c = |x: usize| u32::try_from(x).expect("scratch offsets of a 16-bit model fit u32");
         UfScratchLayout {
             visited: c(visited),
@@ -253,6 +270,7 @@ impl UfScratchLayout {
             order: c(order),
             levels: c(levels),
             cand: c(cand),
+            phi: c(phi),
             bytes: c(bytes),
         }
     }
@@ -360,6 +378,9 @@ pub struct DeviceModels {
     uf_table: Option<Arc<UfTable>>,
     /// Whether the split path's arrays (`uf_dist`, `uf_table_times`) are in the blob.
     uf_split: bool,
+    /// Bytes of the graph's region of the blob ([`DecoderParams::uf_graph_bytes`] when
+    /// the kernel stages it).
+    uf_graph_bytes: u32,
 }
 
 struct Blob(Vec<u64>);
@@ -458,6 +479,7 @@ impl DeviceModels {
         let (mut lut, mut uf) = (None::<&Decoder>, None::<&Decoder>);
         let mut uf_table = None;
         let mut uf_split = false;
+        let mut uf_graph_bytes = 0u32;
         for d in decoders {
             let slot = match d.kind() {
                 DecoderKind::Lut => &mut lut,
@@ -494,6 +516,12 @@ impl DeviceModels {
             let obs: Vec<u8> = m.edge_obs.iter().flat_map(|o| o.to_le_bytes()).collect();
             p.uf_edge_obs = blob.push_bytes(&obs);
             p.uf_boundary = blob.push_u32s(m.boundary.iter().copied());
+            // The graph's arrays, one region that the persistent kernel may stage whole.
+            if blob.0.len() % 2 == 1 {
+                blob.0.push(0);
+            }
+            uf_graph_bytes = u32::try_from(blob.0.len() as u64 * 8 - p.uf_adj_offset)
+                .expect("a 16-bit model's graph is far below 4 GiB");
             p.uf_detectors = m.num_detectors;
             p.uf_result_bytes = m.result_bytes;
             let l = m.layout;
@@ -509,6 +537,7 @@ impl DeviceModels {
             p.uf_off_order = l.order;
             p.uf_off_levels = l.levels;
             p.uf_off_cand = l.cand;
+            p.uf_off_phi = l.phi;
             p.uf_max_degree = m.max_degree;
             p.loaded |= LOADED_UF;
             uf_table = uf_table_for(d.graph(), uf_table_max_defects)?;
@@ -545,6 +574,7 @@ impl DeviceModels {
             uf: uf.is_some(),
             uf_table,
             uf_split,
+            uf_graph_bytes,
         })
     }
 
@@ -666,10 +696,11 @@ impl DeviceDecoders {
     /// Places the per-warp `uf` state for a kernel launched with `warps_per_block`-warp
     /// blocks, `total_warps` warps in all, whose blocks already use `staging_bytes` of
     /// dynamic shared memory (the decoder's areas follow it), and, for a kernel that
-    /// copies it at start (`stage`: the persistent kernel), the split path's image
-    /// ([`DecoderParams::uf_stage`]) after them when it fits. Returns the dynamic shared
-    /// bytes to add per block (0 with the state in global memory and no image, or without
-    /// a `uf` model).
+    /// copies them at start (`stage`: the persistent kernel), the split path's image
+    /// ([`DecoderParams::uf_stage`]) and then the graph
+    /// ([`DecoderParams::uf_graph_bytes`]) after them, each when it fits. Returns the
+    /// dynamic shared bytes to add per block (0 with the state in global memory and
+    /// nothing staged, or without a `uf` model).
     pub fn place(
         &mut self,
         ctx: &Arc<GpuContext>,
@@ -694,25 +725,40 @@ impl DeviceDecoders {
             total_warps,
             limit,
         )?;
+        let limit = limit.max(0) as u64;
+        let mut used = staging_bytes + scratch;
         let image = self.params.uf_stage_bytes;
-        if stage
-            && image != 0
-            && u64::from(staging_bytes) + u64::from(scratch) + u64::from(image)
-                <= limit.max(0) as u64
-        {
-            self.params.uf_stage_offset = staging_bytes + scratch;
-            Ok(scratch + image)
+        if stage && image != 0 && u64::from(used) + u64::from(image) <= limit {
+            self.params.uf_stage_offset = used;
+            used += image;
         } else {
             self.params.uf_stage_bytes = 0;
             self.params.uf_stage_offset = 0;
-            Ok(scratch)
         }
+        // The graph after it: what the growth rounds, the isolated step and the forest load
+        // in chains (d = 7: 52 KB; its split image does not fit, the graph does).
+        let graph = self.models.uf_graph_bytes;
+        if stage && graph != 0 && u64::from(used) + u64::from(graph) <= limit {
+            self.params.uf_graph_bytes = graph;
+            self.params.uf_graph_offset = used;
+            used += graph;
+        } else {
+            self.params.uf_graph_bytes = 0;
+            self.params.uf_graph_offset = 0;
+        }
+        Ok(used - staging_bytes)
     }
 
     /// Whether the kernel copies the split path's image into shared memory (after
     /// [`DeviceDecoders::place`]).
     pub fn staged(&self) -> bool {
         self.params.uf_stage_bytes != 0
+    }
+
+    /// Whether the kernel copies the graph into shared memory (after
+    /// [`DeviceDecoders::place`]).
+    pub fn graph_staged(&self) -> bool {
+        self.params.uf_graph_bytes != 0
     }
 
     /// [`DeviceDecoders::place`]'s per-warp state (`limit`: the shared memory a block may
@@ -1003,6 +1049,10 @@ mod tests {
             uf_stage_obs,
             uf_stage_times,
             uf_stage_entries,
+            uf_graph_bytes,
+            uf_graph_offset,
+            uf_off_phi,
+            uf_pad,
         );
         assert_eq!(fields, rust, "QFWD_DEC_FIELD lines vs DecoderParams");
         assert_eq!(declared, rust, "struct QfwdDecoderParams vs DecoderParams");

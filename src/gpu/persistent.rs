@@ -133,7 +133,7 @@ impl PersistentKernel {
             0 => pollers,
             w => w.min(pollers),
         };
-        // No more warps in a block than the kernel's registers allow (512 threads: its
+        // No more warps in a block than the kernel's registers allow (256 threads: its
         // __launch_bounds__): more pollers go to more blocks.
         let warps_per_block = warps_per_block.min(function.max_threads_per_block(&ctx)? / 32);
         let blocks = pollers.div_ceil(warps_per_block);
@@ -294,6 +294,14 @@ impl PersistentKernel {
     /// ([`DeviceDecoders::place`]).
     pub fn decoder_staged(&self) -> bool {
         self.decoders.as_ref().is_some_and(DeviceDecoders::staged)
+    }
+
+    /// Whether each block holds the `uf` graph in its shared memory
+    /// ([`DeviceDecoders::place`]).
+    pub fn decoder_graph_staged(&self) -> bool {
+        self.decoders
+            .as_ref()
+            .is_some_and(DeviceDecoders::graph_staged)
     }
 
     /// Whether the kernel sends responses through a soft NIC itself.
