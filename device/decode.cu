@@ -59,15 +59,19 @@
 //       partner settle in one step without touching any other edge, the answer is the XOR
 //       of the partner edges' observables. Writes `visited` only (before the zeroing
 //       below; the full decoder writes `verts` before reading it).
-//   2.  A round whose frontier fits one window (the common case) in a model whose rows fit
-//       one load keeps 2a's frontier edges in registers for 2b (no `cand` round trip).
 //   2a. Lanes over frontier vertices, each over its incident edges (12 at a time, loads
 //       issued together): frontier edges, `need`, the step `delta` = warp minimum. A
 //       frontier edge is listed once (from its lower end when both ends are active).
 //   2b. Lanes over the listed edges: grow by k * delta (k = active ends), collect `fused`.
 //   2c. For each fused edge in turn (the warp together): endpoints in no cluster join, the
 //       two clusters merge (the relabel pass skipped when it would change nothing). The
-//       partition after the round does not depend on the order.
+//       partition after the round does not depend on the order. With them, each cluster
+//       vertex's potential (src/decode/uf_potential.rs): the observables of a path of full
+//       edges from its cluster's reference vertex.
+//   3'. No cycle of full edges with odd observables (a full edge within one cluster is
+//       checked when it fills): the answer is the XOR of the defects' potentials (and of
+//       the roots' of odd clusters away from the boundary), whatever forest step 3 would
+//       build. Else steps 3 and 4, as the specification does them.
 //   3. Spanning forest: the BFS of the specification, level-synchronous. The trees are
 //      disjoint and each one's shape depends only on its own vertices' order, so all trees
 //      grow together: level 0 = the children of the boundary (full boundary edge) and the
@@ -986,7 +990,7 @@ static __device__ __forceinline__ bool qfwd_uf_split(const u8* s, u32 lane, u32 
 // rare path (d = 7: 13 % of shots, d = 5: under 1 %) gets the registers the poller's state
 // holds in the kernel body, and leaves the common paths' code compact.
 template <bool GS>
-static __device__ __forceinline__ u64 qfwd_uf_settle(u8* s, const u32* arg, u32 lane, u32 ndef,
+static __device__ __noinline__ u64 qfwd_uf_settle(u8* s, const u32* arg, u32 lane, u32 ndef,
                                                      QfwdTrace& tr)
 {
     const QfwdDecoderParams& p = qfwd_decoders;
@@ -1069,184 +1073,93 @@ static __device__ __forceinline__ u64 qfwd_uf_settle(u8* s, const u32* arg, u32 
     QFWD_TRACE_SET(tr, path, 4u);
     QFWD_STAMP(tr);
 
-    // 2. Growth rounds. A round whose frontier fits one window, in a model whose rows fit
-    // one load (at most QFWD_DEC_UNROLL edges: the usual case, the d = 3..7 surface-code
-    // models have at most 12), keeps what 2b needs of each lane's frontier edges in
-    // registers (`rl` / `rk`: listed / k = 2 bit masks over the row, `rg`: their growth) and
-    // re-reads the row it just loaded (L1-resident) instead of listing the edges in `cand`
-    // and loading each one from `edges` (a dependent global load per round, often an L2
-    // trip). The same edges grow by the same amounts as in the general round below (each
-    // listed once, from its lower end when both ends are active), and the same edges fill
-    // (`fused` lists them in another order, which 2c's answer does not depend on).
-    const bool short_rows = p.uf_max_degree <= U;
+    // 2. Growth rounds.
 #pragma unroll 1
     for (;;) {
         u32 delta = QFWD_DEC_FULL;
         u32 n_fused = 0u;
-        if (short_rows && n_front <= QFWD_DEC_WARP) {
-            // 2a, one window.
-            const bool has = lane < n_front;
-            const u32 v = has ? (u32)frontier[lane] : 0u;
-            // The row bounds do not wait for the cluster word (v < n: in range).
+        // 2a. Frontier edges, the step, and the frontier without its spent vertices.
+        u32 n_cand = 0u, n_keep = 0u;
+#pragma unroll 1
+        for (u32 fb = 0; fb < n_front; fb += QFWD_DEC_WARP) {
+            const u32 i = fb + lane;
+            const bool has = i < n_front;
+            const u32 v = has ? (u32)frontier[i] : 0u;
+            const u32 c = has ? cl[v] : 0u;
+            const bool active = has && (c >> 16) == QFWD_DEC_ODD;
             u32 lo = 0u, hi = 0u;
-            if (has) {
+            if (active) {
                 lo = qfwd_gld<GS>(adj_off + v);
                 hi = qfwd_gld<GS>(adj_off + v + 1u);
             }
-            const u32 c = has ? cl[v] : 0u;
-            const bool active = has && (c >> 16) == QFWD_DEC_ODD;
-            if (!active) {
-                hi = lo;
-            }
-            uint2 a[U];
-            u32 g[U], cu[U];
-            qfwd_uf_load_row<GS>(adj, growth, cl, lo, hi, a, g, cu);
-            u32 rg[U / 2]; // growth of entries 2i, 2i + 1 (16 bits each)
-            u32 rl = 0u, rk = 0u, cnt = 0u;
+            const u32 chunks = __reduce_max_sync(QFWD_DEC_FULL, (hi - lo + U - 1u) / U);
             bool any = false;
+#pragma unroll 1
+            for (u32 ch = 0; ch < chunks; ++ch) {
+                uint2 a[U];
+                u32 g[U], cu[U];
+                qfwd_uf_load_row<GS>(adj, growth, cl, lo + ch * U, hi, a, g, cu);
+                u32 entry[U];
+                u32 cnt = 0u;
 #pragma unroll
-            for (u32 j = 0; j < U; ++j) {
-                const u32 k = qfwd_uf_frontier_k(a[j], g[j], cu[j], c & 0xFFFFu);
-                if (k != 0u) {
-                    // ceil((w - g) / k) for k in {1, 2}.
-                    delta = qfwd_dec_min(delta, (a[j].y - g[j] + k - 1u) >> (k - 1u));
-                    any = true;
-                    if (k == 1u || v < (a[j].x >> 16)) {
-                        ++cnt;
-                        rl |= 1u << j;
-                        rk |= (k - 1u) << j;
+                for (u32 j = 0; j < U; ++j) {
+                    entry[j] = 0u;
+                    const u32 k = qfwd_uf_frontier_k(a[j], g[j], cu[j], c & 0xFFFFu);
+                    if (k != 0u) {
+                        delta = qfwd_dec_min(delta, (a[j].y - g[j] + k - 1u) >> (k - 1u));
+                        any = true;
+                        // Listed once: from its lower end when both ends are active.
+                        if (k == 1u || v < (a[j].x >> 16)) {
+                            entry[j] = (a[j].x & 0xFFFFu) | (k << 16);
+                            ++cnt;
+                        }
                     }
                 }
-                if ((j & 1u) == 0u) {
-                    rg[j / 2u] = g[j];
-                } else {
-                    rg[j / 2u] |= g[j] << 16;
+                u32 tot;
+                u32 pos = n_cand + qfwd_dec_scan<4>(cnt, lane, &tot);
+#pragma unroll
+                for (u32 j = 0; j < U; ++j) {
+                    if (entry[j] != 0u) {
+                        cand[pos++] = entry[j];
+                    }
                 }
+                n_cand += tot;
             }
-            const u32 n_cand = __reduce_add_sync(QFWD_DEC_FULL, cnt);
             const bool keep = has && (!active || any);
             const u32 km = __ballot_sync(QFWD_DEC_FULL, keep);
-            __syncwarp(); // every lane has read its vertex
-            if (keep) {
-                frontier[(u32)__popc(km & lt)] = (u16)v;
-            }
-            n_front = (u32)__popc(km);
-            delta = __reduce_min_sync(QFWD_DEC_FULL, delta);
-            if (n_cand == 0u) {
-                break;
-            }
-            __syncwarp(); // every lane has read the growth and clusters of its row
-            // 2b, from the registers and the row just read (L1-resident).
-            uint2 b[U];
-#pragma unroll
-            for (u32 j = 0; j < U; ++j) {
-                b[j] = ((rl >> j) & 1u) != 0u ? qfwd_gld<GS>(adj + lo + j) : make_uint2(0u, 0u);
-            }
-            u32 fm = 0u, nf = 0u;
-#pragma unroll
-            for (u32 j = 0; j < U; ++j) {
-                if (((rl >> j) & 1u) != 0u) {
-                    const u32 k = 1u + ((rk >> j) & 1u);
-                    const u32 g0 = (rg[j / 2u] >> (16u * (j & 1u))) & 0xFFFFu;
-                    const u32 ng = qfwd_dec_min(g0 + k * delta, b[j].y);
-                    growth[b[j].x & 0xFFFFu] = (u16)ng;
-                    if (ng == b[j].y) {
-                        fm |= 1u << j;
-                        ++nf;
-                    }
-                }
-            }
-            u32 pos = qfwd_dec_scan<4>(nf, lane, &n_fused);
-#pragma unroll
-            for (u32 j = 0; j < U; ++j) {
-                if (((fm >> j) & 1u) != 0u) {
-                    cand[pos++] = b[j].x & 0xFFFFu;
-                }
-            }
-        } else {
-            // 2a. Frontier edges, the step, and the frontier without its spent vertices.
-            u32 n_cand = 0u, n_keep = 0u;
-#pragma unroll 1
-            for (u32 fb = 0; fb < n_front; fb += QFWD_DEC_WARP) {
-                const u32 i = fb + lane;
-                const bool has = i < n_front;
-                const u32 v = has ? (u32)frontier[i] : 0u;
-                const u32 c = has ? cl[v] : 0u;
-                const bool active = has && (c >> 16) == QFWD_DEC_ODD;
-                u32 lo = 0u, hi = 0u;
-                if (active) {
-                    lo = qfwd_gld<GS>(adj_off + v);
-                    hi = qfwd_gld<GS>(adj_off + v + 1u);
-                }
-                const u32 chunks = __reduce_max_sync(QFWD_DEC_FULL, (hi - lo + U - 1u) / U);
-                bool any = false;
-#pragma unroll 1
-                for (u32 ch = 0; ch < chunks; ++ch) {
-                    uint2 a[U];
-                    u32 g[U], cu[U];
-                    qfwd_uf_load_row<GS>(adj, growth, cl, lo + ch * U, hi, a, g, cu);
-                    u32 entry[U];
-                    u32 cnt = 0u;
-#pragma unroll
-                    for (u32 j = 0; j < U; ++j) {
-                        entry[j] = 0u;
-                        const u32 k = qfwd_uf_frontier_k(a[j], g[j], cu[j], c & 0xFFFFu);
-                        if (k != 0u) {
-                            delta = qfwd_dec_min(delta, (a[j].y - g[j] + k - 1u) >> (k - 1u));
-                            any = true;
-                            // Listed once: from its lower end when both ends are active.
-                            if (k == 1u || v < (a[j].x >> 16)) {
-                                entry[j] = (a[j].x & 0xFFFFu) | (k << 16);
-                                ++cnt;
-                            }
-                        }
-                    }
-                    u32 tot;
-                    u32 pos = n_cand + qfwd_dec_scan<4>(cnt, lane, &tot);
-#pragma unroll
-                    for (u32 j = 0; j < U; ++j) {
-                        if (entry[j] != 0u) {
-                            cand[pos++] = entry[j];
-                        }
-                    }
-                    n_cand += tot;
-                }
-                const bool keep = has && (!active || any);
-                const u32 km = __ballot_sync(QFWD_DEC_FULL, keep);
-                __syncwarp();
-                if (keep) {
-                    frontier[n_keep + (u32)__popc(km & lt)] = (u16)v;
-                }
-                n_keep += (u32)__popc(km);
-            }
-            n_front = n_keep;
-            delta = __reduce_min_sync(QFWD_DEC_FULL, delta);
-            if (n_cand == 0u) {
-                break;
-            }
             __syncwarp();
-
-            // 2b. Grow; the edges that fill form `fused` (written over the consumed entries).
-#pragma unroll 1
-            for (u32 cb = 0; cb < n_cand; cb += QFWD_DEC_WARP) {
-                const u32 i = cb + lane;
-                bool fused = false;
-                u32 e = 0u;
-                if (i < n_cand) {
-                    const u32 ce = cand[i];
-                    e = ce & 0xFFFFu;
-                    const uint2 ed = qfwd_gld<GS>(edges + e);
-                    const u32 ng = qfwd_dec_min((u32)growth[e] + (ce >> 16) * delta, ed.y);
-                    growth[e] = (u16)ng;
-                    fused = ng == ed.y;
-                }
-                const u32 fm = __ballot_sync(QFWD_DEC_FULL, fused);
-                __syncwarp();
-                if (fused) {
-                    cand[n_fused + (u32)__popc(fm & lt)] = e;
-                }
-                n_fused += (u32)__popc(fm);
+            if (keep) {
+                frontier[n_keep + (u32)__popc(km & lt)] = (u16)v;
             }
+            n_keep += (u32)__popc(km);
+        }
+        n_front = n_keep;
+        delta = __reduce_min_sync(QFWD_DEC_FULL, delta);
+        if (n_cand == 0u) {
+            break;
+        }
+        __syncwarp();
+
+        // 2b. Grow; the edges that fill form `fused` (written over the consumed entries).
+#pragma unroll 1
+        for (u32 cb = 0; cb < n_cand; cb += QFWD_DEC_WARP) {
+            const u32 i = cb + lane;
+            bool fused = false;
+            u32 e = 0u;
+            if (i < n_cand) {
+                const u32 ce = cand[i];
+                e = ce & 0xFFFFu;
+                const uint2 ed = qfwd_gld<GS>(edges + e);
+                const u32 ng = qfwd_dec_min((u32)growth[e] + (ce >> 16) * delta, ed.y);
+                growth[e] = (u16)ng;
+                fused = ng == ed.y;
+            }
+            const u32 fm = __ballot_sync(QFWD_DEC_FULL, fused);
+            __syncwarp();
+            if (fused) {
+                cand[n_fused + (u32)__popc(fm & lt)] = e;
+            }
+            n_fused += (u32)__popc(fm);
         }
         __syncwarp();
 

@@ -111,8 +111,8 @@ pub struct DecoderParams {
     /// `K`: requests with `1 ..= K` defects are answered from the table (0: no table).
     pub uf_table_defects: u32,
     pub uf_table_entries: u32,
-    /// Most incident edges of a detector (rows of at most [`UNROLL`] take the kernel's
-    /// one-load growth rounds).
+    /// Most incident edges of a detector (the kernel loads rows [`UNROLL`] entries at a
+    /// time; the forest keeps a row's candidates in a 64-bit mask).
     pub uf_max_degree: u32,
     pub loaded: u32,
     /// The split path's distance matrix ([`Distances::as_slice`], u16, `n x n` row-major),
