@@ -54,7 +54,8 @@
 //       proof): every cross pair of defects a, b has distance d(a, b) > T_a + T_b, the
 //       groups' growth times from the table. The answer is the XOR of the groups' entries.
 //       Reads `verts` and the table; writes nothing.
-//   1e. Isolated defects (src/decode/uf.rs `UfScratch::isolated`): lanes over the defects,
+//   1e. Where 1d was not tried (no table, or above 32 defects): isolated defects
+//       (src/decode/uf.rs `UfScratch::isolated`): lanes over the defects,
 //       each scans its row for its least-key edge (its partner); when every defect and its
 //       partner settle in one step without touching any other edge, the answer is the XOR
 //       of the partner edges' observables. Writes `visited` only (before the zeroing
@@ -987,12 +988,19 @@ static __device__ __forceinline__ bool qfwd_uf_split(const u8* s, u32 lane, u32 
 
 // Steps 1e (isolated defects) and 2-4 (the full decoder) of qfwd_uf_run, for `ndef` > 0
 // defects, the graph read from the block's copy (GS) or global memory. Not inlined: the
-// rare path (d = 7: 13 % of shots, d = 5: under 1 %) gets the registers the poller's state
-// holds in the kernel body, and leaves the common paths' code compact.
-template <bool GS>
-static __device__ __noinline__ u64 qfwd_uf_settle(u8* s, const u32* arg, u32 lane, u32 ndef,
-                                                     QfwdTrace& tr)
+// rare path (d = 7: 13 % of shots, d = 5: under 1 %) then leaves the kernel body, and the
+// common paths' code, compact (H200 probe, results/h200-session10.txt: inlined, the d = 5
+// split path's p50 was 0.2 us slower).
+// SS: the state `s` is in shared memory, at `s_shared` bytes into the block's dynamic
+// shared memory (else at `s_global`); the request `arg` is, at `arg_shared`. Offsets, not
+// pointers, so that the compiler knows the state space of every access here (LDS / STS,
+// not generic loads and stores).
+template <bool GS, bool SS>
+static __device__ __noinline__ u64 qfwd_uf_settle(u8* s_global, u32 s_shared, u32 arg_shared,
+                                                  u32 lane, u32 ndef, QfwdTrace& tr)
 {
+    u8* s = SS ? qfwd_dec_smem + s_shared : s_global;
+    const u32* arg = (const u32*)(qfwd_dec_smem + arg_shared);
     const QfwdDecoderParams& p = qfwd_decoders;
     const u32 n = p.uf_detectors;
     const u32 bv = n; // the boundary vertex
@@ -1019,10 +1027,15 @@ static __device__ __noinline__ u64 qfwd_uf_settle(u8* s, const u32* arg, u32 lan
     const u64* edge_obs = gr.edge_obs;
     const u32* bnd = gr.bnd;
 
-    // 1e. Every defect settles in one step: the answer without the growth rounds.
+    // 1e. Every defect settles in one step: the answer without the growth rounds. Only
+    // where the split path was not tried (no table, or above 32 defects): after it, the
+    // step answers few shots (d = 5: 8 of the 1 354 it answers alone) and costs every shot
+    // that goes on to the full decoder ~4 600 cycles (d = 7), the tail of the latency.
     {
         u64 obs;
-        const bool isolated = qfwd_uf_isolated<GS>(s, arg, lane, ndef, &obs);
+        // (Warp-uniform condition: every lane calls the collective step or none.)
+        const bool isolated = (p.uf_dist == 0ull || ndef > QFWD_DEC_WARP) &&
+                              qfwd_uf_isolated<GS>(s, arg, lane, ndef, &obs);
         QFWD_STAMP(tr);
         if (isolated) {
             QFWD_TRACE_SET(tr, path, 2u);
@@ -1453,6 +1466,7 @@ static __device__ __noinline__ u64 qfwd_uf_settle(u8* s, const u32* arg, u32 lan
 
 // Decodes the syndrome in `arg` (validated) with the per-warp state at `s`; returns the
 // observable flips. All 32 lanes call it; every collective below is reached by all lanes.
+template <bool SS>
 static __device__ __forceinline__ u64 qfwd_uf_run(u8* s, const u32* arg, u32 lane, QfwdTrace& tr)
 {
     const QfwdDecoderParams& p = qfwd_decoders;
@@ -1503,8 +1517,11 @@ static __device__ __forceinline__ u64 qfwd_uf_run(u8* s, const u32* arg, u32 lan
         }
     }
     // The rest reads the graph: from the block's copy when staged there.
-    return p.uf_graph_bytes != 0u ? qfwd_uf_settle<true>(s, arg, lane, ndef, tr)
-                                  : qfwd_uf_settle<false>(s, arg, lane, ndef, tr);
+    const u32 s_shared = SS ? (u32)(s - qfwd_dec_smem) : 0u;
+    const u32 arg_shared = (u32)((const u8*)arg - qfwd_dec_smem);
+    return p.uf_graph_bytes != 0u
+               ? qfwd_uf_settle<true, SS>(s, s_shared, arg_shared, lane, ndef, tr)
+               : qfwd_uf_settle<false, SS>(s, s_shared, arg_shared, lane, ndef, tr);
 }
 
 // Union-find (src/decode/uf.rs): validates the payload as `Decoder::run_payload` does, and
@@ -1533,14 +1550,14 @@ static __device__ __forceinline__ int qfwd_decode_uf_value(const u32* arg, u32 a
             return QFWD_DEC_STATUS_UNKNOWN_FUNCTION;
         }
         QfwdTrace untraced{};
-        obs = qfwd_uf_run((u8*)p.uf_scratch + (u64)warp * p.uf_scratch_bytes, arg, lane,
+        obs = qfwd_uf_run<false>((u8*)p.uf_scratch + (u64)warp * p.uf_scratch_bytes, arg, lane,
                           untraced);
     } else {
         QfwdTrace tr{};
 #ifdef QFWD_DEC_TRACE
         tr.t0 = clock64();
 #endif
-        obs = qfwd_uf_run(qfwd_dec_smem + p.uf_smem_offset + warp_in_block * p.uf_scratch_bytes,
+        obs = qfwd_uf_run<true>(qfwd_dec_smem + p.uf_smem_offset + warp_in_block * p.uf_scratch_bytes,
                           arg, lane, tr);
 #ifdef QFWD_DEC_TRACE
         const u32 total = (u32)(clock64() - tr.t0);
@@ -1582,7 +1599,8 @@ static __device__ __forceinline__ int qfwd_decode_uf_value(const u32* arg, u32 a
 
 // ---- entry point -------------------------------------------------------------------------
 
-// Decoder `code` (QFWD_CODE_LUT or QFWD_CODE_UF) on the request argument `arg`: its status,
+// Decoder `code` (QFWD_CODE_LUT or QFWD_CODE_UF) on the request argument `arg` (in the
+// block's dynamic shared memory: every kernel stages its requests there): its status,
 // and its answer as a value on every lane (`*result_len` bytes of flips, at most 8, LSB
 // first), which the caller stores from registers or writes into its response. (External
 // linkage: this file compiled alone has no caller.)

@@ -3,10 +3,13 @@
 //! src/decode/uf.rs) is the XOR of each group's output decoded alone, and each group of at
 //! most `K` defects has its output, and the time its growth stopped, in the low-weight
 //! table ([`super::uf_table`]). The device runs it as step 1d of device/decode.cu, after the
-//! table and before the isolated-defects path (which it mostly subsumes: of the d = 5,
-//! p = 0.001 fixture shots above K = 4 defects, split answers 1 346 of the 1 354 that the
-//! isolated path does, and 526 more) and the full decoder, with the same grouping (so a
-//! shot takes the same path on both; [`decode_with_path`] counts them). Measured below: with
+//! table and before the full decoder, with the same grouping (so a shot takes the same path
+//! on both; [`decode_with_path`] counts them). It replaces the isolated-defects path, which
+//! runs only where it is not tried: split mostly subsumes it (of the d = 5, p = 0.001
+//! fixture shots above K = 4 defects, split answers 1 346 of the 1 354 that the isolated
+//! path does, and 526 more), and at d = 7, where it does not, the isolated step cost each
+//! shot that then went on to the full decoder ~4 600 cycles on the H200, in the latency's
+//! tail (results/h200-session10.txt). Measured below: with
 //! K = 4 (the automatic `K` for d = 5 on hosts of 14 cores and more) it keeps 99.6-99.8 %
 //! of the d = 5, p = 0.001 shots off the full decoder; at d = 7 it takes too few shots to
 //! move the p99 (the groups that interact there hold up to 5 or 6 defects, beyond any
@@ -433,8 +436,9 @@ pub fn split(defects: &[u32], dist: &Distances, groups: &mut impl GroupDecoder) 
 }
 
 /// The shot's path and output with the table's `K` = `groups.max_defects()`, as the device
-/// answers it: no defect, at most `K` defects (one group), the split path, isolated
-/// defects, the full decoder. The output is always the specification's.
+/// answers it: no defect, at most `K` defects (one group), the split path (with `dist`, at
+/// most [`MAX_SPLIT_DEFECTS`] defects) or else isolated defects, the full decoder. The
+/// output is always the specification's.
 pub fn decode_with_path(
     g: &MatchingGraph,
     scratch: &mut UfScratch,
@@ -474,8 +478,8 @@ pub fn decode_with_path(
         if let Some(obs) = split(&defects[..nd], dist, groups) {
             return (obs, Path::Split);
         }
-    }
-    if let Some((obs, _)) = scratch.isolated(g, dets) {
+    } else if let Some((obs, _)) = scratch.isolated(g, dets) {
+        // Only where the split path was not tried (see the module docs).
         return (obs, Path::Isolated);
     }
     (scratch.decode(g, dets), Path::Full)
