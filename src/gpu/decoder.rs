@@ -1177,6 +1177,43 @@ mod tests {
         assert_eq!(poll_chunks_for(&[lut]), 2);
     }
 
+    /// The graph's arrays form one region of the blob that the persistent kernel copies
+    /// whole; the potentials have their aligned place in the per-warp state.
+    #[test]
+    fn uf_graph_is_one_region_the_kernel_can_stage() {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/fixtures/surface_d5_r5_z_p001.dem");
+        let uf = Arc::new(Decoder::from_dem_path(&path, DecoderKind::Uf).unwrap());
+        let m = DeviceModels::new(&[Arc::clone(&uf)], Some(0)).unwrap();
+        let d = UfDeviceModel::new(uf.graph()).unwrap();
+        let p = m.params_at(0);
+        let g = m.uf_graph_bytes as u64;
+        // From the row offsets to past the boundary array, 16-byte aligned at both ends
+        // (the kernel copies it 16 bytes at a time), inside the blob.
+        assert_eq!((p.uf_adj_offset % 16, g % 16), (0, 0));
+        let end = p.uf_adj_offset + g;
+        assert!(end <= m.blob.len() as u64 * 8);
+        for (at, len) in [
+            (p.uf_adj_offset, 4 * d.adj_offset.len()),
+            (p.uf_adj, 8 * d.adj.len()),
+            (p.uf_edges, 8 * d.edges.len()),
+            (p.uf_edge_obs, 8 * d.edge_obs.len()),
+            (p.uf_boundary, 4 * d.boundary.len()),
+        ] {
+            assert!(
+                at >= p.uf_adj_offset && at + len as u64 <= end,
+                "{at} + {len}"
+            );
+        }
+        assert!(end - (p.uf_boundary + 4 * d.boundary.len() as u64) < 16);
+        // Not staged until placed (the one-request kernels read global memory).
+        assert_eq!((p.uf_graph_bytes, p.uf_graph_offset), (0, 0));
+        // The potentials, 8-byte aligned, inside the per-warp area.
+        let l = d.layout;
+        assert_eq!(l.phi % 8, 0);
+        assert!(l.phi as usize + 8 * (uf.num_detectors() + 1) <= l.bytes as usize);
+    }
+
     /// The table and its index land in the blob where the parameters say, with the
     /// device's `K` and size; cached per graph content; `Some(0)` turns it off.
     #[test]
