@@ -83,7 +83,8 @@ pub struct GpuOptions {
     /// more throughput (one group serves about one request per PCIe read round trip).
     pub pollers_per_slot: u32,
     /// Warps per thread block (0: all pollers in one block; one warp per block when the
-    /// kernel rings NIC doorbells itself).
+    /// kernel rings NIC doorbells itself). The persistent kernel's register bound
+    /// (device/forward.cu) allows 8 warps a block: more pollers go to more blocks.
     pub warps_per_block: u32,
     /// Chunks (16 B) a poll reads at once, 1 ..= 32: requests up to `12 * poll_chunks - 8`
     /// bytes (inline) arrive in one read; larger ones cost a second read.
