@@ -163,7 +163,7 @@ struct QfwdDecoderParams {
     u32 uf_graph_bytes;    // the graph (uf_adj_offset .. uf_boundary, one region) staged: its
     u32 uf_graph_offset;   //   bytes, and the block's copy's dynamic shared offset; 0: not
     u32 uf_off_phi;        // u64[n + 1]: each cluster vertex's potential
-    u32 uf_pad;
+    u32 uf_pad;            // unused: the size stays a multiple of 8
 };
 
 // Field offsets (the Rust test parses these lines and compares with `DecoderParams`).

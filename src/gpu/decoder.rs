@@ -145,6 +145,7 @@ pub struct DecoderParams {
     /// Per-warp state: each cluster vertex's potential (u64 per vertex), the observables
     /// of a path from its cluster's reference vertex (src/decode/uf_potential.rs).
     pub uf_off_phi: u32,
+    /// Unused: keeps the block a whole number of 8-byte words, as the device lays it out.
     pub uf_pad: u32,
 }
 
