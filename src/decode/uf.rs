@@ -1621,7 +1621,7 @@ pub(crate) mod tests {
 
     /// The syndrome of a few errors, each on one edge of `g` (the index taken modulo the
     /// edge count).
-    fn syndrome_of(g: &MatchingGraph, errors: &[usize]) -> Vec<u8> {
+    pub(crate) fn syndrome_of(g: &MatchingGraph, errors: &[usize]) -> Vec<u8> {
         let mut dets = vec![0u8; g.num_detectors().div_ceil(8)];
         for &i in errors {
             let e = i % g.num_edges();

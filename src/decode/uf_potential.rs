@@ -129,22 +129,9 @@ pub fn potential_obs(g: &MatchingGraph, dets: &[u8], full: &[u32]) -> Option<u64
 mod tests {
     use super::*;
     use crate::decode::graph::EdgeSpec;
-    use crate::decode::uf::tests::narrow_graph;
+    use crate::decode::uf::tests::{narrow_graph, syndrome_of};
     use crate::decode::{Dem, Shots, UfScratch};
     use proptest::prelude::*;
-
-    fn syndrome(g: &MatchingGraph, errors: &[usize]) -> Vec<u8> {
-        let mut dets = vec![0u8; g.num_detectors().div_ceil(8)];
-        for &i in errors {
-            let e = i % g.num_edges();
-            for v in [g.edge_u()[e], g.edge_v()[e]] {
-                if v != g.boundary() {
-                    dets[v as usize / 8] ^= 1 << (v % 8);
-                }
-            }
-        }
-        dets
-    }
 
     /// The id of the edge between `u` and `v`.
     fn edge_id(g: &MatchingGraph, u: u32, v: u32) -> u32 {
@@ -225,7 +212,7 @@ mod tests {
             let mut s = UfScratch::new(&g);
             let mut full = Vec::new();
             for errors in shots {
-                let dets = syndrome(&g, &errors);
+                let dets = syndrome_of(&g, &errors);
                 full.clear();
                 let want = s.decode_reference_logged(&g, &dets, &mut full);
                 let got = potential_obs(&g, &dets, &full);

@@ -489,7 +489,7 @@ pub fn decode_with_path(
 mod tests {
     use super::*;
     use crate::decode::graph::EdgeSpec;
-    use crate::decode::uf::tests::narrow_graph;
+    use crate::decode::uf::tests::{narrow_graph, syndrome_of};
     use crate::decode::{Dem, Shots};
     use proptest::prelude::*;
 
@@ -693,15 +693,7 @@ mod tests {
             let mut groups = DecodeGroups::new(&g, k);
             let n = g.num_detectors();
             for errors in shots {
-                let mut dets = vec![0u8; n.div_ceil(8)];
-                for &i in &errors {
-                    let e = i % g.num_edges();
-                    for v in [g.edge_u()[e], g.edge_v()[e]] {
-                        if v != g.boundary() {
-                            dets[v as usize / 8] ^= 1 << (v % 8);
-                        }
-                    }
-                }
+                let dets = syndrome_of(&g, &errors);
                 let want = r.decode_reference(&g, &dets);
                 let defects: Vec<u32> = (0..n as u32).filter(|&v| dets[v as usize / 8] >> (v % 8) & 1 == 1).collect();
                 if let Some(obs) = split(&defects, &dist, &mut groups) {
