@@ -986,6 +986,282 @@ static __device__ __forceinline__ bool qfwd_uf_split(const u8* s, u32 lane, u32 
     return false;
 }
 
+// ---- Step 2': growth in the lanes' registers (src/decode/uf_lanes.rs) --------------------
+// The cluster vertices, one per lane (its vertex, cluster word, potential, whether it is a
+// defect; the boundary's word in every lane), and the list of edges still able to grow,
+// QFWD_LANE_SLOTS per lane (entry 32 s + lane in slot s): ends x | y << 16 (x a cluster
+// vertex), edge | weight << 16, growth. A round reads the two cluster words of each listed
+// edge (`cl`, published by the lanes at the round's start), takes the step, grows, and
+// merges the edges that filled from the lanes' registers (ballots and shuffles, no
+// relabel pass over shared memory). In a round where a vertex joined, the list is rebuilt
+// through `cand`: its live entries, then the joiners' new edges (the join rule of
+// uf_lanes.rs), two joiners at a time (a half-warp each; rows of at most 12 at d <= 7).
+// Returns false, having changed only scratch that the full decoder clears or writes before
+// reading, when a vertex would join with every lane taken, the list outgrows the slots, or
+// a full edge closes a cycle with odd observables; the full decoder then starts over.
+// State used: `cl` and, as each vertex's lane + 1, `visited` (both zeroed here), `growth`
+// (the live entries' growth across a rebuild), `cand` (the stage), the defect list in
+// `verts` (qfwd_uf_defect_list, read first).
+#define QFWD_LANE_SLOTS 8u
+
+template <bool GS>
+static __device__ __forceinline__ bool qfwd_uf_lanes(u8* s, const QfwdGraph& gr, u32 lane,
+                                                      u32 ndef, u64* out)
+{
+    const QfwdDecoderParams& p = qfwd_decoders;
+    const u32 bv = p.uf_detectors;
+    const u32 lt = (1u << lane) - 1u;
+    constexpr u32 S = QFWD_LANE_SLOTS;
+    u32* cl = (u32*)s;
+    u32* lane_of = (u32*)(s + p.uf_off_visited);
+    u16* growth = (u16*)(s + p.uf_off_growth);
+    uint2* stage = (uint2*)(s + p.uf_off_cand);
+
+    // The defects, one per lane (ndef <= 32), before `cl` and `visited` are zeroed (they
+    // are contiguous: `visited` starts where `cl` ends).
+    const bool in_use = lane < ndef;
+    u32 myv = in_use ? (u32)((const u16*)(s + p.uf_off_verts))[lane] : 0u;
+    {
+        uint4* z = (uint4*)s;
+        const uint4 zero = make_uint4(0u, 0u, 0u, 0u);
+        const u32 nz = (2u * p.uf_off_visited + 15u) / 16u;
+#pragma unroll 1
+        for (u32 i = lane; i < nz; i += QFWD_DEC_WARP) {
+            z[i] = zero;
+        }
+    }
+    __syncwarp();
+    u32 cw = 0u;
+    u64 ph = 0ull;
+    bool is_defect = in_use;
+    if (in_use) {
+        cw = qfwd_dec_cluster(myv, QFWD_DEC_ODD);
+        lane_of[myv] = lane + 1u;
+    }
+    u32 bcw = qfwd_dec_cluster(bv, QFWD_DEC_BOUNDARY);
+    u32 nv = ndef, nvb = 0u, nl = 0u;
+    u32 sxy[S], sew[S], sg[S];
+#pragma unroll
+    for (u32 k = 0; k < S; ++k) {
+        sxy[k] = 0u;
+        sew[k] = 0u;
+        sg[k] = 0u;
+    }
+
+#pragma unroll 1
+    for (;;) {
+        if (lane < nv) {
+            cl[myv] = cw;
+        }
+        if (lane == 0u) {
+            cl[bv] = bcw;
+        }
+        __syncwarp();
+        if (nv > nvb) {
+            // Rebuild: the live entries (the last step marked the dead ones full), then the
+            // joiners' new edges, into the stage; their growth into `growth`.
+            u32 base = 0u;
+#pragma unroll
+            for (u32 k = 0; k < S; ++k) {
+                if (32u * k < nl) {
+                    const bool live = 32u * k + lane < nl && sg[k] < (sew[k] >> 16);
+                    const u32 m = __ballot_sync(QFWD_DEC_FULL, live);
+                    if (live) {
+                        stage[base + (u32)__popc(m & lt)] = make_uint2(sxy[k], sew[k]);
+                        growth[sew[k] & 0xFFFFu] = (u16)sg[k];
+                    }
+                    base += (u32)__popc(m);
+                }
+            }
+#pragma unroll 1
+            for (u32 j0 = nvb; j0 < nv; j0 += 2u) {
+                const u32 jl = j0 + (lane >> 4);
+                const u32 x = __shfl_sync(QFWD_DEC_FULL, myv, jl & 31u);
+                const u32 rx = __shfl_sync(QFWD_DEC_FULL, cw, jl & 31u) & 0xFFFFu;
+                u32 lo = 0u, hi = 0u;
+                if (jl < nv) {
+                    lo = qfwd_gld<GS>(gr.adj_off + x);
+                    hi = qfwd_gld<GS>(gr.adj_off + x + 1u);
+                }
+                const u32 chunks = __reduce_max_sync(QFWD_DEC_FULL, (hi - lo + 15u) >> 4);
+#pragma unroll 1
+                for (u32 ch = 0; ch < chunks; ++ch) {
+                    const u32 t = lo + 16u * ch + (lane & 15u);
+                    bool add = false;
+                    uint2 a = make_uint2(0u, 0u);
+                    if (t < hi) {
+                        a = qfwd_gld<GS>(gr.adj + t);
+                        const u32 y = a.x >> 16;
+                        const u32 cy = cl[y];
+                        const u32 ly = lane_of[y];
+                        // In no cluster; or in another one and never listed from y's side:
+                        // the boundary, or a joiner of this round (from the lower end).
+                        add = cy == 0u ||
+                              ((cy & 0xFFFFu) != rx && (y == bv || (ly > nvb && x < y)));
+                    }
+                    const u32 m = __ballot_sync(QFWD_DEC_FULL, add);
+                    const u32 at = base + (u32)__popc(m & lt);
+                    if (add && at < 32u * S) {
+                        stage[at] = make_uint2(x | (a.x & 0xFFFF0000u), (a.x & 0xFFFFu) | (a.y << 16));
+                        growth[a.x & 0xFFFFu] = 0u;
+                    }
+                    base += (u32)__popc(m);
+                }
+            }
+            if (base > 32u * S) {
+                return false;
+            }
+            __syncwarp();
+#pragma unroll
+            for (u32 k = 0; k < S; ++k) {
+                if (32u * k + lane < base) {
+                    const uint2 st = stage[32u * k + lane];
+                    sxy[k] = st.x;
+                    sew[k] = st.y;
+                }
+            }
+#pragma unroll
+            for (u32 k = 0; k < S; ++k) {
+                if (32u * k + lane < base) {
+                    sg[k] = growth[sew[k] & 0xFFFFu];
+                }
+            }
+            nl = base;
+            nvb = nv;
+            __syncwarp(); // the stage is read before the merges write it
+        }
+
+        // The step: k = active ends of each listed edge between two clusters (or one and
+        // none) with room to grow; an edge inside one cluster is marked full.
+        u32 cx[S], cy[S], kk[S];
+#pragma unroll
+        for (u32 k = 0; k < S; ++k) {
+            cx[k] = 0u;
+            cy[k] = 0u;
+            if (32u * k + lane < nl) {
+                cx[k] = cl[sxy[k] & 0xFFFFu];
+                cy[k] = cl[sxy[k] >> 16];
+            }
+        }
+        u32 delta = QFWD_DEC_FULL;
+#pragma unroll
+        for (u32 k = 0; k < S; ++k) {
+            kk[k] = 0u;
+            const u32 w = sew[k] >> 16;
+            if (32u * k + lane < nl && sg[k] < w) {
+                if ((cx[k] & 0xFFFFu) != (cy[k] & 0xFFFFu)) {
+                    const u32 kn = ((cx[k] >> 16) == QFWD_DEC_ODD ? 1u : 0u) +
+                                   ((cy[k] >> 16) == QFWD_DEC_ODD ? 1u : 0u);
+                    kk[k] = kn;
+                    if (kn != 0u) {
+                        delta = qfwd_dec_min(delta, (w - sg[k] + kn - 1u) >> (kn - 1u));
+                    }
+                } else {
+                    sg[k] = w;
+                }
+            }
+        }
+        delta = __reduce_min_sync(QFWD_DEC_FULL, delta);
+        if (delta == QFWD_DEC_FULL) {
+            break;
+        }
+        // Grow; the edges that fill go to the stage, in list order.
+        u32 nf = 0u;
+#pragma unroll
+        for (u32 k = 0; k < S; ++k) {
+            if (32u * k < nl) {
+                bool fills = false;
+                if (kk[k] != 0u) {
+                    const u32 w = sew[k] >> 16;
+                    const u32 ng = qfwd_dec_min(sg[k] + kk[k] * delta, w);
+                    sg[k] = ng;
+                    fills = ng == w;
+                }
+                const u32 m = __ballot_sync(QFWD_DEC_FULL, fills);
+                if (fills) {
+                    stage[nf + (u32)__popc(m & lt)] = make_uint2(sxy[k], sew[k]);
+                }
+                nf += (u32)__popc(m);
+            }
+        }
+        __syncwarp();
+
+        // Merge, one filled edge at a time, from the lanes' words (x is a cluster vertex).
+#pragma unroll 1
+        for (u32 f = 0; f < nf; ++f) {
+            const uint2 st = stage[f];
+            const u32 x = st.x & 0xFFFFu, y = st.x >> 16;
+            const u64 oe = qfwd_gld<GS>(gr.edge_obs + (st.y & 0xFFFFu));
+            const u32 mx = __ballot_sync(QFWD_DEC_FULL, lane < nv && myv == x);
+            const u32 my = __ballot_sync(QFWD_DEC_FULL, lane < nv && myv == y);
+            const u32 lx = (u32)__ffs(mx) - 1u, ly = my != 0u ? (u32)__ffs(my) - 1u : 0u;
+            const u32 cx0 = __shfl_sync(QFWD_DEC_FULL, cw, lx & 31u);
+            const u32 cy0 = __shfl_sync(QFWD_DEC_FULL, cw, ly);
+            const u64 px = __shfl_sync(QFWD_DEC_FULL, ph, lx & 31u);
+            const u64 py0 = __shfl_sync(QFWD_DEC_FULL, ph, ly);
+            const bool jy = y != bv && my == 0u;
+            const u32 cyv = y == bv ? bcw : (jy ? qfwd_dec_cluster(y, 0u) : cy0);
+            // A joiner's potential, the shift, or the cycle's (the boundary's is 0).
+            const u64 pot = px ^ (y == bv || jy ? 0ull : py0) ^ oe;
+            const u32 rx = cx0 & 0xFFFFu, ry = cyv & 0xFFFFu;
+            if (rx == ry) {
+                if (pot != 0ull) {
+                    return false;
+                }
+                continue;
+            }
+            const u32 fx = cx0 >> 16, fy = cyv >> 16;
+            const u32 fl = ((fx ^ fy) & QFWD_DEC_ODD) | ((fx | fy) & QFWD_DEC_BOUNDARY);
+            const u32 nc = (rx < ry ? rx : ry) | (fl << 16);
+            const u32 rs = jy                                 ? 0u
+                           : (fx & QFWD_DEC_BOUNDARY) != 0u   ? ry
+                           : (fy & QFWD_DEC_BOUNDARY) != 0u   ? rx
+                                                              : (rx < ry ? ry : rx);
+            if (lane < nv) {
+                const u32 r = cw & 0xFFFFu;
+                if (r == rx || r == ry) {
+                    cw = nc;
+                }
+                if (r == rs) {
+                    ph ^= pot;
+                }
+            }
+            const u32 br = bcw & 0xFFFFu;
+            if (br == rx || br == ry) {
+                bcw = nc;
+            }
+            if (jy) {
+                if (nv == QFWD_DEC_WARP) {
+                    return false;
+                }
+                if (lane == nv) {
+                    myv = y;
+                    cw = nc;
+                    ph = pot;
+                    is_defect = false;
+                    lane_of[y] = lane + 1u;
+                }
+                ++nv;
+            }
+        }
+    }
+
+    // Step 3': the defects' potentials, and the roots' of odd clusters away from the boundary.
+    u64 obs = 0ull;
+    if (lane < nv) {
+        if (is_defect) {
+            obs ^= ph;
+        }
+        if ((cw & 0xFFFFu) == myv + 1u && (cw >> 16) == QFWD_DEC_ODD) {
+            obs ^= ph;
+        }
+    }
+    const u32 olo = __reduce_xor_sync(QFWD_DEC_FULL, (u32)obs);
+    const u32 ohi = __reduce_xor_sync(QFWD_DEC_FULL, (u32)(obs >> 32));
+    *out = ((u64)ohi << 32) | olo;
+    return true;
+}
+
 // Steps 1e (isolated defects) and 2-4 (the full decoder) of qfwd_uf_run, for `ndef` > 0
 // defects, the graph read from the block's copy (GS) or global memory. Not inlined: the
 // rare path (d = 7: 13 % of shots, d = 5: under 1 %) then leaves the kernel body, and the
@@ -1039,6 +1315,16 @@ static __device__ __noinline__ u64 qfwd_uf_settle(u8* s_global, u32 s_shared, u3
         QFWD_STAMP(tr);
         if (isolated) {
             QFWD_TRACE_SET(tr, path, 2u);
+            return obs;
+        }
+    }
+    // 2'. Growth in the lanes' registers; where they give up, the full decoder below.
+    {
+        u64 obs;
+        const bool lanes = ndef <= QFWD_DEC_WARP && qfwd_uf_lanes<GS>(s, gr, lane, ndef, &obs);
+        QFWD_STAMP(tr);
+        if (lanes) {
+            QFWD_TRACE_SET(tr, path, 5u);
             return obs;
         }
     }

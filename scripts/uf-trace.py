@@ -23,7 +23,7 @@ import gzip
 import statistics
 import sys
 
-PATHS = {0: "empty", 1: "table", 2: "isolated", 3: "split", 4: "full"}
+PATHS = {0: "empty", 1: "table", 2: "isolated", 3: "split", 4: "full", 5: "lanes"}
 
 # What each dispatch-trace mark ends (device/forward.cu, QFWD_TRACE_MARK), and the span after
 # the last mark a path has, to the response stored.
@@ -50,7 +50,7 @@ def mark_spans(total, marks):
 def stage_names(path, passes, stamps):
     """What each stamp ends, in the order decode.cu writes them: the defect count; then the
     table's answer, or the defect list, the split passes (when split ran: passes > 0),
-    the isolated step, the full decoder."""
+    the isolated step, the lanes' growth, the full decoder."""
     names = ["count"]
     if path == 0:
         return names
@@ -62,6 +62,8 @@ def stage_names(path, passes, stamps):
         tail.append("split end")
     if path != 3:
         tail.append("isolated")
+    if path in (4, 5):
+        tail.append("lanes")
     if path == 4:
         tail += ["setup", "growth", "forest", "peel"]
     # A pass that meets a group above K returns right after its start: no look-ups or test.

@@ -67,9 +67,17 @@ fn summarizes_stages_per_path_and_pass() {
         9,
         2,
         &[
-            200, 600, 2400, 3400, 3900, 4900, 5400, 11400, 12400, 38400, 52400, 55400,
+            200, 600, 2400, 3400, 3900, 4900, 5400, 11400, 11900, 12900, 38900, 52900, 55900,
         ],
-        55500,
+        56000,
+    );
+    // A shot the lanes answered after the split path.
+    input += &qt(
+        5,
+        9,
+        1,
+        &[200, 600, 2400, 3400, 3900, 4400, 4500, 9500],
+        9600,
     );
     input += "cut short QT line follows\nQT 3 6 2 9 |\n";
     let Some((ok, out, err)) = run_script(&input) else {
@@ -94,9 +102,18 @@ fn summarizes_stages_per_path_and_pass() {
     assert!(
         full.contains(
             "list 400, split setup 1800, p1 look-ups 1000, p1 test 500, p1 merge 1000, \
-             split end 500, isolated 6000, setup 1000, growth 26000, forest 14000, peel 3000"
+             split end 500, isolated 6000, lanes 500, setup 1000, growth 26000, forest 14000, \
+             peel 3000"
         ),
         "{full}"
+    );
+    let lanes = out.lines().find(|l| l.starts_with("lanes")).unwrap();
+    assert!(
+        lanes.contains(
+            "list 400, split setup 1800, p1 look-ups 1000, p1 test 500, split end 500, \
+             isolated 100, lanes 5000"
+        ),
+        "{lanes}"
     );
     assert!(out.contains("1 lines cut short"), "{out}");
 }

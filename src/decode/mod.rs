@@ -44,6 +44,7 @@ pub mod graph;
 pub mod lut;
 pub mod shots;
 pub mod uf;
+pub mod uf_lanes;
 pub mod uf_potential;
 pub mod uf_split;
 pub mod uf_table;

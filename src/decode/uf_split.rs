@@ -171,6 +171,7 @@ use std::collections::BinaryHeap;
 
 use super::graph::MatchingGraph;
 use super::uf::UfScratch;
+use super::uf_lanes::{lane_growth, LANE_SLOTS};
 use super::uf_table::UfTable;
 use crate::{Error, Result};
 
@@ -327,16 +328,19 @@ pub enum Path {
     Isolated,
     /// Independent groups of at most `K` defects each (this module).
     Split,
-    /// The full decoder.
+    /// Growth in the warp's registers (src/decode/uf_lanes.rs).
+    Lanes,
+    /// The full decoder in shared memory: where the lanes give up.
     Full,
 }
 
 impl Path {
-    pub const ALL: [Path; 5] = [
+    pub const ALL: [Path; 6] = [
         Path::Empty,
         Path::Table,
         Path::Isolated,
         Path::Split,
+        Path::Lanes,
         Path::Full,
     ];
 
@@ -346,6 +350,7 @@ impl Path {
             Path::Table => "table",
             Path::Isolated => "isolated",
             Path::Split => "split",
+            Path::Lanes => "lanes",
             Path::Full => "full",
         }
     }
@@ -482,7 +487,11 @@ pub fn decode_with_path(
         // Only where the split path was not tried (see the module docs).
         return (obs, Path::Isolated);
     }
-    (scratch.decode(g, dets), Path::Full)
+    let obs = scratch.decode(g, dets);
+    match lane_growth(g, dets, LANE_SLOTS).result {
+        Ok(_) => (obs, Path::Lanes),
+        Err(_) => (obs, Path::Full),
+    }
 }
 
 #[cfg(test)]
@@ -652,7 +661,7 @@ mod tests {
         let table = UfTable::build(&g, 2, 0).unwrap();
         let (mut s, mut r) = (UfScratch::new(&g), UfScratch::new(&g));
         let mut x = 0x2545_F491_4F6C_DD1Du64;
-        let mut taken = [0usize; 5];
+        let mut taken = [0usize; Path::ALL.len()];
         for shot in 0..600 {
             let mut dets = vec![0u8; n.div_ceil(8)];
             for _ in 0..1 + shot % 9 {
@@ -762,7 +771,7 @@ mod tests {
             let mut r = UfScratch::new(&g);
             for k in [2usize, 3, 4] {
                 let mut groups = DecodeGroups::new(&g, k);
-                let mut count = [0usize; 5];
+                let mut count = [0usize; Path::ALL.len()];
                 for i in 0..shots.len() {
                     let (obs, path) =
                         decode_with_path(&g, &mut s, Some(&dist), &mut groups, shots.row(i));
@@ -772,13 +781,14 @@ mod tests {
                 let pct = |p: Path| 100.0 * count[p as usize] as f64 / shots.len() as f64;
                 println!(
                     "{name:<22} K={k}: empty {:5.2} table {:5.2} isolated {:5.2} split {:5.2} \
-                     full {:5.2}  without the full decoder {:6.2} %",
+                     lanes {:5.2} full {:5.2}  without growth {:6.2} %",
                     pct(Path::Empty),
                     pct(Path::Table),
                     pct(Path::Isolated),
                     pct(Path::Split),
+                    pct(Path::Lanes),
                     pct(Path::Full),
-                    100.0 - pct(Path::Full)
+                    100.0 - pct(Path::Lanes) - pct(Path::Full)
                 );
             }
         }

@@ -45,6 +45,7 @@ use super::context::GpuContext;
 use super::memory::DeviceBuffer;
 use super::module::Module;
 use crate::decode::graph::NO_EDGE;
+use crate::decode::uf_lanes::LANE_SLOTS;
 use crate::decode::uf_split::{self, Distances};
 use crate::decode::uf_table::{self, UfTable};
 use crate::decode::{Decoder, DecoderKind, MatchingGraph};
@@ -232,6 +233,7 @@ pub struct UfScratchLayout {
     pub frontier: u32,
     pub order: u32,
     pub levels: u32,
+    /// `cand`: u32 per edge, and the lanes' stage (uint2 per listed edge, `LANE_SLOTS`).
     pub cand: u32,
     /// `phi`: u64 per vertex, the cluster vertices' potentials.
     pub phi: u32,
@@ -256,7 +258,9 @@ impl UfScratchLayout {
         let order = frontier + r4(2 * nv);
         let levels = order + r4(2 * nv);
         let cand = levels + r4(2 * (nv + 1));
-        let phi = (cand + 4 * num_edges.max(1)).next_multiple_of(8);
+        // `cand` is also the stage of the lanes' growth (device step 2'): 8 bytes an entry.
+        let cand_bytes = (4 * num_edges.max(1)).max(8 * LANE_SLOTS);
+        let phi = (cand + cand_bytes).next_multiple_of(8);
         let bytes = r16(phi + 8 * nv);
         let c = |x: usize| u32::try_from(x).expect("scratch offsets of a 16-bit model fit u32");
         UfScratchLayout {
@@ -968,6 +972,7 @@ mod tests {
             ("QFWD_DEC_LOADED_LUT", LOADED_LUT as i64),
             ("QFWD_DEC_LOADED_UF", LOADED_UF as i64),
             ("QFWD_DEC_MAX_RESULT_BYTES", MAX_RESULT_BYTES as i64),
+            ("QFWD_LANE_SLOTS", (LANE_SLOTS / 32) as i64),
         ] {
             assert_eq!(define(name), want, "{name}");
         }
@@ -1123,6 +1128,9 @@ mod tests {
         assert!(l.visited < l.defect && l.defect < l.vbits && l.vbits < l.growth);
         assert!(l.growth + 2 * 3 <= l.clear_bytes && l.clear_bytes <= l.tree);
         assert!(l.cand + 4 * 3 <= l.bytes);
+        // The lanes' stage (device step 2') before `phi`; `cl` and `visited` contiguous.
+        assert!(l.cand as usize + 8 * LANE_SLOTS <= l.phi as usize);
+        assert_eq!(l.visited, 4 * 4);
     }
 
     #[test]

@@ -1,0 +1,406 @@
+//! The union-find growth as the device runs it first (device/decode.cu, step 2'): the
+//! cluster vertices and the frontier edges live in the registers of the decoding warp's
+//! lanes, not in shared memory, and each round touches only the edges still able to grow.
+//! This module is its sequential mirror: the same list, the same join rule, the same
+//! reasons to give up, tested against the specification (src/decode/uf.rs
+//! `UfScratch::decode_reference`). The device gives up to its shared-memory decoder, which
+//! starts again from the syndrome.
+//!
+//! # Why
+//! A lone warp issues one instruction every ~7 cycles (results/h200-ncu-uf.txt), so a
+//! growth round costs what it executes. The shared-memory round rescans every frontier
+//! vertex's whole row (12 entries at a time, each a chain of three loads) and then walks
+//! its candidates and its fused edges through shared memory again: ~2 700 cycles a round
+//! at d = 7 (results/h200-uf-trace.txt). Here a round reads two cluster words per listed
+//! edge, and the merges compare registers.
+//!
+//! # The list
+//! `list` holds every edge that is not full and joins a cluster vertex (not the boundary)
+//! to a vertex of another cluster or of none. It is kept so by the join rule: when `x`
+//! joins a cluster (a defect at the start, or an end of a fused edge), its row's edge to
+//! `y` is added iff `y` is in no cluster, or `y` is in another cluster and is the boundary
+//! (whose row is never listed) or joined in the same round with `x < y` (listed once).
+//! Every other edge of the row is either listed already, from `y`'s side when `y` joined
+//! (then `x` was in no cluster, and it has not filled: `x` would have joined through it),
+//! or inside `x`'s cluster, where it never grows again. An edge that has never had an end
+//! in a cluster has never grown, so an added edge starts at growth 0.
+//!
+//! A round: each listed edge with ends in different clusters and room to grow has
+//! `k` = its active ends (0: it waits for one of its clusters to become active again); the
+//! step is the least `ceil((w - g) / k)`; the edges grow; those that fill merge, in list
+//! order (the partition and the potentials do not depend on it:
+//! src/decode/uf_potential.rs). Full and inner edges leave the list when it is rebuilt,
+//! in each round where a vertex joined.
+//!
+//! # Giving up
+//! More than [`MAX_LANE_VERTS`] cluster vertices (one per lane), a list longer than the
+//! lanes' slots after a rebuild, or a cycle of full edges with odd observables (the forest
+//! decides: steps 3 and 4).
+#![forbid(unsafe_code)]
+
+use super::graph::MatchingGraph;
+use super::uf::{BOUNDARY, ODD};
+
+/// Cluster vertices the warp holds, one per lane (the boundary is held by every lane).
+pub const MAX_LANE_VERTS: usize = 32;
+
+/// Listed edges the warp holds: 8 slots per lane (device/decode.cu `QFWD_LANE_SLOTS`).
+/// At d = 7, p = 0.001 the longest list of a fixture shot is 237 edges, the 99.9th
+/// percentile 190 (`lane_figures` below).
+pub const LANE_SLOTS: usize = 256;
+
+/// Why the lanes gave the decode to the shared-memory decoder.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GiveUp {
+    /// A vertex would join with every lane taken.
+    Vertices,
+    /// The rebuilt list would not fit the slots.
+    List,
+    /// A full edge closed a cycle with odd observables.
+    OddCycle,
+}
+
+/// What the lanes' growth did with one syndrome.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LaneRun {
+    /// The observables, or why the lanes gave up.
+    pub result: Result<u64, GiveUp>,
+    /// Growth rounds run (the last one finds nothing to grow).
+    pub rounds: u32,
+    /// The longest list after a rebuild.
+    pub max_list: usize,
+    /// Cluster vertices at the end (or when it gave up).
+    pub verts: usize,
+    /// Vertices that joined after the defects (the device loads each one's row).
+    pub joins: usize,
+}
+
+fn root(word: u32) -> u32 {
+    word & 0xFFFF
+}
+
+fn active(word: u32) -> bool {
+    word >> 16 == u32::from(ODD)
+}
+
+fn cluster_word(v: u32, flags: u8) -> u32 {
+    (v + 1) | u32::from(flags) << 16
+}
+
+#[derive(Clone, Copy)]
+struct Listed {
+    x: u32,
+    y: u32,
+    e: u32,
+    g: u32,
+    w: u32,
+}
+
+/// Runs the device's lane growth on `dets` with room for `slots` listed edges.
+pub fn lane_growth(g: &MatchingGraph, dets: &[u8], slots: usize) -> LaneRun {
+    let n = g.num_detectors();
+    let b = g.boundary();
+    let (adj_offset, adj_edge, adj_nbr) = (g.adj_offset(), g.adj_edge(), g.adj_nbr());
+    let (weight, eobs) = (g.edge_weight(), g.edge_obs());
+    let mut run = LaneRun {
+        result: Ok(0),
+        rounds: 0,
+        max_list: 0,
+        verts: 0,
+        joins: 0,
+    };
+    // Per lane: its vertex, cluster word, potential, whether it is a defect.
+    let mut vert: Vec<u32> = Vec::with_capacity(MAX_LANE_VERTS);
+    let mut word: Vec<u32> = Vec::with_capacity(MAX_LANE_VERTS);
+    let mut phi: Vec<u64> = Vec::with_capacity(MAX_LANE_VERTS);
+    let mut defect: Vec<bool> = Vec::with_capacity(MAX_LANE_VERTS);
+    let mut bword = cluster_word(b, BOUNDARY);
+    // Shared memory: cluster words (as of the last round's end) and lane + 1 by vertex.
+    let mut cl = vec![0u32; n + 1];
+    let mut lane_of = vec![0u32; n + 1];
+    for v in 0..n {
+        if dets.get(v / 8).is_some_and(|x| x >> (v % 8) & 1 == 1) {
+            if vert.len() == MAX_LANE_VERTS {
+                run.result = Err(GiveUp::Vertices);
+                return run;
+            }
+            vert.push(v as u32);
+            word.push(cluster_word(v as u32, ODD));
+            phi.push(0);
+            defect.push(true);
+        }
+    }
+    if vert.is_empty() {
+        return run;
+    }
+    let mut list: Vec<Listed> = Vec::new();
+    let mut first_joiner = 0;
+    loop {
+        // Publish the words and the joiners' lanes; rebuild the list if a vertex joined.
+        for (l, (&v, &w)) in vert.iter().zip(&word).enumerate() {
+            cl[v as usize] = w;
+            lane_of[v as usize] = l as u32 + 1;
+        }
+        cl[b as usize] = bword;
+        if first_joiner < vert.len() {
+            // Dropped: what the last step found full or inside one cluster (marked full).
+            list.retain(|s| s.g < s.w);
+            for &x in &vert[first_joiner..] {
+                let cx = cl[x as usize];
+                for a in adj_offset[x as usize] as usize..adj_offset[x as usize + 1] as usize {
+                    let y = adj_nbr[a];
+                    let cy = cl[y as usize];
+                    let joined_now = lane_of[y as usize] > first_joiner as u32;
+                    if cy == 0 || (root(cy) != root(cx) && (y == b || (joined_now && x < y))) {
+                        let e = adj_edge[a];
+                        list.push(Listed {
+                            x,
+                            y,
+                            e,
+                            g: 0,
+                            w: weight[e as usize],
+                        });
+                    }
+                }
+            }
+            run.max_list = run.max_list.max(list.len());
+            if list.len() > slots {
+                run.result = Err(GiveUp::List);
+                run.verts = vert.len();
+                return run;
+            }
+            first_joiner = vert.len();
+        }
+        run.rounds += 1;
+        // The step.
+        let mut delta = u32::MAX;
+        let mut ks = Vec::with_capacity(list.len());
+        for s in &mut list {
+            let (cx, cy) = (cl[s.x as usize], cl[s.y as usize]);
+            let mut k = 0;
+            if s.g < s.w && root(cx) != root(cy) {
+                k = u32::from(active(cx)) + u32::from(active(cy));
+                if k > 0 {
+                    delta = delta.min((s.w - s.g + k - 1) >> (k - 1));
+                }
+            } else {
+                // Inside one cluster: never grows again. Marked full, for the rebuild.
+                s.g = s.w;
+            }
+            ks.push(k);
+        }
+        if delta == u32::MAX {
+            break;
+        }
+        let mut fused = Vec::new();
+        for (s, &k) in list.iter_mut().zip(&ks) {
+            if k > 0 {
+                s.g = (s.g + k * delta).min(s.w);
+                if s.g == s.w {
+                    fused.push((s.x, s.y, s.e));
+                }
+            }
+        }
+        // Merges, from the lanes' words.
+        for (x, y, e) in fused {
+            let lane = |z: u32| vert.iter().position(|&v| v == z);
+            let get = |z: u32, word: &[u32], phi: &[u64]| {
+                if z == b {
+                    (bword, 0)
+                } else {
+                    lane(z).map_or((0, 0), |l| (word[l], phi[l]))
+                }
+            };
+            let ((mut cx, px), (mut cy, py)) = (get(x, &word, &phi), get(y, &word, &phi));
+            let (jx, jy) = (cx == 0, cy == 0);
+            let pot = px ^ py ^ eobs[e as usize];
+            if jx {
+                cx = cluster_word(x, 0);
+            }
+            if jy {
+                cy = cluster_word(y, 0);
+            }
+            let (rx, ry) = (root(cx), root(cy));
+            if rx == ry {
+                if pot != 0 {
+                    run.result = Err(GiveUp::OddCycle);
+                    run.verts = vert.len();
+                    return run;
+                }
+                continue;
+            }
+            let (fx, fy) = (cx >> 16, cy >> 16);
+            let odd = u32::from(ODD);
+            let bnd = u32::from(BOUNDARY);
+            let fl = ((fx ^ fy) & odd) | ((fx | fy) & bnd);
+            let nc = rx.min(ry) | fl << 16;
+            let shifts = if jx || jy {
+                0
+            } else if fx & bnd != 0 {
+                ry
+            } else if fy & bnd != 0 {
+                rx
+            } else {
+                rx.max(ry)
+            };
+            for (w, p) in word.iter_mut().zip(phi.iter_mut()) {
+                let r = root(*w);
+                if r == rx || r == ry {
+                    *w = nc;
+                }
+                if r == shifts {
+                    *p ^= pot;
+                }
+            }
+            if root(bword) == rx || root(bword) == ry {
+                bword = nc;
+            }
+            for (j, z) in [(jx, x), (jy, y)] {
+                if j {
+                    if vert.len() == MAX_LANE_VERTS {
+                        run.result = Err(GiveUp::Vertices);
+                        run.verts = vert.len();
+                        return run;
+                    }
+                    vert.push(z);
+                    word.push(nc);
+                    phi.push(pot);
+                    defect.push(false);
+                    run.joins += 1;
+                }
+            }
+        }
+    }
+    // Step 3': the defects' potentials and the roots' of odd clusters away from the boundary.
+    let mut obs = 0;
+    for l in 0..vert.len() {
+        if defect[l] {
+            obs ^= phi[l];
+        }
+        if root(word[l]) == vert[l] + 1 && word[l] >> 16 == u32::from(ODD) {
+            obs ^= phi[l];
+        }
+    }
+    run.result = Ok(obs);
+    run.verts = vert.len();
+    run
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::decode::uf::tests::{narrow_graph, syndrome_of};
+    use crate::decode::{Dem, Shots, UfScratch};
+    use proptest::prelude::*;
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 400, ..ProptestConfig::default() })]
+
+        /// Whenever the lanes answer, they answer like the specification; they give up only
+        /// for the reasons they may.
+        #[test]
+        fn lanes_answer_like_the_specification(
+            g in narrow_graph(40, 90),
+            shots in proptest::collection::vec(proptest::collection::vec(any::<usize>(), 1..12), 1..10),
+            slots in 8usize..200,
+        ) {
+            let mut s = UfScratch::new(&g);
+            for errors in shots {
+                let dets = syndrome_of(&g, &errors);
+                let want = s.decode_reference(&g, &dets);
+                let run = lane_growth(&g, &dets, slots);
+                match run.result {
+                    Ok(obs) => prop_assert_eq!(obs, want, "{:?}", errors),
+                    Err(GiveUp::List) => prop_assert!(run.max_list > slots),
+                    Err(GiveUp::Vertices) => prop_assert!(run.verts == MAX_LANE_VERTS),
+                    Err(GiveUp::OddCycle) => {}
+                }
+            }
+        }
+    }
+
+    fn fixture(name: &str) -> (MatchingGraph, Shots) {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
+        let dem = Dem::from_path(&dir.join(format!("{name}.dem"))).unwrap();
+        let g = MatchingGraph::from_dem(&dem).unwrap();
+        let shots = Shots::read(&dir.join(format!("{name}.b8")), g.num_detectors(), None).unwrap();
+        (g, shots)
+    }
+
+    /// Every shot of the d = 5 and d = 7 surface-code fixtures with the device's slots:
+    /// the specification's answer, and at p = 0.001 all but a few shots answered.
+    #[test]
+    fn fixture_shots_answer_in_lanes() {
+        for (name, most_given_up) in [
+            ("surface_d5_r5_z_p001", 5),
+            ("surface_d7_r7_z_p001", 20),
+            ("surface_d7_r7_x_p001", 20),
+            ("surface_d5_r5_x_p005", 2000),
+        ] {
+            let (g, shots) = fixture(name);
+            let mut s = UfScratch::new(&g);
+            let mut given_up = 0;
+            for i in 0..shots.len() {
+                let run = lane_growth(&g, shots.row(i), LANE_SLOTS);
+                match run.result {
+                    Ok(obs) => {
+                        assert_eq!(obs, s.decode_reference(&g, shots.row(i)), "{name} shot {i}")
+                    }
+                    Err(_) => given_up += 1,
+                }
+            }
+            assert!(given_up <= most_given_up, "{name}: {given_up} given up");
+        }
+    }
+
+    /// The figures behind the device's slot count: run with
+    /// `cargo test --release --lib uf_lanes -- --ignored --nocapture`.
+    #[test]
+    #[ignore]
+    fn lane_figures() {
+        for name in [
+            "surface_d5_r5_z_p001",
+            "surface_d7_r7_z_p001",
+            "surface_d7_r7_x_p001",
+            "surface_d5_r5_x_p005",
+            "surface_d7_r7_z_p005",
+        ] {
+            let (g, shots) = fixture(name);
+            let deg: Vec<u32> = g.adj_offset()[..=g.num_detectors()]
+                .windows(2)
+                .map(|w| w[1] - w[0])
+                .collect();
+            let mut degs: Vec<usize> = deg.iter().map(|&d| d as usize).collect();
+            let (mut lists, mut verts, mut rounds, mut joins) = (vec![], vec![], vec![], vec![]);
+            let mut why = [0usize; 3];
+            for i in 0..shots.len() {
+                let run = lane_growth(&g, shots.row(i), usize::MAX);
+                if run.verts == 0 {
+                    continue;
+                }
+                lists.push(run.max_list);
+                verts.push(run.verts);
+                rounds.push(run.rounds as usize);
+                joins.push(run.joins);
+                if let Err(w) = run.result {
+                    why[w as usize] += 1;
+                }
+            }
+            let q = |v: &mut Vec<usize>, f: f64| {
+                v.sort_unstable();
+                v[((v.len() - 1) as f64 * f) as usize]
+            };
+            println!(
+                "{name}: n {} max degree {} | {} shots with defects; list p50/p99/p999/max {}/{}/{}/{}, verts {}/{}/{}/{}, rounds {}/{}/{}/{}, joins p50/p99 {}/{}; gave up {:?}",
+                g.num_detectors(),
+                format!("{} (p50 {})", deg.iter().max().unwrap(), q(&mut degs, 0.5)),
+                lists.len(),
+                q(&mut lists, 0.5), q(&mut lists, 0.99), q(&mut lists, 0.999), q(&mut lists, 1.0),
+                q(&mut verts, 0.5), q(&mut verts, 0.99), q(&mut verts, 0.999), q(&mut verts, 1.0),
+                q(&mut rounds, 0.5), q(&mut rounds, 0.99), q(&mut rounds, 0.999), q(&mut rounds, 1.0),
+                q(&mut joins, 0.5), q(&mut joins, 0.99),
+                why,
+            );
+        }
+    }
+}
