@@ -257,7 +257,8 @@ impl UfScratchLayout {
         let frontier = verts + r4(2 * nv);
         let order = frontier + r4(2 * nv);
         let levels = order + r4(2 * nv);
-        let cand = levels + r4(2 * (nv + 1));
+        // 8-aligned: the lanes' stage stores uint2.
+        let cand = (levels + r4(2 * (nv + 1))).next_multiple_of(8);
         // `cand` is also the stage of the lanes' growth (device step 2'): 8 bytes an entry.
         let cand_bytes = (4 * num_edges.max(1)).max(8 * LANE_SLOTS);
         let phi = (cand + cand_bytes).next_multiple_of(8);
@@ -1130,7 +1131,22 @@ mod tests {
         assert!(l.cand + 4 * 3 <= l.bytes);
         // The lanes' stage (device step 2') before `phi`; `cl` and `visited` contiguous.
         assert!(l.cand as usize + 8 * LANE_SLOTS <= l.phi as usize);
+        assert_eq!(l.cand % 8, 0);
         assert_eq!(l.visited, 4 * 4);
+    }
+
+    /// Every size: the uint2 stage and the u64 potentials aligned, the stage before them.
+    #[test]
+    fn scratch_layout_aligns_the_stage_for_every_size() {
+        for n in 1..70 {
+            for e in [1, 2, 3, 7, 50, 255, 256, 257, 600, 2000] {
+                let l = UfScratchLayout::new(n, e);
+                assert_eq!(l.cand % 8, 0, "n {n} e {e}");
+                assert_eq!(l.phi % 8, 0, "n {n} e {e}");
+                assert!(l.cand as usize + (4 * e).max(8 * LANE_SLOTS) <= l.phi as usize);
+                assert_eq!(l.visited as usize, 4 * (n + 1));
+            }
+        }
     }
 
     #[test]
