@@ -1004,9 +1004,38 @@ static __device__ __forceinline__ bool qfwd_uf_split(const u8* s, u32 lane, u32 
 // `verts` (qfwd_uf_defect_list, read first).
 #define QFWD_LANE_SLOTS 8u
 
+// Cycles of the lanes' growth by part, for the stage trace: set-up, rebuilds, steps, merges.
+#ifdef QFWD_DEC_TRACE
+struct QfwdLaps {
+    long long last;
+    u32 t[4];
+};
+#define QFWD_LAP_START(l) ((l).last = clock64())
+#define QFWD_LAP(l, i)                                                                      \
+    do {                                                                                    \
+        const long long now_ = clock64();                                                   \
+        (l).t[i] += (u32)(now_ - (l).last);                                                 \
+        (l).last = now_;                                                                    \
+    } while (0)
+// Four stamps after the last one, the parts' cycles added to it in turn.
+#define QFWD_STAMP_LAPS(tr, l)                                                              \
+    do {                                                                                    \
+        u32 at_ = (tr).n > 0u ? (tr).c[(tr).n - 1u] : 0u;                                   \
+        for (u32 i_ = 0; i_ < 4u && (tr).n < QFWD_TRACE_STAMPS; ++i_) {                     \
+            at_ += (l).t[i_];                                                               \
+            (tr).c[(tr).n++] = at_;                                                         \
+        }                                                                                   \
+    } while (0)
+#else
+struct QfwdLaps {};
+#define QFWD_LAP_START(l) ((void)(l))
+#define QFWD_LAP(l, i) ((void)(l))
+#define QFWD_STAMP_LAPS(tr, l) ((void)(tr))
+#endif
+
 template <bool GS>
 static __device__ __forceinline__ bool qfwd_uf_lanes(u8* s, const QfwdGraph& gr, u32 lane,
-                                                      u32 ndef, u64* out)
+                                                      u32 ndef, u64* out, QfwdLaps& laps)
 {
     const QfwdDecoderParams& p = qfwd_decoders;
     const u32 bv = p.uf_detectors;
@@ -1016,6 +1045,7 @@ static __device__ __forceinline__ bool qfwd_uf_lanes(u8* s, const QfwdGraph& gr,
     u32* lane_of = (u32*)(s + p.uf_off_visited);
     u16* growth = (u16*)(s + p.uf_off_growth);
     uint2* stage = (uint2*)(s + p.uf_off_cand);
+    QFWD_LAP_START(laps);
 
     // The defects, one per lane (ndef <= 32), before `cl` and `visited` are zeroed (they
     // are contiguous: `visited` starts where `cl` ends).
@@ -1031,6 +1061,10 @@ static __device__ __forceinline__ bool qfwd_uf_lanes(u8* s, const QfwdGraph& gr,
         }
     }
     __syncwarp();
+    // Cluster words: a label (+ 1) and the flags. The label is any member's vertex, not
+    // the least one: a joiner takes its cluster's word as it is, so no member changes.
+    // Only the answer needs the least vertex (of an odd cluster away from the boundary),
+    // found at the end.
     u32 cw = 0u;
     u64 ph = 0ull;
     bool is_defect = in_use;
@@ -1047,6 +1081,62 @@ static __device__ __forceinline__ bool qfwd_uf_lanes(u8* s, const QfwdGraph& gr,
         sew[k] = 0u;
         sg[k] = 0u;
     }
+    QFWD_LAP(laps, 0);
+
+    // One filled edge (x a cluster vertex; y one, the boundary, or in no cluster: a join),
+    // the warp together. False: it closes a cycle of odd potential, or no lane is free.
+    auto merge = [&](u32 x, u32 y, u64 oe) -> bool {
+        const u32 mx = __ballot_sync(QFWD_DEC_FULL, lane < nv && myv == x);
+        const u32 my = __ballot_sync(QFWD_DEC_FULL, lane < nv && myv == y);
+        const u32 lx = ((u32)__ffs(mx) - 1u) & 31u, ly = ((u32)__ffs(my) - 1u) & 31u;
+        const u32 cx = __shfl_sync(QFWD_DEC_FULL, cw, lx);
+        const u32 cy0 = __shfl_sync(QFWD_DEC_FULL, cw, ly);
+        const u64 px = __shfl_sync(QFWD_DEC_FULL, ph, lx);
+        const u64 py0 = __shfl_sync(QFWD_DEC_FULL, ph, ly);
+        if (y != bv && my == 0u) {
+            if (nv == QFWD_DEC_WARP) {
+                return false;
+            }
+            if (lane == nv) {
+                myv = y;
+                cw = cx;
+                ph = px ^ oe;
+                is_defect = false;
+                lane_of[y] = lane + 1u;
+            }
+            ++nv;
+            return true;
+        }
+        const u32 cy = y == bv ? bcw : cy0;
+        // The shift, or the cycle's potential (the boundary's is 0).
+        const u64 pot = px ^ (y == bv ? 0ull : py0) ^ oe;
+        const u32 rx = cx & 0xFFFFu, ry = cy & 0xFFFFu;
+        if (rx == ry) {
+            return pot == 0ull;
+        }
+        const u32 fx = cx >> 16, fy = cy >> 16;
+        const u32 fl = ((fx ^ fy) & QFWD_DEC_ODD) | ((fx | fy) & QFWD_DEC_BOUNDARY);
+        const u32 nc = (rx < ry ? rx : ry) | (fl << 16);
+        // The cluster whose potentials shift: the one without the boundary (neither has
+        // it: the one whose label goes).
+        const u32 rs = (fx & QFWD_DEC_BOUNDARY) != 0u   ? ry
+                       : (fy & QFWD_DEC_BOUNDARY) != 0u ? rx
+                                                        : (rx < ry ? ry : rx);
+        if (lane < nv) {
+            const u32 r = cw & 0xFFFFu;
+            if (r == rx || r == ry) {
+                cw = nc;
+            }
+            if (r == rs) {
+                ph ^= pot;
+            }
+        }
+        const u32 br = bcw & 0xFFFFu;
+        if (br == rx || br == ry) {
+            bcw = nc;
+        }
+        return true;
+    };
 
 #pragma unroll 1
     for (;;) {
@@ -1102,7 +1192,8 @@ static __device__ __forceinline__ bool qfwd_uf_lanes(u8* s, const QfwdGraph& gr,
                     const u32 m = __ballot_sync(QFWD_DEC_FULL, add);
                     const u32 at = base + (u32)__popc(m & lt);
                     if (add && at < 32u * S) {
-                        stage[at] = make_uint2(x | (a.x & 0xFFFF0000u), (a.x & 0xFFFFu) | (a.y << 16));
+                        stage[at] = make_uint2(x | (a.x & 0xFFFF0000u),
+                                               (a.x & 0xFFFFu) | (a.y << 16));
                         growth[a.x & 0xFFFFu] = 0u;
                     }
                     base += (u32)__popc(m);
@@ -1114,7 +1205,7 @@ static __device__ __forceinline__ bool qfwd_uf_lanes(u8* s, const QfwdGraph& gr,
             __syncwarp();
 #pragma unroll
             for (u32 k = 0; k < S; ++k) {
-                if (32u * k + lane < base) {
+                if (32u * k < base && 32u * k + lane < base) {
                     const uint2 st = stage[32u * k + lane];
                     sxy[k] = st.x;
                     sew[k] = st.y;
@@ -1122,23 +1213,25 @@ static __device__ __forceinline__ bool qfwd_uf_lanes(u8* s, const QfwdGraph& gr,
             }
 #pragma unroll
             for (u32 k = 0; k < S; ++k) {
-                if (32u * k + lane < base) {
+                if (32u * k < base && 32u * k + lane < base) {
                     sg[k] = growth[sew[k] & 0xFFFFu];
                 }
             }
             nl = base;
             nvb = nv;
-            __syncwarp(); // the stage is read before the merges write it
+            __syncwarp(); // the stage is read before the fused edges are written to it
+            QFWD_LAP(laps, 1);
         }
 
         // The step: k = active ends of each listed edge between two clusters (or one and
-        // none) with room to grow; an edge inside one cluster is marked full.
+        // none) with room to grow; an edge inside one cluster is marked full. Only the
+        // slots in use (warp-uniform tests).
         u32 cx[S], cy[S], kk[S];
 #pragma unroll
         for (u32 k = 0; k < S; ++k) {
             cx[k] = 0u;
             cy[k] = 0u;
-            if (32u * k + lane < nl) {
+            if (32u * k < nl && 32u * k + lane < nl) {
                 cx[k] = cl[sxy[k] & 0xFFFFu];
                 cy[k] = cl[sxy[k] >> 16];
             }
@@ -1147,22 +1240,25 @@ static __device__ __forceinline__ bool qfwd_uf_lanes(u8* s, const QfwdGraph& gr,
 #pragma unroll
         for (u32 k = 0; k < S; ++k) {
             kk[k] = 0u;
-            const u32 w = sew[k] >> 16;
-            if (32u * k + lane < nl && sg[k] < w) {
-                if ((cx[k] & 0xFFFFu) != (cy[k] & 0xFFFFu)) {
-                    const u32 kn = ((cx[k] >> 16) == QFWD_DEC_ODD ? 1u : 0u) +
-                                   ((cy[k] >> 16) == QFWD_DEC_ODD ? 1u : 0u);
-                    kk[k] = kn;
-                    if (kn != 0u) {
-                        delta = qfwd_dec_min(delta, (w - sg[k] + kn - 1u) >> (kn - 1u));
+            if (32u * k < nl) {
+                const u32 w = sew[k] >> 16;
+                if (32u * k + lane < nl && sg[k] < w) {
+                    if ((cx[k] & 0xFFFFu) != (cy[k] & 0xFFFFu)) {
+                        const u32 kn = ((cx[k] >> 16) == QFWD_DEC_ODD ? 1u : 0u) +
+                                       ((cy[k] >> 16) == QFWD_DEC_ODD ? 1u : 0u);
+                        kk[k] = kn;
+                        if (kn != 0u) {
+                            delta = qfwd_dec_min(delta, (w - sg[k] + kn - 1u) >> (kn - 1u));
+                        }
+                    } else {
+                        sg[k] = w;
                     }
-                } else {
-                    sg[k] = w;
                 }
             }
         }
         delta = __reduce_min_sync(QFWD_DEC_FULL, delta);
         if (delta == QFWD_DEC_FULL) {
+            QFWD_LAP(laps, 2);
             break;
         }
         // Grow; the edges that fill go to the stage, in list order.
@@ -1185,76 +1281,86 @@ static __device__ __forceinline__ bool qfwd_uf_lanes(u8* s, const QfwdGraph& gr,
             }
         }
         __syncwarp();
+        QFWD_LAP(laps, 2);
 
-        // Merge, one filled edge at a time, from the lanes' words (x is a cluster vertex).
-#pragma unroll 1
-        for (u32 f = 0; f < nf; ++f) {
-            const uint2 st = stage[f];
+        if (nf <= QFWD_DEC_WARP) {
+            // Lanes over the filled edges. First the joins, all at once: an edge to a vertex
+            // in no cluster, the first such edge to it in list order; its vertex takes the
+            // word of x's cluster and the potential across the edge (the merges after this
+            // relabel and shift it with its cluster: the order of the merges does not
+            // change the outcome, src/decode/uf_potential.rs).
+            const bool hf = lane < nf;
+            const uint2 st = hf ? stage[lane] : make_uint2(0u, 0u);
             const u32 x = st.x & 0xFFFFu, y = st.x >> 16;
-            const u64 oe = qfwd_gld<GS>(gr.edge_obs + (st.y & 0xFFFFu));
-            const u32 mx = __ballot_sync(QFWD_DEC_FULL, lane < nv && myv == x);
-            const u32 my = __ballot_sync(QFWD_DEC_FULL, lane < nv && myv == y);
-            const u32 lx = (u32)__ffs(mx) - 1u, ly = my != 0u ? (u32)__ffs(my) - 1u : 0u;
-            const u32 cx0 = __shfl_sync(QFWD_DEC_FULL, cw, lx & 31u);
-            const u32 cy0 = __shfl_sync(QFWD_DEC_FULL, cw, ly);
-            const u64 px = __shfl_sync(QFWD_DEC_FULL, ph, lx & 31u);
-            const u64 py0 = __shfl_sync(QFWD_DEC_FULL, ph, ly);
-            const bool jy = y != bv && my == 0u;
-            const u32 cyv = y == bv ? bcw : (jy ? qfwd_dec_cluster(y, 0u) : cy0);
-            // A joiner's potential, the shift, or the cycle's (the boundary's is 0).
-            const u64 pot = px ^ (y == bv || jy ? 0ull : py0) ^ oe;
-            const u32 rx = cx0 & 0xFFFFu, ry = cyv & 0xFFFFu;
-            if (rx == ry) {
-                if (pot != 0ull) {
+            const u64 oe = hf ? qfwd_gld<GS>(gr.edge_obs + (st.y & 0xFFFFu)) : 0ull;
+            const u32 lx = ((hf ? lane_of[x] : 0u) - 1u) & 31u;
+            const bool free_y = hf && y != bv && lane_of[y] == 0u;
+            const u32 same = __match_any_sync(QFWD_DEC_FULL, free_y ? y : 0x10000u + lane);
+            const bool joins = free_y && (same & lt) == 0u;
+            const u32 jm = __ballot_sync(QFWD_DEC_FULL, joins);
+            const u32 nj = (u32)__popc(jm);
+            if (nv + nj > QFWD_DEC_WARP) {
+                return false;
+            }
+            const u32 wx = __shfl_sync(QFWD_DEC_FULL, cw, lx);
+            const u64 py = __shfl_sync(QFWD_DEC_FULL, ph, lx) ^ oe;
+            // New lane nv + r takes the r-th join.
+            const bool takes = lane >= nv && lane - nv < nj;
+            const u32 from = takes ? (u32)__fns(jm, 0u, (int)(lane - nv + 1u)) & 31u : 0u;
+            const u32 jy = __shfl_sync(QFWD_DEC_FULL, y, from);
+            const u32 jw = __shfl_sync(QFWD_DEC_FULL, wx, from);
+            const u64 jp = __shfl_sync(QFWD_DEC_FULL, py, from);
+            if (takes) {
+                myv = jy;
+                cw = jw;
+                ph = jp;
+                is_defect = false;
+                lane_of[jy] = lane + 1u;
+            }
+            nv += nj;
+            // Then the merges, one at a time.
+            u32 mm = __ballot_sync(QFWD_DEC_FULL, hf && !joins);
+#pragma unroll 1
+            while (mm != 0u) {
+                const u32 f = (u32)__ffs(mm) - 1u;
+                mm &= mm - 1u;
+                const u32 fx = __shfl_sync(QFWD_DEC_FULL, x, f);
+                const u32 fy = __shfl_sync(QFWD_DEC_FULL, y, f);
+                const u64 fo = __shfl_sync(QFWD_DEC_FULL, oe, f);
+                if (!merge(fx, fy, fo)) {
                     return false;
                 }
-                continue;
             }
-            const u32 fx = cx0 >> 16, fy = cyv >> 16;
-            const u32 fl = ((fx ^ fy) & QFWD_DEC_ODD) | ((fx | fy) & QFWD_DEC_BOUNDARY);
-            const u32 nc = (rx < ry ? rx : ry) | (fl << 16);
-            const u32 rs = jy                                 ? 0u
-                           : (fx & QFWD_DEC_BOUNDARY) != 0u   ? ry
-                           : (fy & QFWD_DEC_BOUNDARY) != 0u   ? rx
-                                                              : (rx < ry ? ry : rx);
-            if (lane < nv) {
-                const u32 r = cw & 0xFFFFu;
-                if (r == rx || r == ry) {
-                    cw = nc;
-                }
-                if (r == rs) {
-                    ph ^= pot;
-                }
-            }
-            const u32 br = bcw & 0xFFFFu;
-            if (br == rx || br == ry) {
-                bcw = nc;
-            }
-            if (jy) {
-                if (nv == QFWD_DEC_WARP) {
+        } else {
+#pragma unroll 1
+            for (u32 f = 0; f < nf; ++f) {
+                const uint2 st = stage[f];
+                const u64 oe = qfwd_gld<GS>(gr.edge_obs + (st.y & 0xFFFFu));
+                if (!merge(st.x & 0xFFFFu, st.x >> 16, oe)) {
                     return false;
                 }
-                if (lane == nv) {
-                    myv = y;
-                    cw = nc;
-                    ph = pot;
-                    is_defect = false;
-                    lane_of[y] = lane + 1u;
-                }
-                ++nv;
             }
         }
+        QFWD_LAP(laps, 3);
     }
 
-    // Step 3': the defects' potentials, and the roots' of odd clusters away from the boundary.
+    // Step 3': the defects' potentials, and for each odd cluster away from the boundary
+    // (an impossible syndrome's), its least vertex's.
     u64 obs = 0ull;
-    if (lane < nv) {
-        if (is_defect) {
+    if (lane < nv && is_defect) {
+        obs ^= ph;
+    }
+    u32 odd = __ballot_sync(QFWD_DEC_FULL, lane < nv && (cw >> 16) == QFWD_DEC_ODD);
+#pragma unroll 1
+    while (odd != 0u) {
+        const u32 label = __shfl_sync(QFWD_DEC_FULL, cw, (u32)__ffs(odd) - 1u) & 0xFFFFu;
+        const bool member = lane < nv && (cw & 0xFFFFu) == label;
+        const u32 members = __ballot_sync(QFWD_DEC_FULL, member);
+        const u32 least = __reduce_min_sync(QFWD_DEC_FULL, member ? myv : QFWD_DEC_FULL);
+        if (member && myv == least) {
             obs ^= ph;
         }
-        if ((cw & 0xFFFFu) == myv + 1u && (cw >> 16) == QFWD_DEC_ODD) {
-            obs ^= ph;
-        }
+        odd &= ~members;
     }
     const u32 olo = __reduce_xor_sync(QFWD_DEC_FULL, (u32)obs);
     const u32 ohi = __reduce_xor_sync(QFWD_DEC_FULL, (u32)(obs >> 32));
@@ -1321,7 +1427,10 @@ static __device__ __noinline__ u64 qfwd_uf_settle(u8* s_global, u32 s_shared, u3
     // 2'. Growth in the lanes' registers; where they give up, the full decoder below.
     {
         u64 obs;
-        const bool lanes = ndef <= QFWD_DEC_WARP && qfwd_uf_lanes<GS>(s, gr, lane, ndef, &obs);
+        QfwdLaps laps{};
+        const bool lanes =
+            ndef <= QFWD_DEC_WARP && qfwd_uf_lanes<GS>(s, gr, lane, ndef, &obs, laps);
+        QFWD_STAMP_LAPS(tr, laps);
         QFWD_STAMP(tr);
         if (lanes) {
             QFWD_TRACE_SET(tr, path, 5u);

@@ -63,7 +63,8 @@ def stage_names(path, passes, stamps):
     if path != 3:
         tail.append("isolated")
     if path in (4, 5):
-        tail.append("lanes")
+        # The lanes' parts, summed over their rounds, then the rest of the step (its answer).
+        tail += ["lanes setup", "lanes rebuild", "lanes step", "lanes merge", "lanes"]
     if path == 4:
         tail += ["setup", "growth", "forest", "peel"]
     # A pass that meets a group above K returns right after its start: no look-ups or test.

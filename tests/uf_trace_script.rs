@@ -67,7 +67,8 @@ fn summarizes_stages_per_path_and_pass() {
         9,
         2,
         &[
-            200, 600, 2400, 3400, 3900, 4900, 5400, 11400, 11900, 12900, 38900, 52900, 55900,
+            200, 600, 2400, 3400, 3900, 4900, 5400, 11400, 11500, 11600, 11700, 11800, 11900,
+            12900, 38900, 52900, 55900,
         ],
         56000,
     );
@@ -76,7 +77,9 @@ fn summarizes_stages_per_path_and_pass() {
         5,
         9,
         1,
-        &[200, 600, 2400, 3400, 3900, 4400, 4500, 9500],
+        &[
+            200, 600, 2400, 3400, 3900, 4400, 4500, 4700, 5700, 7700, 9400, 9500,
+        ],
         9600,
     );
     input += "cut short QT line follows\nQT 3 6 2 9 |\n";
@@ -102,8 +105,8 @@ fn summarizes_stages_per_path_and_pass() {
     assert!(
         full.contains(
             "list 400, split setup 1800, p1 look-ups 1000, p1 test 500, p1 merge 1000, \
-             split end 500, isolated 6000, lanes 500, setup 1000, growth 26000, forest 14000, \
-             peel 3000"
+             split end 500, isolated 6000, lanes setup 100, lanes rebuild 100, lanes step 100, \
+             lanes merge 100, lanes 100, setup 1000, growth 26000, forest 14000, peel 3000"
         ),
         "{full}"
     );
@@ -111,7 +114,8 @@ fn summarizes_stages_per_path_and_pass() {
     assert!(
         lanes.contains(
             "list 400, split setup 1800, p1 look-ups 1000, p1 test 500, split end 500, \
-             isolated 100, lanes 5000"
+             isolated 100, lanes setup 200, lanes rebuild 1000, lanes step 2000, \
+             lanes merge 1700, lanes 100"
         ),
         "{lanes}"
     );
