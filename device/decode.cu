@@ -995,7 +995,7 @@ static __device__ __forceinline__ bool qfwd_uf_split(const u8* s, u32 lane, u32 
 // merges the edges that filled from the lanes' registers (ballots and shuffles, no
 // relabel pass over shared memory). In a round where a vertex joined, the list is rebuilt
 // through `cand`: its live entries, then the joiners' new edges (the join rule of
-// uf_lanes.rs), two joiners at a time (a half-warp each; rows of at most 12 at d <= 7).
+// uf_lanes.rs), eight joiners at a time (four lanes each; rows of at most 12 at d <= 7).
 // Returns false, having changed only scratch that the full decoder clears or writes before
 // reading, when a vertex would join with every lane taken, the list outgrows the slots, or
 // a full edge closes a cycle with odd observables; the full decoder then starts over.
@@ -1032,6 +1032,70 @@ struct QfwdLaps {};
 #define QFWD_LAP(l, i) ((void)(l))
 #define QFWD_STAMP_LAPS(tr, l) ((void)(tr))
 #endif
+
+// One round of the lanes' growth over the first NS slots: the step (k = active ends of
+// each listed edge between two clusters, or one and none, with room to grow; an edge inside
+// one cluster is marked full), then, unless nothing can grow (`*delta` = QFWD_DEC_FULL), the
+// growth, the filled edges written to `stage` in list order. Returns how many filled.
+template <u32 NS>
+static __device__ __forceinline__ u32 qfwd_lanes_round(const u32* cl, uint2* stage, u32 lane,
+                                                        u32 nl, const u32 (&sxy)[QFWD_LANE_SLOTS],
+                                                        const u32 (&sew)[QFWD_LANE_SLOTS],
+                                                        u32 (&sg)[QFWD_LANE_SLOTS], u32* delta)
+{
+    const u32 lt = (1u << lane) - 1u;
+    u32 cx[NS], cy[NS], kk[NS];
+#pragma unroll
+    for (u32 k = 0; k < NS; ++k) {
+        cx[k] = 0u;
+        cy[k] = 0u;
+        if (32u * k + lane < nl) {
+            cx[k] = cl[sxy[k] & 0xFFFFu];
+            cy[k] = cl[sxy[k] >> 16];
+        }
+    }
+    u32 d = QFWD_DEC_FULL;
+#pragma unroll
+    for (u32 k = 0; k < NS; ++k) {
+        kk[k] = 0u;
+        const u32 w = sew[k] >> 16;
+        if (32u * k + lane < nl && sg[k] < w) {
+            if ((cx[k] & 0xFFFFu) != (cy[k] & 0xFFFFu)) {
+                const u32 kn = ((cx[k] >> 16) == QFWD_DEC_ODD ? 1u : 0u) +
+                               ((cy[k] >> 16) == QFWD_DEC_ODD ? 1u : 0u);
+                kk[k] = kn;
+                if (kn != 0u) {
+                    d = qfwd_dec_min(d, (w - sg[k] + kn - 1u) >> (kn - 1u));
+                }
+            } else {
+                sg[k] = w;
+            }
+        }
+    }
+    d = __reduce_min_sync(QFWD_DEC_FULL, d);
+    *delta = d;
+    if (d == QFWD_DEC_FULL) {
+        return 0u;
+    }
+    u32 nf = 0u;
+#pragma unroll
+    for (u32 k = 0; k < NS; ++k) {
+        bool fills = false;
+        if (kk[k] != 0u) {
+            const u32 w = sew[k] >> 16;
+            const u32 ng = qfwd_dec_min(sg[k] + kk[k] * d, w);
+            sg[k] = ng;
+            fills = ng == w;
+        }
+        const u32 m = __ballot_sync(QFWD_DEC_FULL, fills);
+        if (fills) {
+            stage[nf + (u32)__popc(m & lt)] = make_uint2(sxy[k], sew[k]);
+        }
+        nf += (u32)__popc(m);
+    }
+    __syncwarp();
+    return nf;
+}
 
 template <bool GS>
 static __device__ __forceinline__ bool qfwd_uf_lanes(u8* s, const QfwdGraph& gr, u32 lane,
@@ -1163,9 +1227,11 @@ static __device__ __forceinline__ bool qfwd_uf_lanes(u8* s, const QfwdGraph& gr,
                     base += (u32)__popc(m);
                 }
             }
+            // Eight joiners at a time, four lanes each, four entries a lane (rows of up to
+            // 16 in one chunk: d <= 7 has at most 12).
 #pragma unroll 1
-            for (u32 j0 = nvb; j0 < nv; j0 += 2u) {
-                const u32 jl = j0 + (lane >> 4);
+            for (u32 j0 = nvb; j0 < nv; j0 += 8u) {
+                const u32 jl = j0 + (lane >> 2);
                 const u32 x = __shfl_sync(QFWD_DEC_FULL, myv, jl & 31u);
                 const u32 rx = __shfl_sync(QFWD_DEC_FULL, cw, jl & 31u) & 0xFFFFu;
                 u32 lo = 0u, hi = 0u;
@@ -1176,27 +1242,43 @@ static __device__ __forceinline__ bool qfwd_uf_lanes(u8* s, const QfwdGraph& gr,
                 const u32 chunks = __reduce_max_sync(QFWD_DEC_FULL, (hi - lo + 15u) >> 4);
 #pragma unroll 1
                 for (u32 ch = 0; ch < chunks; ++ch) {
-                    const u32 t = lo + 16u * ch + (lane & 15u);
-                    bool add = false;
-                    uint2 a = make_uint2(0u, 0u);
-                    if (t < hi) {
-                        a = qfwd_gld<GS>(gr.adj + t);
-                        const u32 y = a.x >> 16;
-                        const u32 cy = cl[y];
-                        const u32 ly = lane_of[y];
-                        // In no cluster; or in another one and never listed from y's side:
-                        // the boundary, or a joiner of this round (from the lower end).
-                        add = cy == 0u ||
-                              ((cy & 0xFFFFu) != rx && (y == bv || (ly > nvb && x < y)));
+                    uint2 a[4];
+#pragma unroll
+                    for (u32 j = 0; j < 4u; ++j) {
+                        const u32 t = lo + 16u * ch + 4u * j + (lane & 3u);
+                        a[j] = t < hi ? qfwd_gld<GS>(gr.adj + t) : make_uint2(0u, 0u);
                     }
-                    const u32 m = __ballot_sync(QFWD_DEC_FULL, add);
-                    const u32 at = base + (u32)__popc(m & lt);
-                    if (add && at < 32u * S) {
-                        stage[at] = make_uint2(x | (a.x & 0xFFFF0000u),
-                                               (a.x & 0xFFFFu) | (a.y << 16));
-                        growth[a.x & 0xFFFFu] = 0u;
+                    u32 add = 0u;
+#pragma unroll
+                    for (u32 j = 0; j < 4u; ++j) {
+                        const u32 t = lo + 16u * ch + 4u * j + (lane & 3u);
+                        if (t < hi) {
+                            const u32 y = a[j].x >> 16;
+                            const u32 cy = cl[y];
+                            const u32 ly = lane_of[y];
+                            // In no cluster; or in another one and never listed from y's
+                            // side: the boundary, or a joiner of this round (from the lower
+                            // end).
+                            if (cy == 0u ||
+                                ((cy & 0xFFFFu) != rx && (y == bv || (ly > nvb && x < y)))) {
+                                add |= 1u << j;
+                            }
+                        }
                     }
-                    base += (u32)__popc(m);
+                    u32 tot;
+                    u32 at = base + qfwd_dec_scan<3>((u32)__popc(add), lane, &tot);
+#pragma unroll
+                    for (u32 j = 0; j < 4u; ++j) {
+                        if ((add >> j) & 1u) {
+                            if (at < 32u * S) {
+                                stage[at] = make_uint2(x | (a[j].x & 0xFFFF0000u),
+                                                       (a[j].x & 0xFFFFu) | (a[j].y << 16));
+                                growth[a[j].x & 0xFFFFu] = 0u;
+                            }
+                            ++at;
+                        }
+                    }
+                    base += tot;
                 }
             }
             if (base > 32u * S) {
@@ -1223,122 +1305,28 @@ static __device__ __forceinline__ bool qfwd_uf_lanes(u8* s, const QfwdGraph& gr,
             QFWD_LAP(laps, 1);
         }
 
-        // The step: k = active ends of each listed edge between two clusters (or one and
-        // none) with room to grow; an edge inside one cluster is marked full. Only the
-        // slots in use (warp-uniform tests).
-        u32 cx[S], cy[S], kk[S];
-#pragma unroll
-        for (u32 k = 0; k < S; ++k) {
-            cx[k] = 0u;
-            cy[k] = 0u;
-            if (32u * k < nl && 32u * k + lane < nl) {
-                cx[k] = cl[sxy[k] & 0xFFFFu];
-                cy[k] = cl[sxy[k] >> 16];
-            }
+        // The step and the growth, for the slots in use (2, 4 or 8: one copy each, so
+        // that unused slots issue nothing).
+        const u32 ns = (nl + 31u) / 32u;
+        u32 delta, nf;
+        if (ns <= 2u) {
+            nf = qfwd_lanes_round<2>(cl, stage, lane, nl, sxy, sew, sg, &delta);
+        } else if (ns <= 4u) {
+            nf = qfwd_lanes_round<4>(cl, stage, lane, nl, sxy, sew, sg, &delta);
+        } else {
+            nf = qfwd_lanes_round<8>(cl, stage, lane, nl, sxy, sew, sg, &delta);
         }
-        u32 delta = QFWD_DEC_FULL;
-#pragma unroll
-        for (u32 k = 0; k < S; ++k) {
-            kk[k] = 0u;
-            if (32u * k < nl) {
-                const u32 w = sew[k] >> 16;
-                if (32u * k + lane < nl && sg[k] < w) {
-                    if ((cx[k] & 0xFFFFu) != (cy[k] & 0xFFFFu)) {
-                        const u32 kn = ((cx[k] >> 16) == QFWD_DEC_ODD ? 1u : 0u) +
-                                       ((cy[k] >> 16) == QFWD_DEC_ODD ? 1u : 0u);
-                        kk[k] = kn;
-                        if (kn != 0u) {
-                            delta = qfwd_dec_min(delta, (w - sg[k] + kn - 1u) >> (kn - 1u));
-                        }
-                    } else {
-                        sg[k] = w;
-                    }
-                }
-            }
-        }
-        delta = __reduce_min_sync(QFWD_DEC_FULL, delta);
+        QFWD_LAP(laps, 2);
         if (delta == QFWD_DEC_FULL) {
-            QFWD_LAP(laps, 2);
             break;
         }
-        // Grow; the edges that fill go to the stage, in list order.
-        u32 nf = 0u;
-#pragma unroll
-        for (u32 k = 0; k < S; ++k) {
-            if (32u * k < nl) {
-                bool fills = false;
-                if (kk[k] != 0u) {
-                    const u32 w = sew[k] >> 16;
-                    const u32 ng = qfwd_dec_min(sg[k] + kk[k] * delta, w);
-                    sg[k] = ng;
-                    fills = ng == w;
-                }
-                const u32 m = __ballot_sync(QFWD_DEC_FULL, fills);
-                if (fills) {
-                    stage[nf + (u32)__popc(m & lt)] = make_uint2(sxy[k], sew[k]);
-                }
-                nf += (u32)__popc(m);
-            }
-        }
-        __syncwarp();
-        QFWD_LAP(laps, 2);
-
-        if (nf <= QFWD_DEC_WARP) {
-            // Lanes over the filled edges. First the joins, all at once: an edge to a vertex
-            // in no cluster, the first such edge to it in list order; its vertex takes the
-            // word of x's cluster and the potential across the edge (the merges after this
-            // relabel and shift it with its cluster: the order of the merges does not
-            // change the outcome, src/decode/uf_potential.rs).
-            const bool hf = lane < nf;
-            const uint2 st = hf ? stage[lane] : make_uint2(0u, 0u);
-            const u32 x = st.x & 0xFFFFu, y = st.x >> 16;
-            const u64 oe = hf ? qfwd_gld<GS>(gr.edge_obs + (st.y & 0xFFFFu)) : 0ull;
-            const u32 lx = ((hf ? lane_of[x] : 0u) - 1u) & 31u;
-            const bool free_y = hf && y != bv && lane_of[y] == 0u;
-            const u32 same = __match_any_sync(QFWD_DEC_FULL, free_y ? y : 0x10000u + lane);
-            const bool joins = free_y && (same & lt) == 0u;
-            const u32 jm = __ballot_sync(QFWD_DEC_FULL, joins);
-            const u32 nj = (u32)__popc(jm);
-            if (nv + nj > QFWD_DEC_WARP) {
+        // Merge, one filled edge at a time, in list order.
+#pragma unroll 1
+        for (u32 f = 0; f < nf; ++f) {
+            const uint2 st = stage[f];
+            const u64 oe = qfwd_gld<GS>(gr.edge_obs + (st.y & 0xFFFFu));
+            if (!merge(st.x & 0xFFFFu, st.x >> 16, oe)) {
                 return false;
-            }
-            const u32 wx = __shfl_sync(QFWD_DEC_FULL, cw, lx);
-            const u64 py = __shfl_sync(QFWD_DEC_FULL, ph, lx) ^ oe;
-            // New lane nv + r takes the r-th join.
-            const bool takes = lane >= nv && lane - nv < nj;
-            const u32 from = takes ? (u32)__fns(jm, 0u, (int)(lane - nv + 1u)) & 31u : 0u;
-            const u32 jy = __shfl_sync(QFWD_DEC_FULL, y, from);
-            const u32 jw = __shfl_sync(QFWD_DEC_FULL, wx, from);
-            const u64 jp = __shfl_sync(QFWD_DEC_FULL, py, from);
-            if (takes) {
-                myv = jy;
-                cw = jw;
-                ph = jp;
-                is_defect = false;
-                lane_of[jy] = lane + 1u;
-            }
-            nv += nj;
-            // Then the merges, one at a time.
-            u32 mm = __ballot_sync(QFWD_DEC_FULL, hf && !joins);
-#pragma unroll 1
-            while (mm != 0u) {
-                const u32 f = (u32)__ffs(mm) - 1u;
-                mm &= mm - 1u;
-                const u32 fx = __shfl_sync(QFWD_DEC_FULL, x, f);
-                const u32 fy = __shfl_sync(QFWD_DEC_FULL, y, f);
-                const u64 fo = __shfl_sync(QFWD_DEC_FULL, oe, f);
-                if (!merge(fx, fy, fo)) {
-                    return false;
-                }
-            }
-        } else {
-#pragma unroll 1
-            for (u32 f = 0; f < nf; ++f) {
-                const uint2 st = stage[f];
-                const u64 oe = qfwd_gld<GS>(gr.edge_obs + (st.y & 0xFFFFu));
-                if (!merge(st.x & 0xFFFFu, st.x >> 16, oe)) {
-                    return false;
-                }
             }
         }
         QFWD_LAP(laps, 3);
