@@ -1215,16 +1215,18 @@ static __device__ __forceinline__ bool qfwd_uf_lanes(u8* s, const QfwdGraph& gr,
             // Rebuild: the live entries (the last step marked the dead ones full), then the
             // joiners' new edges, into the stage; their growth into `growth`.
             u32 base = 0u;
+            if (nl != 0u) { // (the first rebuild has none)
 #pragma unroll
-            for (u32 k = 0; k < S; ++k) {
-                if (32u * k < nl) {
-                    const bool live = 32u * k + lane < nl && sg[k] < (sew[k] >> 16);
-                    const u32 m = __ballot_sync(QFWD_DEC_FULL, live);
-                    if (live) {
-                        stage[base + (u32)__popc(m & lt)] = make_uint2(sxy[k], sew[k]);
-                        growth[sew[k] & 0xFFFFu] = (u16)sg[k];
+                for (u32 k = 0; k < S; ++k) {
+                    if (32u * k < nl) {
+                        const bool live = 32u * k + lane < nl && sg[k] < (sew[k] >> 16);
+                        const u32 m = __ballot_sync(QFWD_DEC_FULL, live);
+                        if (live) {
+                            stage[base + (u32)__popc(m & lt)] = make_uint2(sxy[k], sew[k]);
+                            growth[sew[k] & 0xFFFFu] = (u16)sg[k];
+                        }
+                        base += (u32)__popc(m);
                     }
-                    base += (u32)__popc(m);
                 }
             }
             // Eight joiners at a time, four lanes each, four entries a lane (rows of up to
@@ -1305,13 +1307,15 @@ static __device__ __forceinline__ bool qfwd_uf_lanes(u8* s, const QfwdGraph& gr,
             QFWD_LAP(laps, 1);
         }
 
-        // The step and the growth, for the slots in use (2, 4 or 8: one copy each, so
-        // that unused slots issue nothing).
+        // The step and the growth, for the slots in use (2, 3, 4 or 8: one copy each, so
+        // that unused slots issue nothing; d = 7 lists ~80 edges, 3 slots).
         const u32 ns = (nl + 31u) / 32u;
         u32 delta, nf;
         if (ns <= 2u) {
             nf = qfwd_lanes_round<2>(cl, stage, lane, nl, sxy, sew, sg, &delta);
-        } else if (ns <= 4u) {
+        } else if (ns == 3u) {
+            nf = qfwd_lanes_round<3>(cl, stage, lane, nl, sxy, sew, sg, &delta);
+        } else if (ns == 4u) {
             nf = qfwd_lanes_round<4>(cl, stage, lane, nl, sxy, sew, sg, &delta);
         } else {
             nf = qfwd_lanes_round<8>(cl, stage, lane, nl, sxy, sew, sg, &delta);
