@@ -60,6 +60,13 @@
 //       partner settle in one step without touching any other edge, the answer is the XOR
 //       of the partner edges' observables. Writes `visited` only (before the zeroing
 //       below; the full decoder writes `verts` before reading it).
+//   2'. Growth in the lanes' registers (qfwd_uf_lanes; src/decode/uf_lanes.rs, its
+//       sequential mirror, tested against the specification): one cluster vertex per lane,
+//       the edges still able to grow in QFWD_LANE_SLOTS slots per lane. A round reads two
+//       cluster words per listed edge, takes the step, grows, and merges the filled edges
+//       one at a time from the lanes' registers; the potentials (step 3') as below. Where
+//       it gives up (a 33rd vertex, a list above the slots, an odd cycle), steps 2-4 below
+//       start over from the syndrome in shared memory.
 //   2a. Lanes over frontier vertices, each over its incident edges (12 at a time, loads
 //       issued together): frontier edges, `need`, the step `delta` = warp minimum. A
 //       frontier edge is listed once (from its lower end when both ends are active).

@@ -32,6 +32,12 @@
 //! src/decode/uf_potential.rs). Full and inner edges leave the list when it is rebuilt,
 //! in each round where a vertex joined.
 //!
+//! On the device a cluster's word carries a label (any member's vertex + 1) rather than its
+//! least vertex, so that a joining vertex takes its cluster's word as it is and no other
+//! lane changes; the answer needs the least vertex only for an odd cluster away from the
+//! boundary (an impossible syndrome's), and the device finds it at the end. Labels change
+//! neither the partition nor the potentials' answer, so this mirror keeps the least vertex.
+//!
 //! # Giving up
 //! More than [`MAX_LANE_VERTS`] cluster vertices (one per lane), a list longer than the
 //! lanes' slots after a rebuild, or a cycle of full edges with odd observables (the forest
@@ -45,8 +51,8 @@ use super::uf::{BOUNDARY, ODD};
 pub const MAX_LANE_VERTS: usize = 32;
 
 /// Listed edges the warp holds: 8 slots per lane (device/decode.cu `QFWD_LANE_SLOTS`).
-/// At d = 7, p = 0.001 the longest list of a fixture shot is 237 edges, the 99.9th
-/// percentile 190 (`lane_figures` below).
+/// At d = 7, p = 0.001 the longest list of a fixture shot is 240 edges, the 99.9th
+/// percentile 199 (`lane_figures` below).
 pub const LANE_SLOTS: usize = 256;
 
 /// Why the lanes gave the decode to the shared-memory decoder.
@@ -370,7 +376,7 @@ mod tests {
                 .windows(2)
                 .map(|w| w[1] - w[0])
                 .collect();
-            let mut degs: Vec<usize> = deg.iter().map(|&d| d as usize).collect();
+            let mut degs = deg.clone();
             let (mut lists, mut verts, mut rounds, mut joins) = (vec![], vec![], vec![], vec![]);
             let mut why = [0usize; 3];
             for i in 0..shots.len() {
@@ -386,20 +392,25 @@ mod tests {
                     why[w as usize] += 1;
                 }
             }
-            let q = |v: &mut Vec<usize>, f: f64| {
+            // p50 / p99 / p99.9 / max.
+            let spread = |v: &mut Vec<usize>| {
                 v.sort_unstable();
-                v[((v.len() - 1) as f64 * f) as usize]
+                let at = |f: f64| v[((v.len() - 1) as f64 * f) as usize];
+                format!("{}/{}/{}/{}", at(0.5), at(0.99), at(0.999), at(1.0))
             };
+            degs.sort_unstable();
+            let max_degree = deg.iter().max().unwrap();
+            let median_degree = degs[degs.len() / 2];
             println!(
-                "{name}: n {} max degree {} | {} shots with defects; list p50/p99/p999/max {}/{}/{}/{}, verts {}/{}/{}/{}, rounds {}/{}/{}/{}, joins p50/p99 {}/{}; gave up {:?}",
+                "{name}: n {}, degree max {max_degree} (median {median_degree}) | {} shots with \
+                 defects, p50/p99/p99.9/max: list {}, vertices {}, rounds {}, joins {}; \
+                 gave up (vertices, list, odd cycle) {why:?}",
                 g.num_detectors(),
-                format!("{} (p50 {})", deg.iter().max().unwrap(), q(&mut degs, 0.5)),
                 lists.len(),
-                q(&mut lists, 0.5), q(&mut lists, 0.99), q(&mut lists, 0.999), q(&mut lists, 1.0),
-                q(&mut verts, 0.5), q(&mut verts, 0.99), q(&mut verts, 0.999), q(&mut verts, 1.0),
-                q(&mut rounds, 0.5), q(&mut rounds, 0.99), q(&mut rounds, 0.999), q(&mut rounds, 1.0),
-                q(&mut joins, 0.5), q(&mut joins, 0.99),
-                why,
+                spread(&mut lists),
+                spread(&mut verts),
+                spread(&mut rounds),
+                spread(&mut joins),
             );
         }
     }
