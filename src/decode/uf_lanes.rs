@@ -32,11 +32,10 @@
 //! src/decode/uf_potential.rs). Full and inner edges leave the list when it is rebuilt,
 //! in each round where a vertex joined.
 //!
-//! On the device a cluster's word carries a label (any member's vertex + 1) rather than its
-//! least vertex, so that a joining vertex takes its cluster's word as it is and no other
-//! lane changes; the answer needs the least vertex only for an odd cluster away from the
-//! boundary (an impossible syndrome's), and the device finds it at the end. Labels change
-//! neither the partition nor the potentials' answer, so this mirror keeps the least vertex.
+//! A cluster's word carries a label (a member's vertex + 1) rather than its least vertex,
+//! so that a joining vertex takes its cluster's word as it is and no other vertex changes;
+//! two clusters merging keep the smaller label. The answer needs the least vertex only for
+//! an odd cluster away from the boundary (an impossible syndrome's), found at the end.
 //!
 //! # Giving up
 //! More than [`MAX_LANE_VERTS`] cluster vertices (one per lane), a list longer than the
@@ -81,7 +80,8 @@ pub struct LaneRun {
     pub joins: usize,
 }
 
-fn root(word: u32) -> u32 {
+/// A cluster word's label: a member's vertex + 1 (0: in no cluster).
+fn label(word: u32) -> u32 {
     word & 0xFFFF
 }
 
@@ -157,7 +157,7 @@ pub fn lane_growth(g: &MatchingGraph, dets: &[u8], slots: usize) -> LaneRun {
                     let y = adj_nbr[a];
                     let cy = cl[y as usize];
                     let joined_now = lane_of[y as usize] > first_joiner as u32;
-                    if cy == 0 || (root(cy) != root(cx) && (y == b || (joined_now && x < y))) {
+                    if cy == 0 || (label(cy) != label(cx) && (y == b || (joined_now && x < y))) {
                         let e = adj_edge[a];
                         list.push(Listed {
                             x,
@@ -184,7 +184,7 @@ pub fn lane_growth(g: &MatchingGraph, dets: &[u8], slots: usize) -> LaneRun {
         for s in &mut list {
             let (cx, cy) = (cl[s.x as usize], cl[s.y as usize]);
             let mut k = 0;
-            if s.g < s.w && root(cx) != root(cy) {
+            if s.g < s.w && label(cx) != label(cy) {
                 k = u32::from(active(cx)) + u32::from(active(cy));
                 if k > 0 {
                     delta = delta.min((s.w - s.g + k - 1) >> (k - 1));
@@ -207,26 +207,32 @@ pub fn lane_growth(g: &MatchingGraph, dets: &[u8], slots: usize) -> LaneRun {
                 }
             }
         }
-        // Merges, from the lanes' words.
+        // Merges, from the lanes' words (x is a cluster vertex; y one, the boundary, or in
+        // no cluster: a join).
         for (x, y, e) in fused {
             let lane = |z: u32| vert.iter().position(|&v| v == z);
-            let get = |z: u32, word: &[u32], phi: &[u64]| {
-                if z == b {
-                    (bword, 0)
-                } else {
-                    lane(z).map_or((0, 0), |l| (word[l], phi[l]))
+            let lx = lane(x).expect("a listed edge's x is a cluster vertex");
+            let (cx, px) = (word[lx], phi[lx]);
+            let (cy, py) = match lane(y) {
+                _ if y == b => (bword, 0),
+                Some(ly) => (word[ly], phi[ly]),
+                None => {
+                    // A join: y takes x's cluster word as it is; no other vertex changes.
+                    if vert.len() == MAX_LANE_VERTS {
+                        run.result = Err(GiveUp::Vertices);
+                        run.verts = vert.len();
+                        return run;
+                    }
+                    vert.push(y);
+                    word.push(cx);
+                    phi.push(px ^ eobs[e as usize]);
+                    defect.push(false);
+                    run.joins += 1;
+                    continue;
                 }
             };
-            let ((mut cx, px), (mut cy, py)) = (get(x, &word, &phi), get(y, &word, &phi));
-            let (jx, jy) = (cx == 0, cy == 0);
             let pot = px ^ py ^ eobs[e as usize];
-            if jx {
-                cx = cluster_word(x, 0);
-            }
-            if jy {
-                cy = cluster_word(y, 0);
-            }
-            let (rx, ry) = (root(cx), root(cy));
+            let (rx, ry) = (label(cx), label(cy));
             if rx == ry {
                 if pot != 0 {
                     run.result = Err(GiveUp::OddCycle);
@@ -240,9 +246,9 @@ pub fn lane_growth(g: &MatchingGraph, dets: &[u8], slots: usize) -> LaneRun {
             let bnd = u32::from(BOUNDARY);
             let fl = ((fx ^ fy) & odd) | ((fx | fy) & bnd);
             let nc = rx.min(ry) | fl << 16;
-            let shifts = if jx || jy {
-                0
-            } else if fx & bnd != 0 {
+            // The cluster whose potentials shift: the one without the boundary (neither has
+            // it: the one whose label goes).
+            let shifts = if fx & bnd != 0 {
                 ry
             } else if fy & bnd != 0 {
                 rx
@@ -250,7 +256,7 @@ pub fn lane_growth(g: &MatchingGraph, dets: &[u8], slots: usize) -> LaneRun {
                 rx.max(ry)
             };
             for (w, p) in word.iter_mut().zip(phi.iter_mut()) {
-                let r = root(*w);
+                let r = label(*w);
                 if r == rx || r == ry {
                     *w = nc;
                 }
@@ -258,32 +264,22 @@ pub fn lane_growth(g: &MatchingGraph, dets: &[u8], slots: usize) -> LaneRun {
                     *p ^= pot;
                 }
             }
-            if root(bword) == rx || root(bword) == ry {
+            if label(bword) == rx || label(bword) == ry {
                 bword = nc;
-            }
-            for (j, z) in [(jx, x), (jy, y)] {
-                if j {
-                    if vert.len() == MAX_LANE_VERTS {
-                        run.result = Err(GiveUp::Vertices);
-                        run.verts = vert.len();
-                        return run;
-                    }
-                    vert.push(z);
-                    word.push(nc);
-                    phi.push(pot);
-                    defect.push(false);
-                    run.joins += 1;
-                }
             }
         }
     }
-    // Step 3': the defects' potentials and the roots' of odd clusters away from the boundary.
+    // Step 3': the defects' potentials, and for each odd cluster away from the boundary (an
+    // impossible syndrome's), its least vertex's.
     let mut obs = 0;
     for l in 0..vert.len() {
         if defect[l] {
             obs ^= phi[l];
         }
-        if root(word[l]) == vert[l] + 1 && word[l] >> 16 == u32::from(ODD) {
+        let least = (0..vert.len())
+            .filter(|&m| label(word[m]) == label(word[l]))
+            .all(|m| vert[m] >= vert[l]);
+        if word[l] >> 16 == u32::from(ODD) && least {
             obs ^= phi[l];
         }
     }
@@ -295,6 +291,7 @@ pub fn lane_growth(g: &MatchingGraph, dets: &[u8], slots: usize) -> LaneRun {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::decode::graph::EdgeSpec;
     use crate::decode::uf::tests::{narrow_graph, syndrome_of};
     use crate::decode::{Dem, Shots, UfScratch};
     use proptest::prelude::*;
@@ -323,6 +320,25 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// An odd cluster away from the boundary (an impossible syndrome) answers from its least
+    /// vertex, which is not its label: the defect 2 labels it, 1 and then 0 join.
+    #[test]
+    fn an_odd_cluster_answers_from_its_least_vertex_not_its_label() {
+        let e = |u, v, obs| EdgeSpec {
+            u,
+            v: Some(v),
+            p: 0.1,
+            observables: obs,
+        };
+        let g = MatchingGraph::from_edges(3, 2, &[e(0, 1, 1), e(1, 2, 2)]).unwrap();
+        let dets = [0b100u8];
+        let run = lane_growth(&g, &dets, LANE_SLOTS);
+        assert_eq!(run.joins, 2);
+        let want = UfScratch::new(&g).decode_reference(&g, &dets);
+        assert_eq!(want, 3);
+        assert_eq!(run.result, Ok(want));
     }
 
     fn fixture(name: &str) -> (MatchingGraph, Shots) {
