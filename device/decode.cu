@@ -234,11 +234,12 @@ extern __shared__ __align__(16) u8 qfwd_dec_smem[];
 // kernel's shared-state copy) prints one line per traced decode, flushed when the kernel
 // stops:
 //   QT <path> <defects> <passes> <stamps> <total> | <stamp 1> ... <stamp 20>
-// path 0 empty, 1 table, 2 isolated, 3 split, 4 full; cycles (clock64, the SM's clock) from
-// the start of the decode (after the payload checks). Stamps, in order: defects counted;
-// the table's answer, or the defect list; per split pass its start, its look-ups done and
-// its test done; the split path done; the isolated step done; the full decoder's state set
-// up, growth done, forest done, peeled.
+// path 0 empty, 1 table, 2 isolated, 3 split, 4 full, 5 lanes; cycles (clock64, the SM's
+// clock) from the start of the decode (after the payload checks). Stamps, in order: defects
+// counted; the table's answer, or the defect list; per split pass its start, its look-ups
+// done and its test done; the split path done; the isolated step done; the lanes' set-up,
+// list builds, steps and merges (each summed over the rounds) and their end; the full
+// decoder's state set up, growth done, forest done, peeled.
 // Every split and full decode is printed, and about one in 8 of the others (the device's
 // printf buffer holds ~1 MB). scripts/uf-trace.py summarizes the lines per path. With the
 // sampled ones, a "QL" line: the L1 and L2 load latencies in this kernel's context (H200:
@@ -999,8 +1000,10 @@ static __device__ __forceinline__ bool qfwd_uf_split(const u8* s, u32 lane, u32 
 // QFWD_LANE_SLOTS per lane (entry 32 s + lane in slot s): ends x | y << 16 (x a cluster
 // vertex), edge | weight << 16, growth. A round reads the two cluster words of each listed
 // edge (`cl`, published by the lanes at the round's start), takes the step, grows, and
-// merges the edges that filled from the lanes' registers (ballots and shuffles, no
-// relabel pass over shared memory). In a round where a vertex joined, the list is rebuilt
+// merges the edges that filled, one at a time, from the lanes' registers (ballots and
+// shuffles; a relabel is a compare in each lane, not a pass over shared memory; a join
+// relabels nothing, the word carrying a label, not the least vertex: uf_lanes.rs). In a
+// round where a vertex joined, the list is rebuilt
 // through `cand`: its live entries, then the joiners' new edges (the join rule of
 // uf_lanes.rs), eight joiners at a time (four lanes each; rows of at most 12 at d <= 7).
 // Returns false, having changed only scratch that the full decoder clears or writes before
