@@ -309,6 +309,25 @@ static __device__ __forceinline__ u32 qfwd_dec_cluster(u32 root, u32 flags)
     return (root + 1u) | (flags << 16);
 }
 
+// The XOR of every lane's `x`: each lane gets the warp's observable flips.
+static __device__ __forceinline__ u64 qfwd_dec_xor_warp(u64 x)
+{
+    const u32 lo = __reduce_xor_sync(QFWD_DEC_FULL, (u32)x);
+    const u32 hi = __reduce_xor_sync(QFWD_DEC_FULL, (u32)(x >> 32));
+    return ((u64)hi << 32) | lo;
+}
+
+// Zeroes the first `n16` 16-byte words at `s`, lanes striding.
+static __device__ __forceinline__ void qfwd_dec_zero(u8* s, u32 n16, u32 lane)
+{
+    uint4* z = (uint4*)s;
+    const uint4 zero = make_uint4(0u, 0u, 0u, 0u);
+#pragma unroll 1
+    for (u32 i = lane; i < n16; i += QFWD_DEC_WARP) {
+        z[i] = zero;
+    }
+}
+
 // ---- The graph: the block's copy or global memory -------------------------------------
 // The persistent kernel copies the graph's arrays (one region of the model's blob, from
 // `uf_adj_offset` to the end of `uf_boundary`) into its shared memory when they fit
@@ -603,9 +622,7 @@ static __device__ __forceinline__ bool qfwd_uf_isolated(u8* s, const u32* arg, u
     if (!ok) {
         return false;
     }
-    const u32 olo = __reduce_xor_sync(QFWD_DEC_FULL, (u32)obs);
-    const u32 ohi = __reduce_xor_sync(QFWD_DEC_FULL, (u32)(obs >> 32));
-    *out = ((u64)ohi << 32) | olo;
+    *out = qfwd_dec_xor_warp(obs);
     return true;
 }
 
@@ -946,9 +963,7 @@ static __device__ __forceinline__ bool qfwd_uf_split(const u8* s, u32 lane, u32 
             if (!has || label != lane) {
                 obs = 0ull; // a member's entry (first pass) or another lane's: not a group's
             }
-            const u32 lo = __reduce_xor_sync(QFWD_DEC_FULL, (u32)obs);
-            const u32 hi = __reduce_xor_sync(QFWD_DEC_FULL, (u32)(obs >> 32));
-            *out = ((u64)hi << 32) | lo;
+            *out = qfwd_dec_xor_warp(obs);
             return true;
         }
         // Merge: the components of the groups and the links (both directions), closed by
@@ -1003,9 +1018,9 @@ static __device__ __forceinline__ bool qfwd_uf_split(const u8* s, u32 lane, u32 
 // merges the edges that filled, one at a time, from the lanes' registers (ballots and
 // shuffles; a relabel is a compare in each lane, not a pass over shared memory; a join
 // relabels nothing, the word carrying a label, not the least vertex: uf_lanes.rs). In a
-// round where a vertex joined, the list is rebuilt
-// through `cand`: its live entries, then the joiners' new edges (the join rule of
-// uf_lanes.rs), eight joiners at a time (four lanes each; rows of at most 12 at d <= 7).
+// round where a vertex joined, the list is rebuilt through `cand`: its live entries, then
+// the joiners' new edges (the join rule of uf_lanes.rs), eight joiners at a time (four
+// lanes each; rows of at most 12 at d <= 7).
 // Returns false, having changed only scratch that the full decoder clears or writes before
 // reading, when a vertex would join with every lane taken, the list outgrows the slots, or
 // a full edge closes a cycle with odd observables; the full decoder then starts over.
@@ -1125,15 +1140,7 @@ static __device__ __forceinline__ bool qfwd_uf_lanes(u8* s, const QfwdGraph& gr,
     // are contiguous: `visited` starts where `cl` ends).
     const bool in_use = lane < ndef;
     u32 myv = in_use ? (u32)((const u16*)(s + p.uf_off_verts))[lane] : 0u;
-    {
-        uint4* z = (uint4*)s;
-        const uint4 zero = make_uint4(0u, 0u, 0u, 0u);
-        const u32 nz = (2u * p.uf_off_visited + 15u) / 16u;
-#pragma unroll 1
-        for (u32 i = lane; i < nz; i += QFWD_DEC_WARP) {
-            z[i] = zero;
-        }
-    }
+    qfwd_dec_zero(s, (2u * p.uf_off_visited + 15u) / 16u, lane);
     __syncwarp();
     // Cluster words: a label (+ 1) and the flags. The label is any member's vertex, not
     // the least one: a joiner takes its cluster's word as it is, so no member changes.
@@ -1364,9 +1371,7 @@ static __device__ __forceinline__ bool qfwd_uf_lanes(u8* s, const QfwdGraph& gr,
         }
         odd &= ~members;
     }
-    const u32 olo = __reduce_xor_sync(QFWD_DEC_FULL, (u32)obs);
-    const u32 ohi = __reduce_xor_sync(QFWD_DEC_FULL, (u32)(obs >> 32));
-    *out = ((u64)ohi << 32) | olo;
+    *out = qfwd_dec_xor_warp(obs);
     return true;
 }
 
@@ -1439,14 +1444,7 @@ static __device__ __noinline__ u64 qfwd_uf_settle(u8* s_global, u32 s_shared, u3
             return obs;
         }
     }
-    {
-        uint4* z = (uint4*)s;
-        const uint4 zero = make_uint4(0u, 0u, 0u, 0u);
-#pragma unroll 1
-        for (u32 i = lane; i < p.uf_clear_bytes / 16u; i += QFWD_DEC_WARP) {
-            z[i] = zero;
-        }
-    }
+    qfwd_dec_zero(s, p.uf_clear_bytes / 16u, lane);
     __syncwarp();
     u32 n_verts = 0u;
 #pragma unroll 1
@@ -1673,11 +1671,10 @@ static __device__ __noinline__ u64 qfwd_uf_settle(u8* s_global, u32 s_shared, u3
                 obs ^= f;
             }
         }
-        const u32 olo = __reduce_xor_sync(QFWD_DEC_FULL, (u32)obs);
-        const u32 ohi = __reduce_xor_sync(QFWD_DEC_FULL, (u32)(obs >> 32));
+        obs = qfwd_dec_xor_warp(obs);
         QFWD_STAMP(tr);
         QFWD_STAMP(tr);
-        return ((u64)ohi << 32) | olo;
+        return obs;
     }
     // 3. Spanning forest. Cluster vertices in index order (over `verts`), from the bitmap.
     {
@@ -1855,10 +1852,9 @@ static __device__ __noinline__ u64 qfwd_uf_settle(u8* s_global, u32 s_shared, u3
         }
         __syncwarp();
     }
-    const u32 lo = __reduce_xor_sync(QFWD_DEC_FULL, (u32)obs);
-    const u32 hi = __reduce_xor_sync(QFWD_DEC_FULL, (u32)(obs >> 32));
+    obs = qfwd_dec_xor_warp(obs);
     QFWD_STAMP(tr);
-    return ((u64)hi << 32) | lo;
+    return obs;
 }
 
 // Decodes the syndrome in `arg` (validated) with the per-warp state at `s`; returns the
