@@ -1634,6 +1634,17 @@ pub(crate) mod tests {
         dets
     }
 
+    /// A committed fixture's matching graph and its shots (tests/fixtures/NAME.dem, .b8).
+    pub(crate) fn fixture_shots(name: &str) -> (MatchingGraph, crate::decode::Shots) {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
+        let dem = crate::decode::Dem::from_path(&dir.join(format!("{name}.dem"))).unwrap();
+        let g = MatchingGraph::from_dem(&dem).unwrap();
+        let shots =
+            crate::decode::Shots::read(&dir.join(format!("{name}.b8")), g.num_detectors(), None)
+                .unwrap();
+        (g, shots)
+    }
+
     #[test]
     fn isolated_pairs_take_the_fast_path() {
         // The chain, with boundary edges lighter than the inner ones (no ties).

@@ -292,8 +292,8 @@ pub fn lane_growth(g: &MatchingGraph, dets: &[u8], slots: usize) -> LaneRun {
 mod tests {
     use super::*;
     use crate::decode::graph::EdgeSpec;
-    use crate::decode::uf::tests::{narrow_graph, syndrome_of};
-    use crate::decode::{Dem, Shots, UfScratch};
+    use crate::decode::uf::tests::{fixture_shots, narrow_graph, syndrome_of};
+    use crate::decode::UfScratch;
     use proptest::prelude::*;
 
     proptest! {
@@ -341,14 +341,6 @@ mod tests {
         assert_eq!(run.result, Ok(want));
     }
 
-    fn fixture(name: &str) -> (MatchingGraph, Shots) {
-        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
-        let dem = Dem::from_path(&dir.join(format!("{name}.dem"))).unwrap();
-        let g = MatchingGraph::from_dem(&dem).unwrap();
-        let shots = Shots::read(&dir.join(format!("{name}.b8")), g.num_detectors(), None).unwrap();
-        (g, shots)
-    }
-
     /// Every shot of the d = 5 and d = 7 surface-code fixtures with the device's slots:
     /// the specification's answer, and at p = 0.001 all but a few shots answered (at
     /// p = 0.005, d = 7, 36 % of the shots need a 33rd cluster vertex or more slots).
@@ -361,7 +353,7 @@ mod tests {
             ("surface_d5_r5_x_p005", 2000),
             ("surface_d7_r7_z_p005", 4000),
         ] {
-            let (g, shots) = fixture(name);
+            let (g, shots) = fixture_shots(name);
             let mut s = UfScratch::new(&g);
             let mut given_up = 0;
             for i in 0..shots.len() {
@@ -389,7 +381,7 @@ mod tests {
             "surface_d5_r5_x_p005",
             "surface_d7_r7_z_p005",
         ] {
-            let (g, shots) = fixture(name);
+            let (g, shots) = fixture_shots(name);
             let deg: Vec<u32> = g.adj_offset()[..=g.num_detectors()]
                 .windows(2)
                 .map(|w| w[1] - w[0])

@@ -129,8 +129,8 @@ pub fn potential_obs(g: &MatchingGraph, dets: &[u8], full: &[u32]) -> Option<u64
 mod tests {
     use super::*;
     use crate::decode::graph::EdgeSpec;
-    use crate::decode::uf::tests::{narrow_graph, syndrome_of};
-    use crate::decode::{Dem, Shots, UfScratch};
+    use crate::decode::uf::tests::{fixture_shots, narrow_graph, syndrome_of};
+    use crate::decode::UfScratch;
     use proptest::prelude::*;
 
     /// The id of the edge between `u` and `v`.
@@ -241,11 +241,7 @@ mod tests {
             "surface_d7_r7_z_p001",
             "surface_d5_r5_x_p005",
         ] {
-            let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
-            let dem = Dem::from_path(&dir.join(format!("{name}.dem"))).unwrap();
-            let g = MatchingGraph::from_dem(&dem).unwrap();
-            let shots =
-                Shots::read(&dir.join(format!("{name}.b8")), g.num_detectors(), None).unwrap();
+            let (g, shots) = fixture_shots(name);
             let mut s = UfScratch::new(&g);
             let (mut full, mut refused) = (Vec::new(), 0usize);
             for i in 0..shots.len() {

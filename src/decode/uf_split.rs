@@ -442,8 +442,8 @@ pub fn split(defects: &[u32], dist: &Distances, groups: &mut impl GroupDecoder) 
 
 /// The shot's path and output with the table's `K` = `groups.max_defects()`, as the device
 /// answers it: no defect, at most `K` defects (one group), the split path (with `dist`, at
-/// most [`MAX_SPLIT_DEFECTS`] defects) or else isolated defects, the full decoder. The
-/// output is always the specification's.
+/// most [`MAX_SPLIT_DEFECTS`] defects) or else isolated defects, the lanes' growth
+/// ([`super::uf_lanes`]), else the full decoder. The output is always the specification's.
 pub fn decode_with_path(
     g: &MatchingGraph,
     scratch: &mut UfScratch,
@@ -487,10 +487,10 @@ pub fn decode_with_path(
         // Only where the split path was not tried (see the module docs).
         return (obs, Path::Isolated);
     }
-    let obs = scratch.decode(g, dets);
+    // The device's order: the lanes first, the full decoder where they give up.
     match lane_growth(g, dets, LANE_SLOTS).result {
-        Ok(_) => (obs, Path::Lanes),
-        Err(_) => (obs, Path::Full),
+        Ok(obs) => (obs, Path::Lanes),
+        Err(_) => (scratch.decode(g, dets), Path::Full),
     }
 }
 
