@@ -170,7 +170,7 @@ struct QfwdDecoderParams {
     u32 uf_graph_bytes;    // the graph (uf_adj_offset .. uf_boundary, one region) staged: its
     u32 uf_graph_offset;   //   bytes, and the block's copy's dynamic shared offset; 0: not
     u32 uf_off_phi;        // u64[n + 1]: each cluster vertex's potential
-    u32 uf_pad;            // unused: the size stays a multiple of 8
+    u32 uf_split_max_defects; // step 1d is tried for at most this many defects (<= 32)
 };
 
 // Field offsets (the Rust test parses these lines and compares with `DecoderParams`).
@@ -220,7 +220,7 @@ QFWD_DEC_FIELD(uf_stage_entries, 204)
 QFWD_DEC_FIELD(uf_graph_bytes, 208)
 QFWD_DEC_FIELD(uf_graph_offset, 212)
 QFWD_DEC_FIELD(uf_off_phi, 216)
-QFWD_DEC_FIELD(uf_pad, 220)
+QFWD_DEC_FIELD(uf_split_max_defects, 220)
 static_assert(sizeof(QfwdDecoderParams) == 224, "QfwdDecoderParams size");
 
 // Written by the host (cuModuleGetGlobal + a copy) before the kernels start.
@@ -1897,8 +1897,10 @@ static __device__ __forceinline__ u64 qfwd_uf_run(u8* s, const u32* arg, u32 lan
     QFWD_STAMP(tr);
     // 1d. Independent groups of at most K defects: one table entry per group. (`uf_dist`
     // is set only with a table, K >= 1.) First: it also answers all but a few of the
-    // shots 1e does (d=5, K=4: 1 346 of 1 354 fixture shots), at fewer cycles.
-    if (p.uf_dist != 0ull && ndef <= QFWD_DEC_WARP) {
+    // shots 1e does (d=5, K=4: 1 346 of 1 354 fixture shots), at fewer cycles. Only up to
+    // `uf_split_max_defects` (<= 32, the host's estimate of where it stops paying): above
+    // it most attempts fail, and a failed one delays the growth by ~3 800 cycles (d=7).
+    if (p.uf_dist != 0ull && ndef <= QFWD_DEC_WARP && ndef <= p.uf_split_max_defects) {
         u64 obs;
         const bool split = p.uf_stage_bytes != 0u
                                ? qfwd_uf_split<true>(s, lane, ndef, &obs, tr)

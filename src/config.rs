@@ -71,6 +71,9 @@ pub struct RunConfig {
     /// GPU uf: answer syndromes of at most this many defects from a table the CPU uf
     /// fills at start-up (0: off; absent: the largest that fits the build budget).
     pub uf_table_max_defects: Option<u32>,
+    /// GPU uf with the table: try the split path only for at most this many defects
+    /// (0 ..= 32; absent: where it answers at least half the shots drawn from the model).
+    pub uf_split_max_defects: Option<u32>,
     /// GPU topologies: request slots (requests on the GPU at once).
     pub slots: usize,
     /// softnic transport: how responses are announced to the NIC.
@@ -111,6 +114,7 @@ impl Default for RunConfig {
             pollers: GpuOptions::default().pollers,
             pollers_per_slot: None,
             uf_table_max_defects: None,
+            uf_split_max_defects: None,
             slots: GpuOptions::default().slots,
             doorbell: Doorbell::BlueFlame,
             decoder: None,
@@ -279,6 +283,7 @@ impl RunConfig {
             pollers: self.pollers,
             pollers_per_slot: self.pollers_per_slot_or_default(),
             uf_table_max_defects: self.uf_table_max_defects,
+            uf_split_max_defects: self.uf_split_max_defects,
             ..GpuOptions::default()
         }
     }

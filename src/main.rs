@@ -130,6 +130,11 @@ struct RunArgs {
     /// largest N whose table fits the build budget, logged at start].
     #[arg(long, value_name = "N")]
     uf_table_max_defects: Option<u32>,
+    /// GPU uf with the table: try the split path (independent groups of at most K defects,
+    /// each a table entry) only for requests of at most N defects, 0 ..= 32 [default: where
+    /// it answers at least half the shots drawn from the model, logged at start].
+    #[arg(long, value_name = "N")]
+    uf_split_max_defects: Option<u32>,
     /// GPU topologies: request slots, i.e. requests on the GPU at once [default: 64].
     #[arg(long)]
     slots: Option<usize>,
@@ -214,6 +219,9 @@ impl RunArgs {
         }
         if self.uf_table_max_defects.is_some() {
             c.uf_table_max_defects = self.uf_table_max_defects;
+        }
+        if self.uf_split_max_defects.is_some() {
+            c.uf_split_max_defects = self.uf_split_max_defects;
         }
         if let Some(v) = self.slots {
             c.slots = v;

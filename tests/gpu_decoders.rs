@@ -21,7 +21,8 @@
 //! automatic); `QFWD_PROBE_SAMPLES` the samples per probe row (default 20000);
 //! `QFWD_PROBE_CORE` the core the probe thread is pinned to (default: the last one);
 //! `QFWD_PROBE_ROWS` the probe rows to run, by number (`0,3`; each row prints its number;
-//! default: all). With `QFWD_UF_TRACE=1` the kernels print the uf decoder's stage trace
+//! default: all); `QFWD_UF_SPLIT_MAX` the most defects the split path is tried for
+//! (`GpuOptions::uf_split_max_defects`; default: automatic). With `QFWD_UF_TRACE=1` the kernels print the uf decoder's stage trace
 //! (device/decode.cu, "Stage trace"; `scripts/uf-trace.py` summarizes it).
 
 mod gpu_common;
@@ -94,8 +95,17 @@ fn options() -> GpuOptions {
         device: gpu_index(),
         poll_chunks: 8,
         uf_table_max_defects: table_k(),
+        uf_split_max_defects: split_max(),
         ..GpuOptions::default()
     }
+}
+
+/// The split path's limit: `QFWD_UF_SPLIT_MAX`, or automatic.
+fn split_max() -> Option<u32> {
+    std::env::var("QFWD_UF_SPLIT_MAX").ok().map(|v| {
+        v.parse()
+            .expect("QFWD_UF_SPLIT_MAX: a number of defects, 0 ..= 32")
+    })
 }
 
 /// The uf table setting of the "table" runs: `QFWD_UF_TABLE_K`, or automatic.
@@ -126,10 +136,14 @@ fn shot_paths(dec: &Decoder, payloads: &[Vec<u8>], setting: Option<u32>) -> Vec<
         Some(t) => {
             let dist = (g.num_detectors() <= uf_split::MAX_SPLIT_DETECTORS)
                 .then(|| Distances::build(g).unwrap());
+            // The upload's limit (cached per process: the same one).
+            let limit = dist.as_ref().map_or(0, |d| {
+                gpu::decoder::uf_split_limit_for(g, t, d, split_max())
+            });
             let mut t: &UfTable = t;
             payloads
                 .iter()
-                .map(|p| decode_with_path(g, &mut s, dist.as_ref(), &mut t, &p[..nb]).1)
+                .map(|p| decode_with_path(g, &mut s, dist.as_ref(), limit, &mut t, &p[..nb]).1)
                 .collect()
         }
         None => {
@@ -137,7 +151,7 @@ fn shot_paths(dec: &Decoder, payloads: &[Vec<u8>], setting: Option<u32>) -> Vec<
             let mut none = DecodeGroups::new(g, 0);
             payloads
                 .iter()
-                .map(|p| decode_with_path(g, &mut s, None, &mut none, &p[..nb]).1)
+                .map(|p| decode_with_path(g, &mut s, None, 0, &mut none, &p[..nb]).1)
                 .collect()
         }
     }

@@ -17,6 +17,7 @@ use std::str::FromStr;
 use std::time::{Duration, Instant};
 
 use hdrhistogram::Histogram;
+use qfwd::decode::sample::SplitMix64;
 use qfwd::handler::parity;
 use qfwd::transport::Client;
 use qfwd::wire::{self, HEADER_LEN};
@@ -75,7 +76,7 @@ impl Workload {
         let mut datagrams = Vec::with_capacity(count);
         let mut expected = Vec::with_capacity(count);
         for _ in 0..count.max(1) {
-            let arg: Vec<u8> = (0..payload_bytes).map(|_| rng.next() as u8).collect();
+            let arg: Vec<u8> = (0..payload_bytes).map(|_| rng.next_u64() as u8).collect();
             expected.push(vec![parity(&arg)]);
             datagrams.push(encode(wire::function_id(function_name), &arg));
         }
@@ -136,18 +137,6 @@ fn encode(function_id: u32, arg: &[u8]) -> Vec<u8> {
     let mut d = vec![0u8; HEADER_LEN + arg.len()];
     wire::write_request(&mut d, function_id, 0, 0, arg).expect("buffer sized for the request");
     d
-}
-
-/// Small deterministic generator for payloads (reproducible runs, no dependency).
-struct SplitMix64(u64);
-impl SplitMix64 {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
 }
 
 /// What to send and how.

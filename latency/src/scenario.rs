@@ -91,6 +91,10 @@ pub struct Point {
     /// automatic).
     #[serde(default)]
     pub uf_table_max_defects: Option<u32>,
+    /// GPU uf with the table: the split path is tried up to this many defects (absent =
+    /// automatic).
+    #[serde(default)]
+    pub uf_split_max_defects: Option<u32>,
     /// GPU request slots; 0 = the forwarder's default (64).
     #[serde(default)]
     pub slots: usize,
@@ -216,6 +220,7 @@ pub const FORWARDER_KEYS: &[&str] = &[
     "pollers",
     "pollers_per_slot",
     "uf_table_max_defects",
+    "uf_split_max_defects",
     "slots",
     "gpu_device",
     "doorbell",

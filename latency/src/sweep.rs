@@ -88,6 +88,7 @@ pub fn run_config(point: &Point) -> RunConfig {
         },
         pollers_per_slot: point.pollers_per_slot,
         uf_table_max_defects: point.uf_table_max_defects,
+        uf_split_max_defects: point.uf_split_max_defects,
         slots: if point.slots == 0 {
             defaults.slots
         } else {
@@ -290,7 +291,7 @@ pub fn measure(
         // The model names the code and distance; the decoder alone would not.
         decoder: match &point.dem {
             Some(dem) if point.decoder != "-" => format!(
-                "{}:{}{}",
+                "{}:{}{}{}",
                 point.decoder,
                 dem.file_stem()
                     .map(|s| s.to_string_lossy())
@@ -304,6 +305,10 @@ pub fn measure(
                     (true, None) => "+table".to_string(),
                     (true, Some(0)) => "+no-table".to_string(),
                     (true, Some(k)) => format!("+table<={k}"),
+                },
+                match (point.topology.needs_gpu(), point.uf_split_max_defects) {
+                    (true, Some(m)) if point.decoder == "uf" => format!("+split<={m}"),
+                    _ => String::new(),
                 }
             ),
             _ => point.decoder.clone(),

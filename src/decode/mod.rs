@@ -8,6 +8,7 @@
 //! - [`uf`]: union-find decoder (Delfosse–Nickerson), step by step in its module docs;
 //! - [`uf_table`]: the uf output of every low-weight syndrome, precomputed (the GPU uf's
 //!   fast path);
+//! - [`sample`]: syndromes drawn from a graph's own error model (load-time tuning);
 //! - [`brute`]: brute-force most-likely-error reference for tests;
 //! - [`cli`]: `qfwd decode`, accuracy and per-shot time on Stim data.
 //!
@@ -42,6 +43,7 @@ pub mod cli;
 pub mod dem;
 pub mod graph;
 pub mod lut;
+pub mod sample;
 pub mod shots;
 pub mod uf;
 pub mod uf_lanes;

@@ -164,12 +164,25 @@
 //! K = 4. The d = 7 shots it misses hold clusters of 5 and more defects that do interact:
 //! decoding groups of up to 5 defects on demand would reach 99.3 % (Z and X), and of up
 //! to 6, 99.7 %.
+//!
+//! # Where the attempt stops paying
+//!
+//! An attempt that fails costs the shot its whole time (d = 7 on the H200: ~3 800 cycles,
+//! ~1.9 us) before the growth answers it, and the shots it fails are the many-defect ones
+//! in the latency's tail. So the device tries it only up to a defect count
+//! ([`split_limit`]): `T`, where `T + 1` is the least defect count from which up fewer
+//! than half of the shots (drawn from the model's own errors, [`super::sample`]) with more
+//! than `K` defects are answered by it.
+//! On the H200's trace of the d = 7 fixture (results/h200-session11.txt) the attempt
+//! answers 73 % of the 8-defect shots, 49 % of those with 9, 28 % with 13 and none from
+//! 19 up; from 9 up, 45 %.
 #![forbid(unsafe_code)]
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
 use super::graph::MatchingGraph;
+use super::sample::SyndromeSampler;
 use super::uf::UfScratch;
 use super::uf_lanes::{lane_growth, LANE_SLOTS};
 use super::uf_table::UfTable;
@@ -440,14 +453,89 @@ pub fn split(defects: &[u32], dist: &Distances, groups: &mut impl GroupDecoder) 
     None
 }
 
+/// Shots [`split_limit`] draws by default (d = 7: ~0.2 s on one core).
+pub const SPLIT_LIMIT_SHOTS: usize = 20_000;
+/// Fewest drawn shots (from a defect count up) that decide where the attempt stops.
+pub const SPLIT_LIMIT_MIN_SHOTS: u32 = 50;
+
+/// Where the split attempt stops paying (module docs, "Where the attempt stops paying").
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SplitLimit {
+    /// The attempt is made for at most this many defects (at most [`MAX_SPLIT_DEFECTS`]).
+    pub max_defects: usize,
+    /// Per defect count (the index, `0 ..= MAX_SPLIT_DEFECTS`): drawn shots above `K` with
+    /// that many defects, and how many of them the split path answered.
+    pub tried: Vec<u32>,
+    pub answered: Vec<u32>,
+}
+
+impl SplitLimit {
+    /// The rule on given tallies (indexed by defect count): the least drawn count `c` from
+    /// which up at least [`SPLIT_LIMIT_MIN_SHOTS`] shots were tried and fewer than half
+    /// answered gives `c - 1`; none: [`MAX_SPLIT_DEFECTS`] (too few shots there to say).
+    pub fn from_tallies(tried: Vec<u32>, answered: Vec<u32>) -> SplitLimit {
+        let top = tried.len().min(MAX_SPLIT_DEFECTS + 1);
+        let (mut t, mut a) = (0u32, 0u32);
+        let mut max_defects = MAX_SPLIT_DEFECTS;
+        for c in (1..top).rev() {
+            t += tried[c];
+            a += answered[c];
+            // (Only counts that were drawn: below them the pool does not change.)
+            if tried[c] > 0 && t >= SPLIT_LIMIT_MIN_SHOTS && 2 * a < t {
+                max_defects = c - 1;
+            }
+        }
+        SplitLimit {
+            max_defects,
+            tried,
+            answered,
+        }
+    }
+}
+
+/// Draws `shots` shots from `g`'s errors (seed `seed`) and tallies, per defect count above
+/// `K` = `groups.max_defects()`, how many the split path answers; the rule of
+/// [`SplitLimit::from_tallies`] then sets the limit. Deterministic for a seed.
+pub fn split_limit(
+    g: &MatchingGraph,
+    dist: &Distances,
+    groups: &mut impl GroupDecoder,
+    shots: usize,
+    seed: u64,
+) -> SplitLimit {
+    let mut tried = vec![0u32; MAX_SPLIT_DEFECTS + 1];
+    let mut answered = vec![0u32; MAX_SPLIT_DEFECTS + 1];
+    let mut sampler = SyndromeSampler::new(g, seed);
+    let n = g.num_detectors();
+    let mut dets = vec![0u8; n.div_ceil(8)];
+    let mut defects = Vec::with_capacity(MAX_SPLIT_DEFECTS);
+    let k = groups.max_defects();
+    for _ in 0..shots {
+        let nd = sampler.draw(&mut dets);
+        if nd <= k || nd > MAX_SPLIT_DEFECTS {
+            continue;
+        }
+        defects.clear();
+        defects.extend((0..n as u32).filter(|&v| dets[v as usize / 8] >> (v % 8) & 1 == 1));
+        tried[nd] += 1;
+        if split(&defects, dist, groups).is_some() {
+            answered[nd] += 1;
+        }
+    }
+    SplitLimit::from_tallies(tried, answered)
+}
+
 /// The shot's path and output with the table's `K` = `groups.max_defects()`, as the device
 /// answers it: no defect, at most `K` defects (one group), the split path (with `dist`, at
-/// most [`MAX_SPLIT_DEFECTS`] defects) or else isolated defects, the lanes' growth
-/// ([`super::uf_lanes`]), else the full decoder. The output is always the specification's.
+/// most `split_max_defects` <= [`MAX_SPLIT_DEFECTS`] defects) or else isolated defects
+/// (where there is no `dist`, or more than [`MAX_SPLIT_DEFECTS`] defects), the lanes'
+/// growth ([`super::uf_lanes`]), else the full decoder. The output is always the
+/// specification's.
 pub fn decode_with_path(
     g: &MatchingGraph,
     scratch: &mut UfScratch,
     dist: Option<&Distances>,
+    split_max_defects: usize,
     groups: &mut impl GroupDecoder,
     dets: &[u8],
 ) -> (u64, Path) {
@@ -480,8 +568,10 @@ pub fn decode_with_path(
         }
     }
     if let (Some(dist), false) = (dist, many) {
-        if let Some(obs) = split(&defects[..nd], dist, groups) {
-            return (obs, Path::Split);
+        if nd <= split_max_defects {
+            if let Some(obs) = split(&defects[..nd], dist, groups) {
+                return (obs, Path::Split);
+            }
         }
     } else if let Some((obs, _)) = scratch.isolated(g, dets) {
         // Only where the split path was not tried (see the module docs).
@@ -676,11 +766,25 @@ mod tests {
                 }
             }
             let want = r.decode_reference(&g, &dets);
-            let (obs, path) = decode_with_path(&g, &mut s, Some(&dist), &mut &table, &dets);
+            let (obs, path) = decode_with_path(
+                &g,
+                &mut s,
+                Some(&dist),
+                MAX_SPLIT_DEFECTS,
+                &mut &table,
+                &dets,
+            );
             assert_eq!(obs, want, "shot {shot} ({path:?})");
             taken[path as usize] += 1;
             let mut groups = DecodeGroups::new(&g, 3);
-            let (obs, _) = decode_with_path(&g, &mut s, Some(&dist), &mut groups, &dets);
+            let (obs, _) = decode_with_path(
+                &g,
+                &mut s,
+                Some(&dist),
+                MAX_SPLIT_DEFECTS,
+                &mut groups,
+                &dets,
+            );
             assert_eq!(obs, want, "shot {shot}, K = 3");
         }
         assert!(taken[Path::Split as usize] >= 50, "{taken:?}");
@@ -708,7 +812,7 @@ mod tests {
                 if let Some(obs) = split(&defects, &dist, &mut groups) {
                     prop_assert_eq!(obs, want, "{:?}", defects);
                 }
-                let (obs, _) = decode_with_path(&g, &mut s, Some(&dist), &mut groups, &dets);
+                let (obs, _) = decode_with_path(&g, &mut s, Some(&dist), MAX_SPLIT_DEFECTS, &mut groups, &dets);
                 prop_assert_eq!(obs, want, "{:?}", defects);
             }
         }
@@ -732,8 +836,14 @@ mod tests {
             let mut groups = DecodeGroups::new(&g, 2);
             let mut split_shots = 0;
             for i in 0..shots.len() {
-                let (obs, path) =
-                    decode_with_path(&g, &mut s, Some(&dist), &mut groups, shots.row(i));
+                let (obs, path) = decode_with_path(
+                    &g,
+                    &mut s,
+                    Some(&dist),
+                    MAX_SPLIT_DEFECTS,
+                    &mut groups,
+                    shots.row(i),
+                );
                 assert_eq!(
                     obs,
                     r.decode(&g, shots.row(i)),
@@ -743,6 +853,91 @@ mod tests {
             }
             let share = split_shots as f64 / shots.len() as f64;
             assert!(share >= min_split, "{name}: {share}");
+        }
+    }
+
+    /// The rule: the least count from which up half or more fail (with enough shots) sets
+    /// the limit one below; a count with too few shots decides nothing.
+    #[test]
+    fn split_limit_rule_on_tallies() {
+        let lim = |tried: &[u32], answered: &[u32]| {
+            let mut t = vec![0; MAX_SPLIT_DEFECTS + 1];
+            let mut a = vec![0; MAX_SPLIT_DEFECTS + 1];
+            t[..tried.len()].copy_from_slice(tried);
+            a[..answered.len()].copy_from_slice(answered);
+            SplitLimit::from_tallies(t, a).max_defects
+        };
+        // Nothing drawn, or every attempt answers: no limit.
+        assert_eq!(lim(&[], &[]), MAX_SPLIT_DEFECTS);
+        assert_eq!(
+            lim(&[0, 0, 0, 100, 100], &[0, 0, 0, 100, 100]),
+            MAX_SPLIT_DEFECTS
+        );
+        // From 5 up: 40 of 100 answered; from 4 up: 140 of 200.
+        assert_eq!(lim(&[0, 0, 0, 100, 100, 100], &[0, 0, 0, 100, 100, 40]), 4);
+        // Exactly half is not fewer than half.
+        assert_eq!(
+            lim(&[0, 0, 0, 100, 100], &[0, 0, 0, 100, 50]),
+            MAX_SPLIT_DEFECTS
+        );
+        // 49 shots fail at 6 (too few alone); with 5's, 90 of 149 answered: no limit; with
+        // 60 of 149, the limit is 4.
+        let (t6, a6) = ([0, 0, 0, 0, 0, 100, 49], [0, 0, 0, 0, 0, 90, 0]);
+        assert_eq!(lim(&t6, &a6), MAX_SPLIT_DEFECTS);
+        assert_eq!(lim(&t6, &[0, 0, 0, 0, 0, 60, 0]), 4);
+        assert_eq!(
+            lim(&[0, 0, 0, 0, 0, 0, 49], &[0, 0, 0, 0, 0, 0, 0]),
+            MAX_SPLIT_DEFECTS
+        );
+        // The pooled rate, not the last count's: 7 fails alone, 6 up passes (110 of 200).
+        assert_eq!(
+            lim(&[0, 0, 0, 0, 0, 0, 100, 100], &[0, 0, 0, 0, 0, 0, 90, 20]),
+            6
+        );
+        assert_eq!(
+            lim(&[0, 0, 0, 0, 0, 0, 100, 100], &[0, 0, 0, 0, 0, 0, 60, 20]),
+            5
+        );
+    }
+
+    /// The limit drawn from the model's errors against the one the fixture's own shots give
+    /// (d = 7, p = 0.001, K = 2; d = 5, K = 4), and what it does on the fixture.
+    #[test]
+    fn split_limit_from_drawn_shots_matches_the_fixture() {
+        for (name, k) in [("surface_d7_r7_z_p001", 2), ("surface_d5_r5_z_p001", 4)] {
+            let g = fixture(name);
+            let n = g.num_detectors();
+            let dist = Distances::build(&g).unwrap();
+            let mut groups = DecodeGroups::new(&g, k);
+            let drawn = split_limit(&g, &dist, &mut groups, SPLIT_LIMIT_SHOTS, 1);
+            let shots = Shots::read(&fixtures().join(format!("{name}.b8")), n, None).unwrap();
+            let mut tried = vec![0u32; MAX_SPLIT_DEFECTS + 1];
+            let mut answered = vec![0u32; MAX_SPLIT_DEFECTS + 1];
+            for i in 0..shots.len() {
+                let defects: Vec<u32> = (0..n as u32)
+                    .filter(|&v| shots.row(i)[v as usize / 8] >> (v % 8) & 1 == 1)
+                    .collect();
+                let nd = defects.len();
+                if nd > k && nd <= MAX_SPLIT_DEFECTS {
+                    tried[nd] += 1;
+                    answered[nd] += u32::from(split(&defects, &dist, &mut groups).is_some());
+                }
+            }
+            let fixture = SplitLimit::from_tallies(tried, answered);
+            println!(
+                "{name} K={k}: limit drawn {} (tried {:?}, answered {:?}), fixture {}",
+                drawn.max_defects, drawn.tried, drawn.answered, fixture.max_defects
+            );
+            assert!(
+                drawn.max_defects.abs_diff(fixture.max_defects) <= 2,
+                "{name}: drawn {} vs fixture {}",
+                drawn.max_defects,
+                fixture.max_defects
+            );
+            // d = 7 with K = 2: a limit (the fixture's is 8); d = 5 with K = 4: none.
+            assert_eq!(k == 2, drawn.max_defects < MAX_SPLIT_DEFECTS, "{name}");
+            let again = split_limit(&g, &dist, &mut groups, SPLIT_LIMIT_SHOTS, 1);
+            assert_eq!(again, drawn, "{name}: the same seed draws the same shots");
         }
     }
 
@@ -773,8 +968,14 @@ mod tests {
                 let mut groups = DecodeGroups::new(&g, k);
                 let mut count = [0usize; Path::ALL.len()];
                 for i in 0..shots.len() {
-                    let (obs, path) =
-                        decode_with_path(&g, &mut s, Some(&dist), &mut groups, shots.row(i));
+                    let (obs, path) = decode_with_path(
+                        &g,
+                        &mut s,
+                        Some(&dist),
+                        MAX_SPLIT_DEFECTS,
+                        &mut groups,
+                        shots.row(i),
+                    );
                     assert_eq!(obs, r.decode_reference(&g, shots.row(i)), "{name} shot {i}");
                     count[path as usize] += 1;
                 }

@@ -146,8 +146,10 @@ pub struct DecoderParams {
     /// Per-warp state: each cluster vertex's potential (u64 per vertex), the observables
     /// of a path from its cluster's reference vertex (src/decode/uf_potential.rs).
     pub uf_off_phi: u32,
-    /// Unused: keeps the block a whole number of 8-byte words, as the device lays it out.
-    pub uf_pad: u32,
+    /// The split path is tried for at most this many defects (at most
+    /// [`uf_split::MAX_SPLIT_DEFECTS`]; [`uf_split::split_limit`]): above it, the attempt
+    /// fails on most shots and only delays the growth that answers them.
+    pub uf_split_max_defects: u32,
 }
 
 impl DecoderParams {
@@ -208,7 +210,7 @@ impl DecoderParams {
             self.uf_graph_bytes,
             self.uf_graph_offset,
             self.uf_off_phi,
-            self.uf_pad,
+            self.uf_split_max_defects,
         ] {
             b.extend_from_slice(&x.to_le_bytes());
         }
@@ -475,10 +477,21 @@ impl Blob {
 impl DeviceModels {
     /// Flattens `decoders` (at most one per kind; none is fine), with the `uf` model's
     /// low-weight syndrome table of `uf_table_max_defects` defects (`None`: automatic,
-    /// `Some(0)`: none; see [`uf_table_for`]).
+    /// `Some(0)`: none; see [`uf_table_for`]), the split path tried up to the automatic
+    /// limit ([`uf_split_limit_for`]).
     pub fn new(
         decoders: &[Arc<Decoder>],
         uf_table_max_defects: Option<u32>,
+    ) -> Result<DeviceModels> {
+        DeviceModels::with_split_limit(decoders, uf_table_max_defects, None)
+    }
+
+    /// [`DeviceModels::new`], the split path tried up to `uf_split_max_defects` defects
+    /// (`None`: automatic; see [`uf_split_limit_for`]).
+    pub fn with_split_limit(
+        decoders: &[Arc<Decoder>],
+        uf_table_max_defects: Option<u32>,
+        uf_split_max_defects: Option<u32>,
     ) -> Result<DeviceModels> {
         let mut blob = Blob(Vec::new());
         let mut p = DecoderParams::default();
@@ -556,6 +569,8 @@ impl DeviceModels {
                 // The split path: off (uf_dist 0) for a model too large for its matrix.
                 if d.num_detectors() <= uf_split::MAX_SPLIT_DETECTORS {
                     let dist = Distances::build(d.graph())?;
+                    p.uf_split_max_defects =
+                        uf_split_limit_for(d.graph(), t, &dist, uf_split_max_defects) as u32;
                     p.uf_dist = blob.push_bytes(&u16_bytes(dist.as_slice()));
                     p.uf_table_times = blob.push_bytes(&u16_bytes(t.times()));
                     uf_split = true;
@@ -661,14 +676,17 @@ pub struct DeviceDecoders {
 
 impl DeviceDecoders {
     /// Flattens and uploads `decoders` (synchronous; off the hot path), with the `uf`
-    /// table of `uf_table_max_defects` defects ([`DeviceModels::new`]). `Ok(None)` when
-    /// there are none.
+    /// table of `uf_table_max_defects` defects and the split path up to
+    /// `uf_split_max_defects` ([`DeviceModels::with_split_limit`]). `Ok(None)` when there
+    /// are none.
     pub fn upload(
         ctx: &Arc<GpuContext>,
         decoders: &[Arc<Decoder>],
         uf_table_max_defects: Option<u32>,
+        uf_split_max_defects: Option<u32>,
     ) -> Result<Option<DeviceDecoders>> {
-        let models = DeviceModels::new(decoders, uf_table_max_defects)?;
+        let models =
+            DeviceModels::with_split_limit(decoders, uf_table_max_defects, uf_split_max_defects)?;
         if models.is_empty() {
             return Ok(None);
         }
@@ -895,6 +913,57 @@ pub fn uf_table_for(
     Ok(Some(table))
 }
 
+/// Limits found in this process, per (graph content, K); the last few are kept.
+static UF_SPLIT_LIMITS: Mutex<Vec<(UfTableKey, usize)>> = Mutex::new(Vec::new());
+/// The seed of the shots [`uf_split_limit_for`] draws (fixed: a model gets the same limit
+/// in every run).
+pub const UF_SPLIT_LIMIT_SEED: u64 = 0x5eed_5b11_7000_0001;
+
+/// The most defects for which the device tries the split path on `graph` with `table`
+/// ([`uf_split::split_limit`], [`uf_split::SPLIT_LIMIT_SHOTS`] shots drawn from the model,
+/// once per process for a given graph content and `K`; logged on stderr). `set`: the
+/// user's limit instead (at most [`uf_split::MAX_SPLIT_DEFECTS`]).
+pub fn uf_split_limit_for(
+    graph: &MatchingGraph,
+    table: &UfTable,
+    dist: &Distances,
+    set: Option<u32>,
+) -> usize {
+    if let Some(m) = set {
+        return (m as usize).min(uf_split::MAX_SPLIT_DEFECTS);
+    }
+    let key = (graph_key(graph), table.max_defects());
+    let mut cache = UF_SPLIT_LIMITS.lock().unwrap_or_else(|p| p.into_inner());
+    if let Some((_, m)) = cache.iter().find(|(c, _)| *c == key) {
+        return *m;
+    }
+    let t0 = std::time::Instant::now();
+    let lim = uf_split::split_limit(
+        graph,
+        dist,
+        &mut &*table,
+        uf_split::SPLIT_LIMIT_SHOTS,
+        UF_SPLIT_LIMIT_SEED,
+    );
+    let tried: u32 = lim.tried.iter().sum();
+    let answered: u32 = lim.answered.iter().sum();
+    eprintln!(
+        "qfwd: uf split path for {}: tried up to {} defects (automatic: of {} shots drawn \
+         from the model, {tried} had more than K = {} defects, the split path answered \
+         {answered}; {:.2} s)",
+        graph.source(),
+        lim.max_defects,
+        uf_split::SPLIT_LIMIT_SHOTS,
+        table.max_defects(),
+        t0.elapsed().as_secs_f64()
+    );
+    if cache.len() == UF_TABLES_KEPT {
+        cache.remove(0);
+    }
+    cache.push((key, lim.max_defects));
+    lim.max_defects
+}
+
 /// Writes "no decoder loaded" into `module`'s parameter block: a module whose backend was
 /// given no decoders answers decoder requests with `UNKNOWN_FUNCTION`, whatever the block
 /// held before (constant memory starts zeroed, but say so explicitly).
@@ -1059,7 +1128,7 @@ mod tests {
             uf_graph_bytes,
             uf_graph_offset,
             uf_off_phi,
-            uf_pad,
+            uf_split_max_defects,
         );
         assert_eq!(fields, rust, "QFWD_DEC_FIELD lines vs DecoderParams");
         assert_eq!(declared, rust, "struct QfwdDecoderParams vs DecoderParams");
@@ -1366,6 +1435,20 @@ mod tests {
             .map(|i| u16_at(&bytes, p.uf_table_times as usize, i))
             .collect();
         assert_eq!(got, t.times());
+        // The split path's limit: the automatic one (the d = 3 model's shots split well:
+        // no limit), or the one set, at most 32.
+        let want = uf_split::split_limit(
+            uf.graph(),
+            &dist,
+            &mut t.as_ref(),
+            uf_split::SPLIT_LIMIT_SHOTS,
+            UF_SPLIT_LIMIT_SEED,
+        );
+        assert_eq!(p.uf_split_max_defects as usize, want.max_defects);
+        for (set, got) in [(0, 0), (5, 5), (32, 32), (40, 32)] {
+            let m = DeviceModels::with_split_limit(&[Arc::clone(&uf)], Some(2), Some(set));
+            assert_eq!(m.unwrap().params_at(0).uf_split_max_defects, got);
+        }
 
         let big = uf_split::MAX_SPLIT_DETECTORS as u32 + 1;
         let g = MatchingGraph::from_edges(big, 1, &[edge(0, None, 0.01, 1)]).unwrap();
@@ -1374,6 +1457,7 @@ mod tests {
         assert!(m.uf_table().is_some() && !m.uf_split());
         let p = m.params_at(0x1000);
         assert_eq!((p.uf_table_defects, p.uf_dist, p.uf_table_times), (1, 0, 0));
+        assert_eq!(p.uf_split_max_defects, 0);
     }
 
     /// Step 1d of device/decode.cu, lane for lane, on the uploaded bytes (`verts` = the
@@ -1481,17 +1565,19 @@ mod tests {
         use crate::decode::uf_split::{decode_with_path, Path};
         use crate::decode::{Shots, UfScratch};
         let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
-        for (name, k, shots_max) in [
-            ("surface_d5_r5_z_p001", 2, 20_000),
-            ("surface_d5_r5_x_p005", 2, 3_000),
-            ("surface_d3_r3_z_p005", 3, 20_000),
+        // The automatic limit, and none (32: every shot of up to 32 defects is tried).
+        for (name, k, shots_max, limit) in [
+            ("surface_d5_r5_z_p001", 2, 20_000, None),
+            ("surface_d5_r5_x_p005", 2, 3_000, None),
+            ("surface_d5_r5_x_p005", 2, 3_000, Some(32)),
+            ("surface_d3_r3_z_p005", 3, 20_000, Some(32)),
         ] {
             let dec = Arc::new(
                 Decoder::from_dem_path(&dir.join(format!("{name}.dem")), DecoderKind::Uf).unwrap(),
             );
             let g = dec.graph();
             let n = g.num_detectors();
-            let m = DeviceModels::new(&[Arc::clone(&dec)], Some(k)).unwrap();
+            let m = DeviceModels::with_split_limit(&[Arc::clone(&dec)], Some(k), limit).unwrap();
             let (p, bytes) = (m.params_at(0), blob_bytes(&m));
             let table = m.uf_table().unwrap();
             let dist = Distances::build(g).unwrap();
@@ -1500,14 +1586,20 @@ mod tests {
             let mut split = 0;
             for i in 0..shots.len().min(shots_max) {
                 let dets = shots.row(i);
+                let limit = p.uf_split_max_defects as usize;
                 let (want, path) =
-                    decode_with_path(g, &mut s, Some(&dist), &mut table.as_ref(), dets);
+                    decode_with_path(g, &mut s, Some(&dist), limit, &mut table.as_ref(), dets);
                 if matches!(path, Path::Empty | Path::Table) {
                     continue;
                 }
                 let defects: Vec<u32> = (0..n as u32)
                     .filter(|&v| dets[v as usize / 8] >> (v % 8) & 1 == 1)
                     .collect();
+                if defects.len() > limit {
+                    // Step 1d is not tried (qfwd_uf_run's condition).
+                    assert_ne!(path, Path::Split, "{name} shot {i}");
+                    continue;
+                }
                 let got = device_split(&p, &bytes, &defects);
                 if path == Path::Split {
                     assert_eq!(got, Some(want), "{name} shot {i}");
@@ -1516,7 +1608,14 @@ mod tests {
                     assert_eq!(got, None, "{name} shot {i}");
                 }
             }
-            assert!(split > 0, "{name}: no shot took the split path");
+            println!(
+                "{name} K={k} limit {}: {split} split",
+                p.uf_split_max_defects
+            );
+            assert!(
+                split > 0 || p.uf_split_max_defects <= k,
+                "{name}: no shot took the split path"
+            );
         }
     }
 }

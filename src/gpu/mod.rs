@@ -93,6 +93,11 @@ pub struct GpuOptions {
     /// CPU uf's outputs precomputed at start-up (one load; [`crate::decode::uf_table`]).
     /// `None` (default): the largest K within a start-up budget; `Some(0)`: no table.
     pub uf_table_max_defects: Option<u32>,
+    /// `uf` with the table only: the split path (independent groups of at most K defects,
+    /// [`crate::decode::uf_split`]) is tried for at most this many defects, 0 ..= 32.
+    /// `None` (default): where it answers at least half the shots drawn from the model
+    /// ([`crate::decode::uf_split::split_limit`]); `Some(0)`: never.
+    pub uf_split_max_defects: Option<u32>,
 }
 
 impl Default for GpuOptions {
@@ -113,6 +118,7 @@ impl Default for GpuOptions {
             warps_per_block: 0,
             poll_chunks: 4,
             uf_table_max_defects: None,
+            uf_split_max_defects: None,
         }
     }
 }
@@ -143,6 +149,12 @@ impl GpuOptions {
             return bad(
                 "poll_chunks",
                 format!("{}: expected 1 ..= 32", self.poll_chunks),
+            );
+        }
+        if let Some(m) = self.uf_split_max_defects.filter(|&m| m > 32) {
+            return bad(
+                "uf_split_max_defects",
+                format!("{m}: expected 0 ..= 32 (the split path runs one defect per lane)"),
             );
         }
         self.layout().map(|_| ())
