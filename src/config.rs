@@ -487,6 +487,16 @@ mod tests {
             ..Default::default()
         };
         assert!(c.validate().unwrap_err().to_string().contains("parity"));
+        let c = RunConfig {
+            topology: Topology::GpuPersistent,
+            uf_split_max_defects: Some(40),
+            ..Default::default()
+        };
+        let e = c.validate().unwrap_err().to_string();
+        assert!(
+            e.contains("uf_split_max_defects") && e.contains("40"),
+            "{e}"
+        );
     }
 
     #[test]

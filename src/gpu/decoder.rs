@@ -930,7 +930,12 @@ pub fn uf_split_limit_for(
     set: Option<u32>,
 ) -> usize {
     if let Some(m) = set {
-        return (m as usize).min(uf_split::MAX_SPLIT_DEFECTS);
+        let m = (m as usize).min(uf_split::MAX_SPLIT_DEFECTS);
+        eprintln!(
+            "qfwd: uf split path for {}: tried up to {m} defects (set)",
+            graph.source()
+        );
+        return m;
     }
     let key = (graph_key(graph), table.max_defects());
     let mut cache = UF_SPLIT_LIMITS.lock().unwrap_or_else(|p| p.into_inner());

@@ -429,8 +429,20 @@ mod tests {
                 slot_bytes: 1 << 20,
                 ..GpuOptions::default()
             },
+            GpuOptions {
+                uf_split_max_defects: Some(33),
+                ..GpuOptions::default()
+            },
         ] {
             assert!(o.validate().is_err(), "{o:?}");
+        }
+        // The split path's limit: 0 ..= 32 (0: never tried).
+        for m in [0, 8, 32] {
+            let o = GpuOptions {
+                uf_split_max_defects: Some(m),
+                ..GpuOptions::default()
+            };
+            o.validate().unwrap();
         }
     }
 
