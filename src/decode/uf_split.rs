@@ -601,6 +601,17 @@ mod tests {
         MatchingGraph::from_dem(&Dem::from_path(&path).unwrap()).unwrap()
     }
 
+    /// [`decode_with_path`] with the split path tried up to [`MAX_SPLIT_DEFECTS`].
+    fn path_and_output(
+        g: &MatchingGraph,
+        s: &mut UfScratch,
+        dist: &Distances,
+        groups: &mut impl GroupDecoder,
+        dets: &[u8],
+    ) -> (u64, Path) {
+        decode_with_path(g, s, Some(dist), MAX_SPLIT_DEFECTS, groups, dets)
+    }
+
     /// The probability whose quantized weight is `w` (graph.rs: round(ln((1-p)/p) * 256)).
     fn p_of(w: u32) -> f64 {
         1.0 / (1.0 + (f64::from(w) / 256.0).exp())
@@ -766,25 +777,11 @@ mod tests {
                 }
             }
             let want = r.decode_reference(&g, &dets);
-            let (obs, path) = decode_with_path(
-                &g,
-                &mut s,
-                Some(&dist),
-                MAX_SPLIT_DEFECTS,
-                &mut &table,
-                &dets,
-            );
+            let (obs, path) = path_and_output(&g, &mut s, &dist, &mut &table, &dets);
             assert_eq!(obs, want, "shot {shot} ({path:?})");
             taken[path as usize] += 1;
             let mut groups = DecodeGroups::new(&g, 3);
-            let (obs, _) = decode_with_path(
-                &g,
-                &mut s,
-                Some(&dist),
-                MAX_SPLIT_DEFECTS,
-                &mut groups,
-                &dets,
-            );
+            let (obs, _) = path_and_output(&g, &mut s, &dist, &mut groups, &dets);
             assert_eq!(obs, want, "shot {shot}, K = 3");
         }
         assert!(taken[Path::Split as usize] >= 50, "{taken:?}");
@@ -812,7 +809,7 @@ mod tests {
                 if let Some(obs) = split(&defects, &dist, &mut groups) {
                     prop_assert_eq!(obs, want, "{:?}", defects);
                 }
-                let (obs, _) = decode_with_path(&g, &mut s, Some(&dist), MAX_SPLIT_DEFECTS, &mut groups, &dets);
+                let (obs, _) = path_and_output(&g, &mut s, &dist, &mut groups, &dets);
                 prop_assert_eq!(obs, want, "{:?}", defects);
             }
         }
@@ -836,14 +833,7 @@ mod tests {
             let mut groups = DecodeGroups::new(&g, 2);
             let mut split_shots = 0;
             for i in 0..shots.len() {
-                let (obs, path) = decode_with_path(
-                    &g,
-                    &mut s,
-                    Some(&dist),
-                    MAX_SPLIT_DEFECTS,
-                    &mut groups,
-                    shots.row(i),
-                );
+                let (obs, path) = path_and_output(&g, &mut s, &dist, &mut groups, shots.row(i));
                 assert_eq!(
                     obs,
                     r.decode(&g, shots.row(i)),
@@ -968,14 +958,7 @@ mod tests {
                 let mut groups = DecodeGroups::new(&g, k);
                 let mut count = [0usize; Path::ALL.len()];
                 for i in 0..shots.len() {
-                    let (obs, path) = decode_with_path(
-                        &g,
-                        &mut s,
-                        Some(&dist),
-                        MAX_SPLIT_DEFECTS,
-                        &mut groups,
-                        shots.row(i),
-                    );
+                    let (obs, path) = path_and_output(&g, &mut s, &dist, &mut groups, shots.row(i));
                     assert_eq!(obs, r.decode_reference(&g, shots.row(i)), "{name} shot {i}");
                     count[path as usize] += 1;
                 }

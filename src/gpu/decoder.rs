@@ -676,17 +676,18 @@ pub struct DeviceDecoders {
 
 impl DeviceDecoders {
     /// Flattens and uploads `decoders` (synchronous; off the hot path), with the `uf`
-    /// table of `uf_table_max_defects` defects and the split path up to
-    /// `uf_split_max_defects` ([`DeviceModels::with_split_limit`]). `Ok(None)` when there
-    /// are none.
+    /// table and split path `options` set (`uf_table_max_defects`, `uf_split_max_defects`:
+    /// [`DeviceModels::with_split_limit`]). `Ok(None)` when there are none.
     pub fn upload(
         ctx: &Arc<GpuContext>,
         decoders: &[Arc<Decoder>],
-        uf_table_max_defects: Option<u32>,
-        uf_split_max_defects: Option<u32>,
+        options: &super::GpuOptions,
     ) -> Result<Option<DeviceDecoders>> {
-        let models =
-            DeviceModels::with_split_limit(decoders, uf_table_max_defects, uf_split_max_defects)?;
+        let models = DeviceModels::with_split_limit(
+            decoders,
+            options.uf_table_max_defects,
+            options.uf_split_max_defects,
+        )?;
         if models.is_empty() {
             return Ok(None);
         }

@@ -90,12 +90,7 @@ impl LaunchBackend {
         let ctx = GpuContext::open(options.device)?;
         let module = Module::compile_and_load(&ctx, &FORWARD)?;
         let function = module.function(SERVE_ONCE_KERNEL)?;
-        let mut decoders = DeviceDecoders::upload(
-            &ctx,
-            decoders,
-            options.uf_table_max_defects,
-            options.uf_split_max_defects,
-        )?;
+        let mut decoders = DeviceDecoders::upload(&ctx, decoders, options)?;
         let mut shared = (layout.req_slot_bytes() + layout.resp_slot_bytes()) as u32;
         if let Some(d) = decoders.as_mut() {
             shared += d.place(&ctx, placement, shared, 1, 1, false)?;

@@ -109,12 +109,7 @@ impl PersistentKernel {
         };
         let module = Module::compile_and_load(&ctx, source)?;
         let function = module.function(PERSISTENT_KERNEL)?;
-        let mut decoders = DeviceDecoders::upload(
-            &ctx,
-            decoders,
-            options.uf_table_max_defects,
-            options.uf_split_max_defects,
-        )?;
+        let mut decoders = DeviceDecoders::upload(&ctx, decoders, options)?;
         let memory = MappedHostBuffer::new(&ctx, layout.total_bytes())?;
         let nic = match nic {
             Some(posting) => {
