@@ -288,31 +288,7 @@ pub fn measure(
         } else {
             0
         },
-        // The model names the code and distance; the decoder alone would not.
-        decoder: match &point.dem {
-            Some(dem) if point.decoder != "-" => format!(
-                "{}:{}{}{}",
-                point.decoder,
-                dem.file_stem()
-                    .map(|s| s.to_string_lossy())
-                    .unwrap_or_default(),
-                // The GPU uf's low-weight table changes its speed, not its answers.
-                match (
-                    point.topology.needs_gpu() && point.decoder == "uf",
-                    point.uf_table_max_defects
-                ) {
-                    (false, _) => String::new(),
-                    (true, None) => "+table".to_string(),
-                    (true, Some(0)) => "+no-table".to_string(),
-                    (true, Some(k)) => format!("+table<={k}"),
-                },
-                match (point.topology.needs_gpu(), point.uf_split_max_defects) {
-                    (true, Some(m)) if point.decoder == "uf" => format!("+split<={m}"),
-                    _ => String::new(),
-                }
-            ),
-            _ => point.decoder.clone(),
-        },
+        decoder: decoder_label(point),
         payload_bytes: workload.arg_len() as u32,
         mode: point.mode.to_string(),
         offered_rate_hz: point.rate_hz,
@@ -832,6 +808,34 @@ pub fn run_scenario(scenario: &Scenario, out: &Path) -> Result<Vec<Row>> {
     Ok(rows)
 }
 
+/// The CSV's decoder column: the decoder and its model's file stem (the model names the
+/// code and distance; the decoder alone would not), and for the GPU uf the settings that
+/// change its speed, not its answers: the low-weight table (`+table`, `+no-table`,
+/// `+table<=K`) and a split path limit set by hand (`+split<=N`).
+fn decoder_label(point: &Point) -> String {
+    let Some(dem) = point.dem.as_ref().filter(|_| point.decoder != "-") else {
+        return point.decoder.clone();
+    };
+    let gpu_uf = point.topology.needs_gpu() && point.decoder == "uf";
+    let table = match (gpu_uf, point.uf_table_max_defects) {
+        (false, _) => String::new(),
+        (true, None) => "+table".to_string(),
+        (true, Some(0)) => "+no-table".to_string(),
+        (true, Some(k)) => format!("+table<={k}"),
+    };
+    let split = match (gpu_uf, point.uf_split_max_defects) {
+        (true, Some(m)) => format!("+split<={m}"),
+        _ => String::new(),
+    };
+    format!(
+        "{}:{}{table}{split}",
+        point.decoder,
+        dem.file_stem()
+            .map(|s| s.to_string_lossy())
+            .unwrap_or_default()
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -904,6 +908,43 @@ mod tests {
                 ("-".to_string(), "-".to_string()),
                 ("0".to_string(), "0:330".to_string()),
                 ("0,1".to_string(), "0:220;1:110".to_string()),
+            ]
+        );
+    }
+
+    #[test]
+    fn decoder_labels_name_the_model_and_the_gpu_uf_settings() {
+        let s = Scenario::parse(
+            r#"
+            [forwarder]
+            topology = "gpu-persistent"
+            [load]
+            mode = "ping-pong"
+            [[sweep]]
+            decoder = ["uf"]
+            dem = ["tests/fixtures/surface_d7_r7_z_p001.dem"]
+            dets = ["tests/fixtures/surface_d7_r7_z_p001.b8"]
+            uf_table_max_defects = [0, 3]
+            uf_split_max_defects = [8]
+            [[sweep]]
+            topology = ["cpu", "gpu-persistent"]
+            decoder = ["uf", "lut"]
+            dem = ["tests/fixtures/surface_d3_r3_z_p001.dem"]
+            dets = ["tests/fixtures/surface_d3_r3_z_p001.b8"]
+            "#,
+            Path::new("t.toml"),
+        )
+        .unwrap();
+        let labels: Vec<String> = s.points.iter().map(decoder_label).collect();
+        assert_eq!(
+            labels,
+            vec![
+                "uf:surface_d7_r7_z_p001+no-table+split<=8",
+                "uf:surface_d7_r7_z_p001+table<=3+split<=8",
+                "uf:surface_d3_r3_z_p001",
+                "lut:surface_d3_r3_z_p001",
+                "uf:surface_d3_r3_z_p001+table",
+                "lut:surface_d3_r3_z_p001",
             ]
         );
     }
