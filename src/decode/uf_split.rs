@@ -175,7 +175,9 @@
 //! than `K` defects are answered by it.
 //! On the H200's trace of the d = 7 fixture (results/h200-session11.txt) the attempt
 //! answers 73 % of the 8-defect shots, 49 % of those with 9, 28 % with 13 and none from
-//! 19 up; from 9 up, 45 %.
+//! 19 up; from 9 up, 45 %. The drawn shots give the same limit, 8 (K = 2), and with it the
+//! d = 7 round trip's p99 fell by 1.1-1.4 us (results/h200-session12.txt); d = 5 with
+//! K = 4 keeps the attempt for every count (its limit is 32).
 #![forbid(unsafe_code)]
 
 use std::cmp::Reverse;
