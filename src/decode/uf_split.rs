@@ -455,6 +455,28 @@ pub fn split(defects: &[u32], dist: &Distances, groups: &mut impl GroupDecoder) 
     None
 }
 
+/// The defects of the bit-packed syndrome `dets` of `n` detectors in index order, the
+/// first `out.len()` of them into `out`: how many were written, and whether there were more.
+fn defects_into(dets: &[u8], n: usize, out: &mut [u32]) -> (usize, bool) {
+    let mut nd = 0usize;
+    for (i, &byte) in dets.iter().enumerate().take(n.div_ceil(8)) {
+        let mut m = byte;
+        while m != 0 {
+            let v = 8 * i + m.trailing_zeros() as usize;
+            m &= m - 1;
+            if v >= n {
+                break;
+            }
+            if nd == out.len() {
+                return (nd, true);
+            }
+            out[nd] = v as u32;
+            nd += 1;
+        }
+    }
+    (nd, false)
+}
+
 /// Shots [`split_limit`] draws by default (d = 7: ~0.2 s on one core).
 pub const SPLIT_LIMIT_SHOTS: usize = 20_000;
 /// Fewest drawn shots (from a defect count up) that decide where the attempt stops.
@@ -510,17 +532,18 @@ pub fn split_limit(
     let mut sampler = SyndromeSampler::new(g, seed);
     let n = g.num_detectors();
     let mut dets = vec![0u8; n.div_ceil(8)];
-    let mut defects = Vec::with_capacity(MAX_SPLIT_DEFECTS);
+    let mut defects = [0u32; MAX_SPLIT_DEFECTS];
     let k = groups.max_defects();
     for _ in 0..shots {
-        let nd = sampler.draw(&mut dets);
-        if nd <= k || nd > MAX_SPLIT_DEFECTS {
+        if sampler.draw(&mut dets) <= k {
             continue;
         }
-        defects.clear();
-        defects.extend((0..n as u32).filter(|&v| dets[v as usize / 8] >> (v % 8) & 1 == 1));
+        let (nd, many) = defects_into(&dets, n, &mut defects);
+        if many {
+            continue;
+        }
         tried[nd] += 1;
-        if split(&defects, dist, groups).is_some() {
+        if split(&defects[..nd], dist, groups).is_some() {
             answered[nd] += 1;
         }
     }
@@ -541,26 +564,8 @@ pub fn decode_with_path(
     groups: &mut impl GroupDecoder,
     dets: &[u8],
 ) -> (u64, Path) {
-    let n = g.num_detectors();
     let mut defects = [0u32; MAX_SPLIT_DEFECTS + 1];
-    let mut nd = 0usize;
-    let mut many = false;
-    for (i, &byte) in dets.iter().enumerate().take(n.div_ceil(8)) {
-        let mut m = byte;
-        while m != 0 {
-            let v = 8 * i + m.trailing_zeros() as usize;
-            m &= m - 1;
-            if v >= n {
-                break;
-            }
-            if nd == defects.len() {
-                many = true;
-            } else {
-                defects[nd] = v as u32;
-                nd += 1;
-            }
-        }
-    }
+    let (nd, many) = defects_into(dets, g.num_detectors(), &mut defects);
     if nd == 0 {
         return (0, Path::Empty);
     }
@@ -905,14 +910,13 @@ mod tests {
             let shots = Shots::read(&fixtures().join(format!("{name}.b8")), n, None).unwrap();
             let mut tried = vec![0u32; MAX_SPLIT_DEFECTS + 1];
             let mut answered = vec![0u32; MAX_SPLIT_DEFECTS + 1];
+            let mut defects = [0u32; MAX_SPLIT_DEFECTS];
             for i in 0..shots.len() {
-                let defects: Vec<u32> = (0..n as u32)
-                    .filter(|&v| shots.row(i)[v as usize / 8] >> (v % 8) & 1 == 1)
-                    .collect();
-                let nd = defects.len();
-                if nd > k && nd <= MAX_SPLIT_DEFECTS {
+                let (nd, many) = defects_into(shots.row(i), n, &mut defects);
+                if nd > k && !many {
                     tried[nd] += 1;
-                    answered[nd] += u32::from(split(&defects, &dist, &mut groups).is_some());
+                    let answers = split(&defects[..nd], &dist, &mut groups).is_some();
+                    answered[nd] += u32::from(answers);
                 }
             }
             let fixture = SplitLimit::from_tallies(tried, answered);
