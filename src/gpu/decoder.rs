@@ -858,7 +858,27 @@ type UfTableKey = (u64, u32);
 
 /// Tables built in this process; the last few are kept.
 static UF_TABLES: Mutex<Vec<(UfTableKey, Arc<UfTable>)>> = Mutex::new(Vec::new());
+/// Entries each of this process's caches keeps (the oldest goes first).
 const UF_TABLES_KEPT: usize = 4;
+
+/// The value `cache` holds for `key`, or `make`'s, kept (the cache's lock is held while it
+/// runs, so two callers never make the same value twice); `true` when made here.
+fn kept<V: Clone, E>(
+    cache: &Mutex<Vec<(UfTableKey, V)>>,
+    key: UfTableKey,
+    make: impl FnOnce() -> std::result::Result<V, E>,
+) -> std::result::Result<(V, bool), E> {
+    let mut cache = cache.lock().unwrap_or_else(|p| p.into_inner());
+    if let Some((_, v)) = cache.iter().find(|(c, _)| *c == key) {
+        return Ok((v.clone(), false));
+    }
+    let v = make()?;
+    if cache.len() == UF_TABLES_KEPT {
+        cache.remove(0);
+    }
+    cache.push((key, v.clone()));
+    Ok((v, true))
+}
 
 /// The low-weight syndrome table of `graph` for syndromes of at most `max_defects` defects
 /// (`None`: [`uf_table::auto_max_defects_here`]; an explicit `K` above the detector count means
@@ -887,19 +907,10 @@ pub fn uf_table_for(
         }
         return Ok(None);
     }
-    let key = (graph_key(graph), k);
-    let mut cache = UF_TABLES.lock().unwrap_or_else(|p| p.into_inner());
-    let (table, verb) = match cache.iter().find(|(c, _)| *c == key) {
-        Some((_, t)) => (Arc::clone(t), "reused"),
-        None => {
-            let t = Arc::new(UfTable::build(graph, k, 0)?);
-            if cache.len() == UF_TABLES_KEPT {
-                cache.remove(0);
-            }
-            cache.push((key, Arc::clone(&t)));
-            (t, "built")
-        }
-    };
+    let (table, built) = kept(&UF_TABLES, (graph_key(graph), k), || {
+        UfTable::build(graph, k, 0).map(Arc::new)
+    })?;
+    let verb = if built { "built" } else { "reused" };
     let (took, threads) = table.build_time();
     eprintln!(
         "qfwd: uf table for {}: K = {k} ({how}), {} entries x {} B = {} B (+ {} B index), {verb} \
@@ -939,35 +950,30 @@ pub fn uf_split_limit_for(
         return m;
     }
     let key = (graph_key(graph), table.max_defects());
-    let mut cache = UF_SPLIT_LIMITS.lock().unwrap_or_else(|p| p.into_inner());
-    if let Some((_, m)) = cache.iter().find(|(c, _)| *c == key) {
-        return *m;
-    }
-    let t0 = std::time::Instant::now();
-    let lim = uf_split::split_limit(
-        graph,
-        dist,
-        &mut &*table,
-        uf_split::SPLIT_LIMIT_SHOTS,
-        UF_SPLIT_LIMIT_SEED,
-    );
-    let tried: u32 = lim.tried.iter().sum();
-    let answered: u32 = lim.answered.iter().sum();
-    eprintln!(
-        "qfwd: uf split path for {}: tried up to {} defects (automatic: of {} shots drawn \
-         from the model, {tried} had more than K = {} defects, the split path answered \
-         {answered}; {:.2} s)",
-        graph.source(),
-        lim.max_defects,
-        uf_split::SPLIT_LIMIT_SHOTS,
-        table.max_defects(),
-        t0.elapsed().as_secs_f64()
-    );
-    if cache.len() == UF_TABLES_KEPT {
-        cache.remove(0);
-    }
-    cache.push((key, lim.max_defects));
-    lim.max_defects
+    let Ok((limit, _)) = kept(&UF_SPLIT_LIMITS, key, || {
+        let t0 = std::time::Instant::now();
+        let lim = uf_split::split_limit(
+            graph,
+            dist,
+            &mut &*table,
+            uf_split::SPLIT_LIMIT_SHOTS,
+            UF_SPLIT_LIMIT_SEED,
+        );
+        let tried: u32 = lim.tried.iter().sum();
+        let answered: u32 = lim.answered.iter().sum();
+        eprintln!(
+            "qfwd: uf split path for {}: tried up to {} defects (automatic: of {} shots drawn \
+             from the model, {tried} had more than K = {} defects, the split path answered \
+             {answered}; {:.2} s)",
+            graph.source(),
+            lim.max_defects,
+            uf_split::SPLIT_LIMIT_SHOTS,
+            table.max_defects(),
+            t0.elapsed().as_secs_f64()
+        );
+        Ok::<_, std::convert::Infallible>(lim.max_defects)
+    });
+    limit
 }
 
 /// Writes "no decoder loaded" into `module`'s parameter block: a module whose backend was

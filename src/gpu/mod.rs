@@ -151,10 +151,11 @@ impl GpuOptions {
                 format!("{}: expected 1 ..= 32", self.poll_chunks),
             );
         }
-        if let Some(m) = self.uf_split_max_defects.filter(|&m| m > 32) {
+        let most = crate::decode::uf_split::MAX_SPLIT_DEFECTS;
+        if let Some(m) = self.uf_split_max_defects.filter(|&m| m as usize > most) {
             return bad(
                 "uf_split_max_defects",
-                format!("{m}: expected 0 ..= 32 (the split path runs one defect per lane)"),
+                format!("{m}: expected 0 ..= {most} (the split path runs one defect per lane)"),
             );
         }
         self.layout().map(|_| ())
