@@ -16,6 +16,9 @@ same call repeated at once, and the cycles at the request path's marks. This the
 per probe row, request kind and defect count (12 and more together), the median handler and
 repeat cycles and the cycles outside both (the kernel's own request path) at p10 / median /
 p90, and under it the medians of the spans between the marks the path has ("marks").
+The traced build's first calls cost more than the served build's: on the H200 the served
+d5 paths cost what the traced repeats do (results/h200-session13.txt), so compare repeats
+across paths, not first calls.
 """
 
 import collections
@@ -84,6 +87,7 @@ REQUESTS = {1: "parity", 2: "lut", 3: "uf", 4: "stall"}
 def dispatch_summary(rows):
     """The QR lines: {(row, code, defects): [(total, handler, repeat, marks)]}."""
     print("row / request / defects      n | handler  repeat | outside p10 / median / p90 (cycles)")
+    print("(the traced build's first calls overstate the served build's cost: compare repeats)")
     order = {}
     for row, _, _ in rows:
         order.setdefault(row, len(order))
