@@ -23,6 +23,7 @@ across paths, not first calls.
 
 import collections
 import gzip
+import signal
 import statistics
 import sys
 
@@ -182,4 +183,5 @@ def main():
 
 
 if __name__ == "__main__":
+    signal.signal(signal.SIGPIPE, signal.SIG_DFL)  # quiet when piped into head
     main()
