@@ -1455,7 +1455,7 @@ pub(crate) mod tests {
     use super::*;
     use crate::decode::graph::EdgeSpec;
 
-    fn edge(u: u32, v: Option<u32>, p: f64, obs: u64) -> EdgeSpec {
+    pub(crate) fn edge(u: u32, v: Option<u32>, p: f64, obs: u64) -> EdgeSpec {
         EdgeSpec {
             u,
             v,

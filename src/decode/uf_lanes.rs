@@ -291,8 +291,7 @@ pub fn lane_growth(g: &MatchingGraph, dets: &[u8], slots: usize) -> LaneRun {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::decode::graph::EdgeSpec;
-    use crate::decode::uf::tests::{fixture_shots, narrow_graph, syndrome_of};
+    use crate::decode::uf::tests::{edge, fixture_shots, narrow_graph, syndrome_of};
     use crate::decode::UfScratch;
     use proptest::prelude::*;
 
@@ -326,12 +325,7 @@ mod tests {
     /// vertex, which is not its label: the defect 2 labels it, 1 and then 0 join.
     #[test]
     fn an_odd_cluster_answers_from_its_least_vertex_not_its_label() {
-        let e = |u, v, obs| EdgeSpec {
-            u,
-            v: Some(v),
-            p: 0.1,
-            observables: obs,
-        };
+        let e = |u, v, obs| edge(u, Some(v), 0.1, obs);
         let g = MatchingGraph::from_edges(3, 2, &[e(0, 1, 1), e(1, 2, 2)]).unwrap();
         let dets = [0b100u8];
         let run = lane_growth(&g, &dets, LANE_SLOTS);

@@ -128,8 +128,7 @@ pub fn potential_obs(g: &MatchingGraph, dets: &[u8], full: &[u32]) -> Option<u64
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::decode::graph::EdgeSpec;
-    use crate::decode::uf::tests::{fixture_shots, narrow_graph, syndrome_of};
+    use crate::decode::uf::tests::{edge, fixture_shots, narrow_graph, syndrome_of};
     use crate::decode::UfScratch;
     use proptest::prelude::*;
 
@@ -147,12 +146,7 @@ mod tests {
     /// odd cycle, and the answer depends on the forest.
     #[test]
     fn an_odd_cycle_is_refused_and_an_even_one_is_not() {
-        let e = |u, v, obs| EdgeSpec {
-            u,
-            v,
-            p: 0.1,
-            observables: obs,
-        };
+        let e = |u, v, obs| edge(u, v, 0.1, obs);
         let g = MatchingGraph::from_edges(
             4,
             1,
@@ -179,12 +173,7 @@ mod tests {
     /// its least vertex, as the specification's tree does.
     #[test]
     fn an_odd_cluster_answers_from_its_least_vertex() {
-        let e = |u, v, obs| EdgeSpec {
-            u,
-            v: Some(v),
-            p: 0.1,
-            observables: obs,
-        };
+        let e = |u, v, obs| edge(u, Some(v), 0.1, obs);
         // 0 -(obs 1)- 1 -(obs 0)- 2; defect at 2 only, all edges full.
         let g = MatchingGraph::from_edges(3, 1, &[e(0, 1, 1), e(1, 2, 0)]).unwrap();
         let mut s = UfScratch::new(&g);
