@@ -45,6 +45,9 @@
 // holds its cluster's root and flags, so "which cluster, is it active" is one read. A union
 // relabels both clusters' members (lanes over the cluster vertices). The root is the
 // cluster's smallest vertex, as in the specification (which the output never depends on).
+//   0. Where the model has an observable part (src/decode/observable_part.rs; the host
+//      uploads the part's graph): the kept bits of the request's syndrome, packed in order
+//      over the request's own words (lanes over words), with the defects counted.
 //   1. Defects: lanes over syndrome words.
 //   1b. At most K defects: rank = sum of C(d_pos, pos + 1) (lanes over syndrome words, the
 //       binomials from the table's index array), one load of the result. Nothing touched.
@@ -171,6 +174,10 @@ struct QfwdDecoderParams {
     u32 uf_graph_offset;   //   bytes, and the block's copy's dynamic shared offset; 0: not
     u32 uf_off_phi;        // u64[n + 1]: each cluster vertex's potential
     u32 uf_split_max_defects; // step 1d is tried for at most this many defects (<= 32)
+    u64 uf_keep;           // uint2 per wire word: {kept detectors, the part's index of the
+                           //   first}, then {0, uf_detectors} (step 0); 0: decoded whole
+    u32 uf_wire_detectors; // a request's detectors (the payload check)
+    u32 uf_reserved;
 };
 
 // Field offsets (the Rust test parses these lines and compares with `DecoderParams`).
@@ -221,7 +228,10 @@ QFWD_DEC_FIELD(uf_graph_bytes, 208)
 QFWD_DEC_FIELD(uf_graph_offset, 212)
 QFWD_DEC_FIELD(uf_off_phi, 216)
 QFWD_DEC_FIELD(uf_split_max_defects, 220)
-static_assert(sizeof(QfwdDecoderParams) == 224, "QfwdDecoderParams size");
+QFWD_DEC_FIELD(uf_keep, 224)
+QFWD_DEC_FIELD(uf_wire_detectors, 232)
+QFWD_DEC_FIELD(uf_reserved, 236)
+static_assert(sizeof(QfwdDecoderParams) == 240, "QfwdDecoderParams size");
 
 // Written by the host (cuModuleGetGlobal + a copy) before the kernels start.
 __constant__ QfwdDecoderParams qfwd_decoders;
@@ -1857,6 +1867,60 @@ static __device__ __noinline__ u64 qfwd_uf_settle(u8* s_global, u32 s_shared, u3
     return obs;
 }
 
+// 0. The observable part (src/decode/observable_part.rs): the model's components whose
+// edges flip no observable are not in the decoder's graph, and their defects change no
+// answer. The kept bits of the wire's syndrome are packed in order over the request's own
+// words (`arg`, the warp's stage, which nothing reads after the decode; the dispatch
+// trace's repeat restores it), lanes over the wire's words, 32 at a time: word `w` packs
+// its kept bits (`keep[w].x`) to start at the part's index `keep[w].y`. A chunk's bits
+// land at or below its own words, so each word of the part is zeroed just before the
+// first chunk that writes it, after every lane has read its word. Returns the part's
+// defects; with none, nothing is written when the syndrome is one chunk (up to 1024
+// detectors).
+static __device__ __forceinline__ u32 qfwd_uf_compact(u32* arg, u32 lane)
+{
+    const QfwdDecoderParams& p = qfwd_decoders;
+    const u32 wn = p.uf_wire_detectors;
+    const u32 nwords = (wn + 31u) / 32u;
+    const uint2* keep = (const uint2*)p.uf_keep;
+    u32 ndef = 0u;
+    u32 ready = 0u; // words of the part below it are zeroed or written
+#pragma unroll 1
+    for (u32 wb = 0; wb < nwords; wb += QFWD_DEC_WARP) {
+        const u32 i = wb + lane;
+        const uint2 k = i < nwords ? __ldg(keep + i) : make_uint2(0u, 0u);
+        const u32 w = i < nwords ? qfwd_dec_word(arg, i, wn) & k.x : 0u;
+        u32 packed = 0u;
+#pragma unroll 1
+        for (u32 x = w; x != 0u; x &= x - 1u) {
+            const u32 b = (u32)__ffs(x) - 1u;
+            packed |= 1u << __popc(k.x & ((1u << b) - 1u));
+        }
+        ndef += __reduce_add_sync(QFWD_DEC_FULL, (u32)__popc(w));
+        const u32 last = qfwd_dec_min(wb + QFWD_DEC_WARP, nwords);
+        if (ndef == 0u && last == nwords) {
+            break;
+        }
+        const u32 end_word = (__ldg(&keep[last].y) + 31u) / 32u;
+        __syncwarp();
+#pragma unroll 1
+        for (u32 j = ready + lane; j < end_word; j += QFWD_DEC_WARP) {
+            arg[j] = 0u;
+        }
+        ready = ready > end_word ? ready : end_word;
+        __syncwarp();
+        if (packed != 0u) {
+            const u32 at = k.y / 32u, sh = k.y % 32u;
+            atomicOr(arg + at, packed << sh);
+            if (sh != 0u && (packed >> (32u - sh)) != 0u) {
+                atomicOr(arg + at + 1u, packed >> (32u - sh));
+            }
+        }
+    }
+    __syncwarp();
+    return ndef;
+}
+
 // Decodes the syndrome in `arg` (validated) with the per-warp state at `s`; returns the
 // observable flips. All 32 lanes call it; every collective below is reached by all lanes.
 template <bool SS>
@@ -1866,13 +1930,19 @@ static __device__ __forceinline__ u64 qfwd_uf_run(u8* s, const u32* arg, u32 lan
     const u32 n = p.uf_detectors;
     const u32 nwords = (n + 31u) / 32u;
 
-    // 1. Defects. None: no flip, and nothing was touched.
+    // 1. Defects (of the observable part, step 0, where the model has one). None: no
+    // flip, and nothing was touched.
     u32 ndef = 0u;
+    if (p.uf_keep != 0ull) {
+        // The stage is the warp's own shared memory (qfwd_decode_value's contract).
+        ndef = qfwd_uf_compact(const_cast<u32*>(arg), lane);
+    } else {
 #pragma unroll 1
-    for (u32 wb = 0; wb < nwords; wb += QFWD_DEC_WARP) {
-        const u32 i = wb + lane;
-        const u32 w = i < nwords ? qfwd_dec_word(arg, i, n) : 0u;
-        ndef += __reduce_add_sync(QFWD_DEC_FULL, (u32)__popc(w));
+        for (u32 wb = 0; wb < nwords; wb += QFWD_DEC_WARP) {
+            const u32 i = wb + lane;
+            const u32 w = i < nwords ? qfwd_dec_word(arg, i, n) : 0u;
+            ndef += __reduce_add_sync(QFWD_DEC_FULL, (u32)__popc(w));
+        }
     }
     QFWD_TRACE_SET(tr, defects, ndef);
     QFWD_STAMP(tr);
@@ -1931,7 +2001,7 @@ static __device__ __forceinline__ int qfwd_decode_uf_value(const u32* arg, u32 a
     if ((p.loaded & QFWD_DEC_LOADED_UF) == 0u) {
         return QFWD_DEC_STATUS_UNKNOWN_FUNCTION;
     }
-    const u32 n = p.uf_detectors;
+    const u32 n = p.uf_wire_detectors;
     const u32 nb = (n + 7u) / 8u;
     if (arg_len != nb + 4u || out_cap < p.uf_result_bytes || qfwd_dec_count(arg, nb) != n) {
         return QFWD_DEC_STATUS_BAD_ARGUMENT;
@@ -1994,8 +2064,9 @@ static __device__ __forceinline__ int qfwd_decode_uf_value(const u32* arg, u32 a
 
 // ---- entry point -------------------------------------------------------------------------
 
-// Decoder `code` (QFWD_CODE_LUT or QFWD_CODE_UF) on the request argument `arg` (in the
-// block's dynamic shared memory: every kernel stages its requests there): its status,
+// Decoder `code` (QFWD_CODE_LUT or QFWD_CODE_UF) on the request argument `arg` (the
+// warp's own stage in the block's dynamic shared memory: every kernel stages its requests
+// there; uf rewrites its syndrome words, step 0, so no caller may read them after): its status,
 // and its answer as a value on every lane (`*result_len` bytes of flips, at most 8, LSB
 // first), which the caller stores from registers or writes into its response. (External
 // linkage: this file compiled alone has no caller.)

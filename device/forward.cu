@@ -369,10 +369,53 @@ static __shared__ uint4 qfwd_trace_marks[QFWD_MAX_WARPS_PER_BLOCK];
         }                                                                                      \
     } while (0)
 
-static __device__ void trace_handler(long long cycles, long long again, u32 lane)
+// The uf decoder rewrites its staged argument (decode.cu step 0), so the traced repeat
+// runs on a copy of what the first call got: up to 256 bytes, held in two registers a
+// lane (a longer argument repeats on what the first call left). With it, the set bits of
+// the argument's bytes before its last 4 (a decoder's syndrome, before the count), for
+// trace_request.
+struct TraceArgCopy {
+    u32 lo, hi, defects;
+};
+
+static __device__ __forceinline__ TraceArgCopy trace_arg_save(const u32* arg, u32 arg_len,
+                                                              u32 lane)
+{
+    const u32 words = (arg_len + 3u) / 4u;
+    const u32 syndrome_bytes = arg_len > 4u ? arg_len - 4u : 0u;
+    TraceArgCopy c{0u, 0u, 0u};
+    u32 bits = 0u;
+    for (u32 k = 0; k < 2u; ++k) {
+        const u32 j = lane + k * QFWD_WARP;
+        const u32 v = j < words ? arg[j] : 0u;
+        (k == 0u ? c.lo : c.hi) = v;
+        const u32 valid = syndrome_bytes > 4u * j ? syndrome_bytes - 4u * j : 0u;
+        bits += (u32)__popc(valid >= 4u ? v : v & ((1u << (8u * valid)) - 1u));
+    }
+    c.defects = __reduce_add_sync(QFWD_FULL_MASK, bits);
+    return c;
+}
+
+static __device__ __forceinline__ void trace_arg_restore(const u32* arg, u32 arg_len,
+                                                         TraceArgCopy c, u32 lane)
+{
+    u32* a = const_cast<u32*>(arg);
+    const u32 words = (arg_len + 3u) / 4u;
+    __syncwarp();
+    if (lane < words) {
+        a[lane] = c.lo;
+    }
+    if (lane + QFWD_WARP < words) {
+        a[lane + QFWD_WARP] = c.hi;
+    }
+    __syncwarp();
+}
+
+static __device__ void trace_handler(long long cycles, long long again, u32 defects, u32 lane)
 {
     if (lane == 0u) {
-        qfwd_trace_dispatch[threadIdx.x / QFWD_WARP] = make_uint4((u32)cycles, (u32)again, 0u, 0u);
+        qfwd_trace_dispatch[threadIdx.x / QFWD_WARP] =
+            make_uint4((u32)cycles, (u32)again, defects, 0u);
     }
 }
 
@@ -386,11 +429,8 @@ static __device__ void trace_request(u32 code, long long qr0, const u32* arg, u3
         const u32 total = (u32)(clock64() - qr0);
         const uint4 qd = qfwd_trace_dispatch[threadIdx.x / QFWD_WARP];
         const uint4 m = qfwd_trace_marks[threadIdx.x / QFWD_WARP];
-        const u8* b = (const u8*)arg;
-        u32 ndef = 0u;
-        for (u32 i = 0; code == QFWD_CODE_UF && i + 4u < arg_len; ++i) { // not the count
-            ndef += (u32)__popc((u32)b[i]);
-        }
+        // The wire syndrome's defects, counted before the decode (it rewrites the stage).
+        const u32 ndef = code == QFWD_CODE_UF ? qd.z : 0u;
         printf("QR %u %u %u %u %u %u %u %u %u\n", code, total, qd.x, ndef, qd.y, m.x, m.y, m.z,
                m.w);
     }
@@ -423,6 +463,7 @@ static __device__ void compute_response(u32 code, u32 arg_len, int early_status,
     if (status == QFWD_STATUS_OK) {
         const u32 cap = resp_chunks * QFWD_INLINE_DATA_BYTES - QFWD_HEADER_BYTES;
 #ifdef QFWD_DEC_TRACE_DISPATCH
+        const TraceArgCopy saved = trace_arg_save(stage + 2, arg_len, lane);
         const long long qd0 = clock64();
 #endif
         status = qfwd_dispatch<DECODERS>(code, stage + 2, arg_len, res + 2, cap, &result_len,
@@ -432,13 +473,13 @@ static __device__ void compute_response(u32 code, u32 arg_len, int early_status,
         long long again = 0;
         if (code != QFWD_CODE_STALL) {
             u32 len2 = 0u;
-            __syncwarp();
+            trace_arg_restore(stage + 2, arg_len, saved, lane);
             const long long qw0 = clock64();
             (void)qfwd_dispatch<DECODERS>(code, stage + 2, arg_len, res + 2, cap, &len2, control,
                                           lane);
             again = clock64() - qw0;
         }
-        trace_handler(qd1 - qd0, again, lane);
+        trace_handler(qd1 - qd0, again, saved.defects, lane);
 #endif
     }
     __syncwarp();
@@ -802,20 +843,21 @@ extern "C" __global__ void QFWD_PERSISTENT_BOUNDS qfwd_persistent(u64 req_ring, 
                 u64 flips = 0ull;
                 QFWD_TRACE_MARK(2, qr0);
 #ifdef QFWD_DEC_TRACE_DISPATCH
+                const TraceArgCopy saved = trace_arg_save(stage + 2, arg_len, lane);
                 const long long qd0 = clock64();
 #endif
                 const int status =
                     qfwd_decode_value(code, stage + 2, arg_len, cap, &len, &flips, lane);
 #ifdef QFWD_DEC_TRACE_DISPATCH
                 const long long qd1 = clock64();
-                __syncwarp();
+                trace_arg_restore(stage + 2, arg_len, saved, lane);
                 const long long qw0 = clock64();
                 {
                     u32 len2 = 0u;
                     u64 flips2 = 0ull;
                     (void)qfwd_decode_value(code, stage + 2, arg_len, cap, &len2, &flips2, lane);
                 }
-                trace_handler(qd1 - qd0, clock64() - qw0, lane);
+                trace_handler(qd1 - qd0, clock64() - qw0, saved.defects, lane);
 #endif
                 previous = __shfl_sync(QFWD_FULL_MASK, previous, 0);
                 QFWD_TRACE_MARK(3, qr0);

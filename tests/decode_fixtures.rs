@@ -68,17 +68,25 @@ impl Fixture {
     }
 
     /// Mistakes of a uf decoder on every shot, checking on each that the event-driven
-    /// version and the round-by-round specification (the GPU port's model) agree, on the
-    /// output and on the time growth stopped (what the split path's test reads).
+    /// version and the round-by-round specification (the GPU port's model) agree on the
+    /// whole graph, on the output and on the time growth stopped (what the split path's
+    /// test reads), and that the decoder (on the graph's observable part) answers the same.
     fn uf_mistakes_checked(&self, dec: &Decoder) -> u64 {
         let (dets, obs) = self.shots(dec);
         let g = dec.graph();
         let mut s = UfScratch::new(g);
+        let mut ds = dec.new_scratch();
         let mut mistakes = 0;
         for i in 0..dets.len() {
             let (fast, t) = s.decode_timed(g, dets.row(i));
             let reference = s.decode_reference_timed(g, dets.row(i));
             assert_eq!((fast, t), reference, "{}: shot {i}", self.name);
+            assert_eq!(
+                dec.decode(&mut ds, dets.row(i)),
+                fast,
+                "{}: shot {i}",
+                self.name
+            );
             mistakes += u64::from(fast != u64::from(obs.row(i)[0]));
         }
         mistakes

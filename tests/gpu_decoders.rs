@@ -118,7 +118,7 @@ fn table_k() -> Option<u32> {
 
 /// The table's K for `dec` under `setting` (0: none), as the upload chooses it.
 fn table_k_of(dec: &Decoder, setting: Option<u32>) -> u32 {
-    let g = dec.graph();
+    let g = dec.decode_graph();
     match setting {
         None => uf_table::auto_max_defects_here(g.num_detectors(), g.num_edges()),
         Some(k) => k.min(g.num_detectors() as u32),
@@ -129,8 +129,14 @@ fn table_k_of(dec: &Decoder, setting: Option<u32>) -> u32 {
 /// twin computes it with the table of `setting` (the one the upload built: cached per
 /// process).
 fn shot_paths(dec: &Decoder, payloads: &[Vec<u8>], setting: Option<u32>) -> Vec<UfPath> {
-    let g = dec.graph();
+    // The graph and syndromes the device decodes: the observable part's, where there is one.
+    let g = dec.decode_graph();
     let nb = dec.detector_bytes();
+    let mut buf = Vec::new();
+    let syndromes: Vec<Vec<u8>> = payloads
+        .iter()
+        .map(|p| dec.decode_input(&p[..nb], &mut buf).to_vec())
+        .collect();
     let table = gpu::decoder::uf_table_for(g, setting).unwrap();
     let mut s = UfScratch::new(g);
     match &table {
@@ -142,17 +148,17 @@ fn shot_paths(dec: &Decoder, payloads: &[Vec<u8>], setting: Option<u32>) -> Vec<
                 gpu::decoder::uf_split_limit_for(g, t, d, split_max())
             });
             let mut t: &UfTable = t;
-            payloads
+            syndromes
                 .iter()
-                .map(|p| decode_with_path(g, &mut s, dist.as_ref(), limit, &mut t, &p[..nb]).1)
+                .map(|d| decode_with_path(g, &mut s, dist.as_ref(), limit, &mut t, d).1)
                 .collect()
         }
         None => {
             // No table, no split path: empty, isolated or full.
             let mut none = DecodeGroups::new(g, 0);
-            payloads
+            syndromes
                 .iter()
-                .map(|p| decode_with_path(g, &mut s, None, 0, &mut none, &p[..nb]).1)
+                .map(|d| decode_with_path(g, &mut s, None, 0, &mut none, d).1)
                 .collect()
         }
     }

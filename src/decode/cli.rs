@@ -114,6 +114,9 @@ pub struct DecodeReport {
     pub decoder: DecoderKind,
     pub backend: DecodeBackend,
     pub detectors: usize,
+    /// Detectors the decoder reads: a `uf` decoder's observable part
+    /// ([`super::observable_part`]), else all of them.
+    pub decoded_detectors: usize,
     pub observables: usize,
     pub edges: usize,
     pub shots: u64,
@@ -367,6 +370,7 @@ pub fn evaluate(args: &DecodeArgs) -> Result<DecodeReport> {
         decoder: args.decoder,
         backend: args.backend,
         detectors: dec.num_detectors(),
+        decoded_detectors: dec.decode_graph().num_detectors(),
         observables: dec.num_observables(),
         edges: dec.graph().num_edges(),
         shots: shots as u64,
@@ -433,14 +437,15 @@ impl DecodeReport {
     /// One JSON object on one line.
     pub fn to_json(&self) -> String {
         format!(
-            "{{\"dem\":{},\"decoder\":\"{}\",\"backend\":\"{}\",\"detectors\":{},\"observables\":{},\
-             \"edges\":{},\"shots\":{},\"mistakes\":{},\"ler\":{},\"ci_low\":{},\"ci_high\":{},\
+            "{{\"dem\":{},\"decoder\":\"{}\",\"backend\":\"{}\",\"detectors\":{},\"decoded_detectors\":{},\
+             \"observables\":{},\"edges\":{},\"shots\":{},\"mistakes\":{},\"ler\":{},\"ci_low\":{},\"ci_high\":{},\
              \"mean_ns\":{},\"p50_ns\":{},\"p99_ns\":{},\"max_ns\":{},\"batch_ns_per_shot\":{},\
              \"batch_passes\":{},\"setup_ms\":{},\"timing\":\"{}\"}}",
             json_string(&self.dem.display().to_string()),
             self.decoder,
             self.backend.as_str(),
             self.detectors,
+            self.decoded_detectors,
             self.observables,
             self.edges,
             self.shots,
@@ -462,7 +467,7 @@ impl DecodeReport {
     /// Lines for a person.
     pub fn to_text(&self) -> String {
         format!(
-            "model     {}: {} detectors, {} observables, {} edges (loaded in {:.1} ms)\n\
+            "model     {}: {} detectors{}, {} observables, {} edges (loaded in {:.1} ms)\n\
              decoder   {} on {}\n\
              shots     {}\n\
              mistakes  {}\n\
@@ -471,6 +476,14 @@ impl DecodeReport {
              (fastest of {} passes)\n",
             self.dem.display(),
             self.detectors,
+            if self.decoded_detectors < self.detectors {
+                format!(
+                    " ({} decoded: those whose components can flip an observable)",
+                    self.decoded_detectors
+                )
+            } else {
+                String::new()
+            },
             self.observables,
             self.edges,
             self.setup_ms,

@@ -198,6 +198,40 @@ impl MatchingGraph {
         Self::finish("<edges>".into(), num_observables, b)
     }
 
+    /// The subgraph on the detectors with `keep[v]` (and the boundary), renumbered in
+    /// order (the `i`-th kept detector becomes `i`), with the edges among them and their
+    /// boundary edges in their order here and with the same probabilities, so the same
+    /// weights and the same CSR order. Edges with an end outside `keep` are dropped. For
+    /// [`super::observable_part`], which keeps whole components.
+    pub fn restricted(&self, keep: &[bool]) -> Result<MatchingGraph> {
+        let n = self.num_detectors as usize;
+        assert_eq!(keep.len(), n, "one keep flag per detector");
+        let mut index = vec![u32::MAX; n + 1];
+        let mut m = 0u32;
+        for (v, _) in keep.iter().enumerate().filter(|(_, &k)| k) {
+            index[v] = m;
+            m += 1;
+        }
+        index[n] = m;
+        let mut b = Builder {
+            n: m,
+            index: HashMap::new(),
+            ends: Vec::new(),
+            p: Vec::new(),
+            obs: Vec::new(),
+        };
+        for e in 0..self.num_edges() {
+            let (u, v) = (
+                index[self.edge_u[e] as usize],
+                index[self.edge_v[e] as usize],
+            );
+            if u != u32::MAX && v != u32::MAX {
+                b.add(u, (v != m).then_some(v), self.edge_p[e], self.edge_obs[e]);
+            }
+        }
+        Self::finish(self.source.clone(), self.num_observables, b)
+    }
+
     fn finish(source: String, num_observables: u32, b: Builder) -> Result<MatchingGraph> {
         let n = b.n;
         let nv = n as usize + 1;

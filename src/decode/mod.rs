@@ -6,6 +6,8 @@
 //! - [`shots`]: Stim's `b8` / `01` shot files;
 //! - [`lut`]: syndrome -> observable lookup table (at most 24 detectors);
 //! - [`uf`]: union-find decoder (Delfosse–Nickerson), step by step in its module docs;
+//! - [`observable_part`]: the components of the graph that can flip an observable, the
+//!   only ones the union-find decoder reads (the same answers, fewer defects);
 //! - [`uf_table`]: the uf output of every low-weight syndrome, precomputed (the GPU uf's
 //!   fast path);
 //! - [`sample`]: syndromes drawn from a graph's own error model (load-time tuning);
@@ -43,6 +45,7 @@ pub mod cli;
 pub mod dem;
 pub mod graph;
 pub mod lut;
+pub mod observable_part;
 pub mod sample;
 pub mod shots;
 pub mod uf;
@@ -61,6 +64,7 @@ use crate::{Error, Result};
 pub use dem::Dem;
 pub use graph::MatchingGraph;
 pub use lut::Lut;
+pub use observable_part::ObservablePart;
 pub use shots::{ShotFormat, Shots};
 pub use uf::UfScratch;
 
@@ -112,7 +116,8 @@ impl FromStr for DecoderKind {
 #[derive(Debug)]
 enum Engine {
     Lut(Lut),
-    Uf,
+    /// Union-find, on the graph's observable part where it has one.
+    Uf(Option<Box<ObservablePart>>),
 }
 
 /// A decoder loaded from a detector error model: immutable, shareable across threads.
@@ -127,10 +132,12 @@ pub struct Decoder {
 #[derive(Debug, Clone)]
 pub struct Scratch {
     uf: UfScratch,
+    /// The syndrome on the observable part.
+    part: Vec<u8>,
 }
 
 thread_local! {
-    static THREAD_SCRATCH: RefCell<Option<UfScratch>> = const { RefCell::new(None) };
+    static THREAD_SCRATCH: RefCell<Option<Scratch>> = const { RefCell::new(None) };
 }
 
 impl Decoder {
@@ -140,11 +147,12 @@ impl Decoder {
         Decoder::from_graph(MatchingGraph::from_dem(&dem)?, kind)
     }
 
-    /// Builds a decoder over an existing graph (the lut is computed here).
+    /// Builds a decoder over an existing graph (the lut, or the uf's observable part, is
+    /// computed here).
     pub fn from_graph(graph: MatchingGraph, kind: DecoderKind) -> Result<Decoder> {
         let engine = match kind {
             DecoderKind::Lut => Engine::Lut(Lut::build(&graph)?),
-            DecoderKind::Uf => Engine::Uf,
+            DecoderKind::Uf => Engine::Uf(ObservablePart::of(&graph)?.map(Box::new)),
         };
         Ok(Decoder {
             kind,
@@ -157,15 +165,43 @@ impl Decoder {
         self.kind
     }
 
+    /// The model's whole graph (its detectors are the syndromes' on the wire).
     pub fn graph(&self) -> &MatchingGraph {
         &self.graph
+    }
+
+    /// The graph the decoder runs on: a `uf` decoder's observable part
+    /// ([`observable_part`]) where the graph has one, else the whole graph.
+    pub fn decode_graph(&self) -> &MatchingGraph {
+        self.observable_part()
+            .map_or(&self.graph, ObservablePart::graph)
+    }
+
+    /// A `uf` decoder's observable part, if its graph has components to drop.
+    pub fn observable_part(&self) -> Option<&ObservablePart> {
+        match &self.engine {
+            Engine::Uf(part) => part.as_deref(),
+            Engine::Lut(_) => None,
+        }
+    }
+
+    /// `dets` (a syndrome of the whole graph) as [`Decoder::decode_graph`] reads it: compacted
+    /// into `buf` for an observable part, else `dets` itself.
+    pub fn decode_input<'a>(&self, dets: &'a [u8], buf: &'a mut Vec<u8>) -> &'a [u8] {
+        match self.observable_part() {
+            Some(part) => {
+                part.compact(dets, buf);
+                buf
+            }
+            None => dets,
+        }
     }
 
     /// The lookup table, for a `lut` decoder.
     pub fn lut(&self) -> Option<&Lut> {
         match &self.engine {
             Engine::Lut(l) => Some(l),
-            Engine::Uf => None,
+            Engine::Uf(_) => None,
         }
     }
 
@@ -201,9 +237,10 @@ impl Decoder {
     pub fn new_scratch(&self) -> Scratch {
         Scratch {
             uf: match self.engine {
-                Engine::Uf => UfScratch::new(&self.graph),
+                Engine::Uf(_) => UfScratch::new(self.decode_graph()),
                 Engine::Lut(_) => UfScratch::empty(),
             },
+            part: Vec::new(),
         }
     }
 
@@ -216,7 +253,11 @@ impl Decoder {
     pub fn decode(&self, scratch: &mut Scratch, dets: &[u8]) -> u64 {
         match &self.engine {
             Engine::Lut(l) => l.decode(dets),
-            Engine::Uf => scratch.uf.decode(&self.graph, dets),
+            Engine::Uf(None) => scratch.uf.decode(&self.graph, dets),
+            Engine::Uf(Some(part)) => {
+                part.compact(dets, &mut scratch.part);
+                scratch.uf.decode(part.graph(), &scratch.part)
+            }
         }
     }
 
@@ -252,11 +293,11 @@ impl Decoder {
                 out[..entry.len()].copy_from_slice(entry);
                 return Ok(entry.len());
             }
-            Engine::Uf => THREAD_SCRATCH.with(|cell| {
+            Engine::Uf(_) => THREAD_SCRATCH.with(|cell| {
                 let mut slot = cell.borrow_mut();
-                let s = slot.get_or_insert_with(|| UfScratch::new(&self.graph));
-                s.ensure(&self.graph);
-                s.decode(&self.graph, dets)
+                let s = slot.get_or_insert_with(|| self.new_scratch());
+                s.uf.ensure(self.decode_graph());
+                self.decode(s, dets)
             }),
         };
         Ok(self.write_result(mask, out))

@@ -16,41 +16,47 @@
 //! [`UfTable::times`] holds per entry the time its growth stopped (u16, saturated at
 //! [`uf_split::SAT`]), which the split path's test reads ([`super::uf_split`]).
 //!
+//! # Filling it
+//!
+//! Level by level (syndromes of 1, 2, ... defects), each level on every core. An entry of
+//! 2 and more defects that the split path's test cuts into independent groups
+//! ([`uf_split::split_timed`], over the levels below) is the XOR of the groups' results
+//! and the latest of their times, exactly the specification's by the split theorem
+//! ([`super::uf_split`]); only the rest are decoded. Random syndromes of a few defects are
+//! expensive decodes (their clusters grow far before they meet: ~7 us each for 4 defects
+//! on the d = 7 part), and 78 % of the d = 7 part's 4-defect ones split (~0.2 us), so its
+//! K = 4 table builds 2.4 times faster than by decoding every entry (59 s against 140 s on
+//! the 2-core VM). Tested: filled and decoded tables are equal, results and times.
+//!
 //! # Size, and the shots it covers
 //!
-//! [`auto_max_defects`] picks the largest `K` whose table holds at most
-//! [`AUTO_MAX_ENTRIES`] entries and whose precompute stays within [`AUTO_MAX_WORK`] (a
-//! random `k`-defect syndrome is an expensive decode: its clusters grow far before they
-//! meet): the same `K` on every host. Where the split path is available (the model has at
-//! most [`uf_split::MAX_SPLIT_DETECTORS`] detectors), [`auto_max_defects_split`] raises `K`
-//! further, up to [`AUTO_SPLIT_MAX_DEFECTS`], while the precompute stays within
-//! [`AUTO_SPLIT_WORK_PER_CORE`] per core of the host (about 13 s at any core count): the
-//! split path answers a shot whose interacting groups hold at most `K` defects each, and
-//! its coverage gains little past 4 (module docs of [`super::uf_split`]), while a larger
-//! `K` only grows the table. [`auto_max_defects_here`] is the choice the GPU upload makes.
-//! On the committed fixtures (circuit noise, rounds = d), the share of shots with at most
-//! `K` defects (shots without defects included: they never reach the table, but they skip
-//! the full decoder too):
+//! The decoder's graph is the model's observable part ([`super::observable_part`]), so
+//! `n` below is its detectors. [`auto_max_defects`] picks the largest `K` whose table
+//! holds at most [`AUTO_MAX_ENTRIES`] entries and whose precompute stays within
+//! [`AUTO_MAX_WORK`]: the same `K` on every host. Where the split path is available (at
+//! most [`uf_split::MAX_SPLIT_DETECTORS`] detectors), [`auto_max_defects_split`] raises
+//! `K` further, up to [`AUTO_SPLIT_MAX_DEFECTS`], while the table holds at most
+//! [`AUTO_SPLIT_MAX_ENTRIES`] entries and the precompute stays within
+//! [`AUTO_SPLIT_WORK_PER_CORE`] per core of the host (about 10 s of a core's work): the
+//! split path answers a shot whose interacting groups hold at most `K` defects each
+//! ([`super::uf_split`] has the shares). [`auto_max_defects_here`] is the choice the GPU
+//! upload makes. On the committed fixtures (circuit noise, rounds = d, memory Z), the
+//! observable parts:
 //!
-//! | model | detectors, edges | K | entries | precompute (2-core VM) | p = 0.001 (Z / X) | p = 0.005 (Z) |
-//! |---|---|---|---|---|---|---|
-//! | surface d3, 3 rounds | 24, 78 | 9 (auto) | 2.6 M | 13 s | 100 % / 100 % | 99.99 % |
-//! | surface d5, 5 rounds | 120, 502 | 3 (auto, < 14 cores) | 288 k | 2.3 s | 80.9 % / 79.9 % | 11.2 % |
-//! | surface d5, 5 rounds | 120, 502 | 4 (auto, >= 14 cores) | 8.5 M | 11-13 s | 90.4 % / 89.8 % | 18.3 % |
-//! | surface d7, 7 rounds | 336, 1558 | 2 (auto, < 24 cores) | 56.6 k | 1.7 s | 25.7 % / 25.8 % | 0.01 % |
-//! | surface d7, 7 rounds | 336, 1558 | 3 (auto, >= 24 cores) | 6.3 M | 23 s | 32.7 % / 32.2 % | 0.02 % |
+//! | model | part: detectors, edges | K | entries | precompute | shots with at most K defects, p = 0.001 |
+//! |---|---|---|---|---|---|
+//! | surface d3, 3 rounds | 16, 55 | 16 (auto) | 65.5 k | 0.09 s (2-core VM) | 100 % |
+//! | surface d5, 5 rounds | 72, 301 | 4 (auto) | 1.09 M | 0.44 s (2-core VM) | 98.7 % |
+//! | surface d7, 7 rounds | 192, 883 | 3 (auto, < 13 cores) | 1.18 M | 1.3 s (2-core VM) | 63.4 % |
+//! | surface d7, 7 rounds | 192, 883 | 4 (auto, >= 13 cores) | 56.1 M | 59 s (2-core VM), 16 s (16-core H200 host) | 82.5 % |
 //!
-//! (Precompute scales with cores: ~700 M work units per core-second for the K = 4 / K = 3
-//! rows, measured, where the budgets below assumed ~94 M; each build thread runs on a core
-//! of its own, `host::pin_spread`, even when the caller is pinned to one.) The d7 K = 3
-//! table is left to hosts of 24 cores and more: on the 16-core H200 host it would add ~3 s
-//! to every start for 4 % more
-//! shots off the full decoder at p = 0.001 (split path: 88 % at K = 2, 92 % at K = 3); an
-//! explicit `--uf-table-max-defects 3` builds it anywhere. So the table takes most d3 and d5
-//! shots at p = 0.001 off the full device decoder, a quarter to a third of the d7 ones, and
-//! few at p = 0.005; with the isolated-defects path and the split path (a syndrome cut into
-//! independent groups of at most `K` defects each), see the table in [`super::uf_split`]:
-//! d5 at K = 4 reaches 99.6-99.8 % at p = 0.001, d7 88 % at K = 2, 92 % at K = 3.
+//! The d7 K = 4 table is 56 MB of results and 112 MB of times on the device, and its
+//! ~16 s are paid once per process at a backend's start (logged; tables are kept per
+//! process by graph content); `--uf-table-max-defects 3` starts in about a second. It is
+//! what brings d7's round trip under 10 us: with it 0.8-1.2 % of the p = 0.001 shots grow
+//! clusters, against 4.5-5.6 % with K = 3 (results/h200-session14.txt). On the whole
+//! models (before the observable part) the auto choice was d5 K = 3-4 and d7 K = 2-3, and
+//! d7 K = 4 would have taken 520 M entries.
 #![forbid(unsafe_code)]
 
 use std::time::{Duration, Instant};
@@ -71,12 +77,16 @@ pub const AUTO_MAX_ENTRIES: u64 = 16 << 20;
 pub const AUTO_MAX_WORK: u64 = 2_000_000_000;
 /// Largest `K` the split path's budget ([`auto_max_defects_split`]) raises the table to.
 pub const AUTO_SPLIT_MAX_DEFECTS: u32 = 4;
+/// Entries [`auto_max_defects_split`] stays within: 64 Mi, at most 192 MiB with their
+/// times (1 + 2 bytes an entry with up to 8 observables).
+pub const AUTO_SPLIT_MAX_ENTRIES: u64 = 64 << 20;
 /// Precompute work per core of the host that [`auto_max_defects_split`] allows, in
-/// [`build_work`] units. Set from an estimate of ~94 M units per core-second (~13 s); the
-/// builds run at ~700 M (d5 K = 4, 16.9e9 units, 11-13 s on the 2-core VM), so it is ~2 s
-/// of a core's work. Kept as it is: the K it picks is the one measured on the GPU.
-/// d5 K = 4 (16.9e9) needs 14 cores, d7 K = 3 (29.5e9) 24.
-pub const AUTO_SPLIT_WORK_PER_CORE: u64 = 1_250_000_000;
+/// [`build_work`] units: 16e9, about 10 s at the ~1.6e9 units per core-second measured for
+/// the d = 7 model's observable part at K = 4 (190e9 units, 59 s on the 2-core VM), whose
+/// entries mostly split and are filled from smaller ones ([`UfTable::build`]). So the d = 5
+/// part takes K = 4 on any host and the d = 7 part (192 detectors) K = 3 below 12 cores and
+/// K = 4 from 12 up (56 M entries; ~7 s on the 16-core H200 host).
+pub const AUTO_SPLIT_WORK_PER_CORE: u64 = 16_000_000_000;
 /// Largest table an explicit `K` may ask for (entries; the device indexes with u32).
 pub const MAX_ENTRIES: u64 = 1 << 30;
 
@@ -132,7 +142,7 @@ pub fn auto_max_defects(n: usize, edges: usize) -> u32 {
 }
 
 /// [`auto_max_defects`], raised for the split path (module docs) to at most
-/// [`AUTO_SPLIT_MAX_DEFECTS`] while the table holds at most [`AUTO_MAX_ENTRIES`] entries
+/// [`AUTO_SPLIT_MAX_DEFECTS`] while the table holds at most [`AUTO_SPLIT_MAX_ENTRIES`] entries
 /// and its precompute stays within `cores` x [`AUTO_SPLIT_WORK_PER_CORE`]; never lower than
 /// [`auto_max_defects`].
 pub fn auto_max_defects_split(n: usize, edges: usize, cores: usize) -> u32 {
@@ -141,7 +151,7 @@ pub fn auto_max_defects_split(n: usize, edges: usize, cores: usize) -> u32 {
     let mut k = auto_max_defects(n, edges);
     while k < AUTO_SPLIT_MAX_DEFECTS
         && u64::from(k) < nn
-        && entries_upto(nn, k + 1) <= AUTO_MAX_ENTRIES
+        && entries_upto(nn, k + 1) <= AUTO_SPLIT_MAX_ENTRIES
         && build_work(nn, e, k + 1) <= budget
     {
         k += 1;
@@ -230,6 +240,17 @@ impl UfTable {
     /// (`1 ..= MAX_DEFECTS`, at most [`MAX_ENTRIES`] entries) with the CPU uf, on
     /// `threads` threads (0: one per available core).
     pub fn build(graph: &MatchingGraph, max_defects: u32, threads: usize) -> Result<UfTable> {
+        UfTable::build_filled(graph, max_defects, threads, true)
+    }
+
+    /// [`UfTable::build`]; `from_splits`: entries of 2 and more defects that split into
+    /// independent groups are filled from the groups' entries (else every entry is decoded).
+    fn build_filled(
+        graph: &MatchingGraph,
+        max_defects: u32,
+        threads: usize,
+        from_splits: bool,
+    ) -> Result<UfTable> {
         let n = graph.num_detectors();
         let total = entries_upto(n as u64, max_defects);
         if max_defects == 0
@@ -263,27 +284,53 @@ impl UfTable {
         } else {
             threads
         };
-        // At least 4096 syndromes per thread.
-        let threads = threads.clamp(1, total.div_ceil(4096) as usize);
-        let per = total.div_ceil(threads as u64) as usize;
+        // The split path's distances, to fill entries from smaller ones (`fill`).
+        let dist = (from_splits && max_defects >= 2 && n <= uf_split::MAX_SPLIT_DETECTORS)
+            .then(|| uf_split::Distances::build(graph))
+            .transpose()?;
         let mut entries = vec![0u8; total as usize * entry_bytes];
         let mut times = vec![0u16; total as usize];
-        std::thread::scope(|s| {
-            // Per thread, `per` entries and their times (entries of 0 bytes without
-            // observables: the times are still needed).
-            let mut rest = &mut entries[..];
-            for (t, tout) in times.chunks_mut(per).enumerate() {
-                let (out, r) = rest.split_at_mut(tout.len() * entry_bytes);
-                rest = r;
-                let base = &base;
-                s.spawn(move || {
-                    // One core each: a caller pinned to one core (the forwarding thread)
-                    // would otherwise hand its mask, and so its core, to every worker.
-                    crate::host::pin_spread(t);
-                    fill(graph, base, (t * per) as u64, out, tout, entry_bytes)
-                });
-            }
-        });
+        let mut used = 1;
+        // Level by level (syndromes of k defects), each on all threads, reading the levels
+        // below it.
+        for k in 1..=max_defects as usize {
+            let (first, end) = (base[k] as usize, base[k + 1] as usize);
+            let (lower_e, level_e) = entries.split_at_mut(first * entry_bytes);
+            let (lower_t, level_t) = times.split_at_mut(first);
+            let level_e = &mut level_e[..(end - first) * entry_bytes];
+            let level_t = &mut level_t[..end - first];
+            let lower = Lower {
+                n,
+                base: &base[..k],
+                entries: lower_e,
+                times: lower_t,
+                entry_bytes,
+            };
+            // At least 4096 syndromes per thread.
+            let threads = threads.clamp(1, (end - first).div_ceil(4096));
+            used = used.max(threads);
+            let per = (end - first).div_ceil(threads);
+            // (One defect: one group, nothing to split.)
+            let dist = dist.as_ref().filter(|_| k >= 2);
+            std::thread::scope(|s| {
+                // Per thread, `per` entries and their times (entries of 0 bytes without
+                // observables: the times are still needed).
+                let mut rest = &mut level_e[..];
+                for (t, tout) in level_t.chunks_mut(per).enumerate() {
+                    let (out, r) = rest.split_at_mut(tout.len() * entry_bytes);
+                    rest = r;
+                    let mut lower = lower;
+                    s.spawn(move || {
+                        // One core each: a caller pinned to one core (the forwarding
+                        // thread) would otherwise hand its mask, and so its core, to every
+                        // worker.
+                        crate::host::pin_spread(t);
+                        fill(graph, k, (t * per) as u64, out, tout, dist, &mut lower)
+                    });
+                }
+            });
+        }
+        let threads = used;
         Ok(UfTable {
             num_detectors: n,
             max_defects,
@@ -393,37 +440,79 @@ pub fn device_index_of(ix: &[u32], n: usize, max_defects: u32, defects: &[u32]) 
         })
 }
 
-/// Fills `out` (and `times`) with the entries from index `first` on.
+/// The levels of a table below the one being filled: a [`uf_split::GroupDecoder`] for
+/// groups of fewer defects.
+#[derive(Clone, Copy)]
+struct Lower<'a> {
+    n: usize,
+    /// `base[j]` for `j < k`.
+    base: &'a [u64],
+    entries: &'a [u8],
+    times: &'a [u16],
+    entry_bytes: usize,
+}
+
+impl uf_split::GroupDecoder for Lower<'_> {
+    fn max_defects(&self) -> usize {
+        self.base.len() - 1
+    }
+
+    fn group(&mut self, defects: &[u32]) -> Option<(u64, u32)> {
+        if defects.len() > self.max_defects() {
+            return None;
+        }
+        debug_assert!(defects.iter().all(|&d| (d as usize) < self.n));
+        let i = (self.base[defects.len()] + rank(defects)) as usize;
+        let entry = &self.entries[i * self.entry_bytes..(i + 1) * self.entry_bytes];
+        let mask = entry
+            .iter()
+            .enumerate()
+            .fold(0u64, |m, (k, &b)| m | u64::from(b) << (8 * k));
+        Some((mask, u32::from(self.times[i])))
+    }
+}
+
+/// Fills `out` (and `times`) with the entries of `k` defects from rank `first` on. With
+/// `dist`, an entry whose defects split into independent groups of fewer defects
+/// ([`uf_split::split_timed`] over the lower levels) is their XOR and their latest time,
+/// the specification's output and time by the split theorem; the others, and every entry
+/// without `dist`, are decoded. (On the d = 7 model's observable part, 192 detectors, most
+/// 4-defect entries split: the K = 4 table builds several times faster.)
 fn fill(
     graph: &MatchingGraph,
-    base: &[u64],
+    k: usize,
     first: u64,
     out: &mut [u8],
     times: &mut [u16],
-    entry_bytes: usize,
+    dist: Option<&uf_split::Distances>,
+    lower: &mut Lower<'_>,
 ) {
     let n = graph.num_detectors() as u32;
+    let entry_bytes = lower.entry_bytes;
     let mut scratch = UfScratch::new(graph);
     let mut dets = vec![0u8; graph.num_detectors().div_ceil(8)];
-    let mut k = base.iter().rposition(|&b| b <= first).unwrap();
     let mut c = vec![0u32; k];
-    unrank(first - base[k], &mut c);
+    unrank(first, &mut c);
+    let len = times.len();
     for (i, time) in times.iter_mut().enumerate() {
-        for &d in &c {
-            dets[d as usize / 8] |= 1 << (d % 8);
-        }
-        let (mask, t) = scratch.decode_timed(graph, &dets);
-        for &d in &c {
-            dets[d as usize / 8] = 0;
-        }
+        let split = dist.and_then(|d| uf_split::split_timed(&c, d, lower));
+        let (mask, t) = split.unwrap_or_else(|| {
+            for &d in &c {
+                dets[d as usize / 8] |= 1 << (d % 8);
+            }
+            let decoded = scratch.decode_timed(graph, &dets);
+            for &d in &c {
+                dets[d as usize / 8] = 0;
+            }
+            decoded
+        });
         let entry = &mut out[i * entry_bytes..(i + 1) * entry_bytes];
         for (i, b) in entry.iter_mut().enumerate() {
             *b = (mask >> (8 * i)) as u8;
         }
         *time = t.min(uf_split::SAT) as u16;
         if !next_colex(&mut c, n) {
-            k += 1;
-            c = (0..k as u32).collect();
+            debug_assert_eq!(i + 1, len, "the level ends with its last syndrome");
         }
     }
 }
@@ -465,8 +554,9 @@ mod tests {
         assert_eq!(auto_max_defects(336, 1 << 30), 0);
         assert_eq!(auto_max_defects(0, 10), 0);
         assert_eq!(build_work(120, 502, 4), 16_925_030_400);
-        // With the split path: d5 K = 4 from 14 cores, d7 K = 3 from 24, d3 unchanged.
-        for (cores, d3, d5, d7) in [(1, 9, 3, 2), (2, 9, 3, 2), (13, 9, 3, 2), (14, 9, 4, 2)] {
+        // With the split path, the whole models: d5 K = 4 and d7 K = 3 from 2 cores (d7
+        // K = 4 is above the entries' cap), d3 unchanged.
+        for (cores, d3, d5, d7) in [(1, 9, 3, 2), (2, 9, 4, 3), (16, 9, 4, 3), (1024, 9, 4, 3)] {
             assert_eq!(auto_max_defects_split(24, 78, cores), d3, "{cores} cores");
             assert_eq!(auto_max_defects_split(120, 502, cores), d5, "{cores} cores");
             assert_eq!(
@@ -475,11 +565,14 @@ mod tests {
                 "{cores} cores"
             );
         }
-        assert_eq!(auto_max_defects_split(120, 502, 16), 4);
-        assert_eq!(auto_max_defects_split(336, 1558, 16), 2);
-        assert_eq!(auto_max_defects_split(336, 1558, 24), 3);
-        assert_eq!(auto_max_defects_split(336, 1558, 1024), 3);
-        assert_eq!(auto_max_defects_split(8, 21, 64), 8);
+        // Their observable parts (what the decoder loads): d3 16 detectors, 55 edges; d5
+        // 72, 301: K = 4 on one core; d7 192, 883: K = 3, and K = 4 from 13 cores.
+        assert_eq!(auto_max_defects_split(16, 55, 1), 16);
+        assert_eq!(auto_max_defects_split(72, 301, 1), 4);
+        assert_eq!(build_work(192, 883, 4), 196_911_316_992);
+        for (cores, d7) in [(1, 3), (2, 3), (12, 3), (13, 4), (16, 4), (1024, 4)] {
+            assert_eq!(auto_max_defects_split(192, 883, cores), d7, "{cores} cores");
+        }
         let here = auto_max_defects_here(120, 502);
         assert!((3..=4).contains(&here), "{here}");
     }
@@ -661,6 +754,44 @@ mod tests {
                     check(&set.into_iter().collect::<Vec<_>>());
                 }
             }
+        }
+    }
+
+    /// Entries filled from the split of their defects into independent groups equal the
+    /// decoded ones, results and times, on every syndrome of the tables (d = 3 to 4
+    /// defects; the d = 5 model's observable part, 72 detectors, to 3), and most are
+    /// filled so.
+    #[test]
+    fn entries_filled_from_splits_equal_decoded_entries() {
+        let d5 = crate::decode::ObservablePart::of(&fixture("surface_d5_r5_z_p001"))
+            .unwrap()
+            .unwrap();
+        for (g, k) in [
+            (fixture("surface_d3_r3_z_p001"), 4),
+            (d5.graph().clone(), 3),
+        ] {
+            let filled = UfTable::build_filled(&g, k, 0, true).unwrap();
+            let decoded = UfTable::build_filled(&g, k, 0, false).unwrap();
+            assert_eq!(filled.entries(), decoded.entries(), "{} K={k}", g.source());
+            assert_eq!(filled.times(), decoded.times(), "{} K={k}", g.source());
+            // The top level is mostly splits: the time of a split entry is its groups'
+            // latest, which a decode agrees with (above); count how many split.
+            let dist = uf_split::Distances::build(&g).unwrap();
+            let n = g.num_detectors() as u32;
+            let mut c: Vec<u32> = (0..k).collect();
+            let (mut all, mut split) = (0u32, 0u32);
+            loop {
+                all += 1;
+                split += u32::from(uf_split::split(&c, &dist, &mut &decoded).is_some());
+                if !next_colex(&mut c, n) {
+                    break;
+                }
+            }
+            assert!(
+                2 * split > all,
+                "{} K={k}: {split} of {all} split",
+                g.source()
+            );
         }
     }
 

@@ -150,6 +150,15 @@ pub struct DecoderParams {
     /// [`uf_split::MAX_SPLIT_DEFECTS`]; [`uf_split::split_limit`]): above it, the attempt
     /// fails on most shots and only delays the growth that answers them.
     pub uf_split_max_defects: u32,
+    /// The observable part's map ([`crate::decode::ObservablePart::device_words`], uint2 per 32-detector
+    /// word of the wire's syndrome: kept detectors' mask, the part's index of the first),
+    /// or 0: the model is decoded whole. `uf_detectors` and the other `uf` fields describe
+    /// the part.
+    pub uf_keep: u64,
+    /// Detectors of a request's syndrome (the whole model's; what the payload check reads).
+    pub uf_wire_detectors: u32,
+    /// Unused (keeps the block a multiple of 8 bytes).
+    pub uf_reserved: u32,
 }
 
 impl DecoderParams {
@@ -214,6 +223,9 @@ impl DecoderParams {
         ] {
             b.extend_from_slice(&x.to_le_bytes());
         }
+        b.extend_from_slice(&self.uf_keep.to_le_bytes());
+        b.extend_from_slice(&self.uf_wire_detectors.to_le_bytes());
+        b.extend_from_slice(&self.uf_reserved.to_le_bytes());
         debug_assert_eq!(b.len(), std::mem::size_of::<DecoderParams>());
         b
     }
@@ -528,7 +540,10 @@ impl DeviceModels {
             p.loaded |= LOADED_LUT;
         }
         if let Some(d) = uf {
-            let m = UfDeviceModel::new(d.graph())?;
+            // The observable part's graph where the model has one: the kernel compacts each
+            // request's syndrome onto it first (device/decode.cu step 0).
+            let graph = d.decode_graph();
+            let m = UfDeviceModel::new(graph)?;
             p.uf_adj_offset = blob.push_u32s(m.adj_offset.iter().copied());
             p.uf_adj = blob.push_u32s(m.adj.iter().flatten().copied());
             p.uf_edges = blob.push_u32s(m.edges.iter().flatten().copied());
@@ -542,6 +557,10 @@ impl DeviceModels {
             uf_graph_bytes = u32::try_from(blob.0.len() as u64 * 8 - p.uf_adj_offset)
                 .expect("a 16-bit model's graph is far below 4 GiB");
             p.uf_detectors = m.num_detectors;
+            p.uf_wire_detectors = d.num_detectors() as u32;
+            if let Some(part) = d.observable_part() {
+                p.uf_keep = blob.push_u32s(part.device_words().into_iter().flatten());
+            }
             p.uf_result_bytes = m.result_bytes;
             let l = m.layout;
             p.uf_scratch_bytes = l.bytes;
@@ -559,7 +578,7 @@ impl DeviceModels {
             p.uf_off_phi = l.phi;
             p.uf_max_degree = m.max_degree;
             p.loaded |= LOADED_UF;
-            uf_table = uf_table_for(d.graph(), uf_table_max_defects)?;
+            uf_table = uf_table_for(graph, uf_table_max_defects)?;
             if let Some(t) = &uf_table {
                 p.uf_table = blob.push_bytes(t.entries());
                 p.uf_table_index = blob.push_u32s(t.device_index());
@@ -567,10 +586,10 @@ impl DeviceModels {
                 p.uf_table_entries =
                     u32::try_from(t.len()).expect("a table holds at most 2^30 entries");
                 // The split path: off (uf_dist 0) for a model too large for its matrix.
-                if d.num_detectors() <= uf_split::MAX_SPLIT_DETECTORS {
-                    let dist = Distances::build(d.graph())?;
+                if graph.num_detectors() <= uf_split::MAX_SPLIT_DETECTORS {
+                    let dist = Distances::build(graph)?;
                     p.uf_split_max_defects =
-                        uf_split_limit_for(d.graph(), t, &dist, uf_split_max_defects) as u32;
+                        uf_split_limit_for(graph, t, &dist, uf_split_max_defects) as u32;
                     p.uf_dist = blob.push_bytes(&u16_bytes(dist.as_slice()));
                     p.uf_table_times = blob.push_bytes(&u16_bytes(t.times()));
                     uf_split = true;
@@ -646,6 +665,9 @@ impl DeviceModels {
             }
             if p.uf_stage_bytes != 0 {
                 p.uf_stage += base;
+            }
+            if p.uf_keep != 0 {
+                p.uf_keep += base;
             }
         }
         p
@@ -1141,6 +1163,9 @@ mod tests {
             uf_graph_offset,
             uf_off_phi,
             uf_split_max_defects,
+            uf_keep,
+            uf_wire_detectors,
+            uf_reserved,
         );
         assert_eq!(fields, rust, "QFWD_DEC_FIELD lines vs DecoderParams");
         assert_eq!(declared, rust, "struct QfwdDecoderParams vs DecoderParams");
@@ -1291,7 +1316,7 @@ mod tests {
             .join("tests/fixtures/surface_d5_r5_z_p001.dem");
         let uf = Arc::new(Decoder::from_dem_path(&path, DecoderKind::Uf).unwrap());
         let m = DeviceModels::new(&[Arc::clone(&uf)], Some(0)).unwrap();
-        let d = UfDeviceModel::new(uf.graph()).unwrap();
+        let d = UfDeviceModel::new(uf.decode_graph()).unwrap();
         let p = m.params_at(0);
         let g = m.uf_graph_bytes as u64;
         // From the row offsets to past the boundary array, 16-byte aligned at both ends
@@ -1317,7 +1342,50 @@ mod tests {
         // The potentials, 8-byte aligned, inside the per-warp area.
         let l = d.layout;
         assert_eq!(l.phi % 8, 0);
-        assert!(l.phi as usize + 8 * (uf.num_detectors() + 1) <= l.bytes as usize);
+        assert!(l.phi as usize + 8 * (uf.decode_graph().num_detectors() + 1) <= l.bytes as usize);
+    }
+
+    /// A model with an observable part uploads the part's graph, with the map the kernel
+    /// compacts each request's syndrome by (step 0) and the wire's detector count for the
+    /// payload check; a model without one has no map.
+    #[test]
+    fn observable_part_is_uploaded_with_its_map() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
+        let uf = Arc::new(
+            Decoder::from_dem_path(&dir.join("surface_d5_r5_z_p001.dem"), DecoderKind::Uf).unwrap(),
+        );
+        let part = uf.observable_part().expect("a memory experiment has one");
+        let m = DeviceModels::new(&[Arc::clone(&uf)], Some(0)).unwrap();
+        let (p, bytes) = (m.params_at(0x4000), blob_bytes(&m));
+        assert_eq!((p.uf_wire_detectors, p.uf_detectors), (120, 72));
+        assert_eq!(part.graph().num_detectors(), 72);
+        assert!(p.uf_keep >= 0x4000 && p.uf_keep % 16 == 0);
+        let words = part.device_words();
+        assert_eq!(words.len(), 120usize.div_ceil(32) + 1);
+        let at = (p.uf_keep - 0x4000) as usize;
+        let got: Vec<[u32; 2]> = bytes[at..at + 8 * words.len()]
+            .chunks(8)
+            .map(|c| {
+                let w = |i: usize| u32::from_le_bytes(c[i..i + 4].try_into().unwrap());
+                [w(0), w(4)]
+            })
+            .collect();
+        assert_eq!(got, words);
+        assert_eq!(words.last(), Some(&[0, 72]));
+        // The uploaded graph is the part's.
+        let d = UfDeviceModel::new(part.graph()).unwrap();
+        assert_eq!(d.num_detectors, 72);
+        // The repetition code's detectors all see the observable: no part, no map.
+        let rep = Arc::new(
+            Decoder::from_dem_path(&dir.join("rep_d5_r5_p001.dem"), DecoderKind::Uf).unwrap(),
+        );
+        assert!(rep.observable_part().is_none());
+        let p = DeviceModels::new(&[Arc::clone(&rep)], Some(0))
+            .unwrap()
+            .params_at(0x4000);
+        assert_eq!(p.uf_keep, 0);
+        assert_eq!(p.uf_wire_detectors, p.uf_detectors);
+        assert_eq!(p.uf_detectors as usize, rep.num_detectors());
     }
 
     /// The table and its index land in the blob where the parameters say, with the
@@ -1377,7 +1445,7 @@ mod tests {
         let dec = Arc::new(
             Decoder::from_dem_path(&dir.join("surface_d5_r5_z_p001.dem"), DecoderKind::Uf).unwrap(),
         );
-        let n = dec.num_detectors();
+        let n = dec.decode_graph().num_detectors();
         for (k, want_entries) in [
             (2u32, 1 + n + n * (n - 1) / 2),
             (3, 1 + n + n * (n - 1) / 2),
@@ -1430,14 +1498,14 @@ mod tests {
         let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
             .join("tests/fixtures/surface_d3_r3_z_p001.dem");
         let uf = Arc::new(Decoder::from_dem_path(&path, DecoderKind::Uf).unwrap());
-        let n = uf.num_detectors();
+        let n = uf.decode_graph().num_detectors();
         let m = DeviceModels::new(&[Arc::clone(&uf)], Some(2)).unwrap();
         assert!(m.uf_split());
         let p = m.params_at(0x2000);
         assert!(p.uf_dist >= 0x2000 && p.uf_dist % 16 == 0);
         assert!(p.uf_table_times >= 0x2000 && p.uf_table_times % 16 == 0);
         let (p, bytes) = (m.params_at(0), blob_bytes(&m));
-        let dist = Distances::build(uf.graph()).unwrap();
+        let dist = Distances::build(uf.decode_graph()).unwrap();
         let got: Vec<u16> = (0..n * n)
             .map(|i| u16_at(&bytes, p.uf_dist as usize, i))
             .collect();
@@ -1450,7 +1518,7 @@ mod tests {
         // The split path's limit: the automatic one (the d = 3 model's shots split well:
         // no limit), or the one set, at most 32.
         let want = uf_split::split_limit(
-            uf.graph(),
+            uf.decode_graph(),
             &dist,
             &mut t.as_ref(),
             uf_split::SPLIT_LIMIT_SHOTS,
@@ -1463,7 +1531,11 @@ mod tests {
         }
 
         let big = uf_split::MAX_SPLIT_DETECTORS as u32 + 1;
-        let g = MatchingGraph::from_edges(big, 1, &[edge(0, None, 0.01, 1)]).unwrap();
+        // One chain, so every detector is in the observable part.
+        let chain: Vec<EdgeSpec> = std::iter::once(edge(0, None, 0.01, 1))
+            .chain((1..big).map(|v| edge(v - 1, Some(v), 0.01, 0)))
+            .collect();
+        let g = MatchingGraph::from_edges(big, 1, &chain).unwrap();
         let d = Arc::new(Decoder::from_graph(g, DecoderKind::Uf).unwrap());
         let m = DeviceModels::new(&[d], Some(1)).unwrap();
         assert!(m.uf_table().is_some() && !m.uf_split());
@@ -1587,17 +1659,20 @@ mod tests {
             let dec = Arc::new(
                 Decoder::from_dem_path(&dir.join(format!("{name}.dem")), DecoderKind::Uf).unwrap(),
             );
-            let g = dec.graph();
+            // The graph and syndromes the device decodes: the observable part's.
+            let g = dec.decode_graph();
             let n = g.num_detectors();
             let m = DeviceModels::with_split_limit(&[Arc::clone(&dec)], Some(k), limit).unwrap();
             let (p, bytes) = (m.params_at(0), blob_bytes(&m));
             let table = m.uf_table().unwrap();
             let dist = Distances::build(g).unwrap();
-            let shots = Shots::read(&dir.join(format!("{name}.b8")), n, None).unwrap();
+            let shots =
+                Shots::read(&dir.join(format!("{name}.b8")), dec.num_detectors(), None).unwrap();
             let mut s = UfScratch::new(g);
             let mut split = 0;
+            let mut buf = Vec::new();
             for i in 0..shots.len().min(shots_max) {
-                let dets = shots.row(i);
+                let dets = dec.decode_input(shots.row(i), &mut buf);
                 let limit = p.uf_split_max_defects as usize;
                 let (want, path) =
                     decode_with_path(g, &mut s, Some(&dist), limit, &mut table.as_ref(), dets);
