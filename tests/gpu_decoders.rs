@@ -206,11 +206,14 @@ fn per_path_rows(paths: &[UfPath], timed: &[(usize, u64)], sorted: &[u64]) {
     }
 }
 
-/// Share of `payloads` with 1 ..= k defects (the table's), and with none.
+/// Share of `payloads` with 1 ..= k defects (the table's), and with none, counted as the
+/// decoder sees them (on the observable part, where the model has one).
 fn table_share(dec: &Decoder, payloads: &[Vec<u8>], k: u32) -> (f64, f64) {
     let (mut hit, mut zero) = (0usize, 0usize);
+    let mut buf = Vec::new();
     for p in payloads {
-        let d: u32 = p[..dec.detector_bytes()]
+        let d: u32 = dec
+            .decode_input(&p[..dec.detector_bytes()], &mut buf)
             .iter()
             .map(|b| b.count_ones())
             .sum();
