@@ -128,7 +128,7 @@ struct RunArgs {
     /// GPU uf decoder: answer syndromes of at most N defects from a table that the CPU uf
     /// fills at start-up (same answers, one memory load); 0 turns it off [default: the
     /// largest N, at most 4, whose table fits the build budget of ~10 s of work per core,
-    /// logged at start; a d=7 surface code gets 4 on 13 cores and more, ~16 s to build on
+    /// logged at start; a d=7 surface code gets 4 on 13 cores and more, 16-21 s to build on
     /// 16, where 3 starts in about a second].
     #[arg(long, value_name = "N")]
     uf_table_max_defects: Option<u32>,

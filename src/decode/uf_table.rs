@@ -48,13 +48,14 @@
 //! | surface d3, 3 rounds | 16, 55 | 16 (auto) | 65.5 k | 0.09 s (2-core VM) | 100 % |
 //! | surface d5, 5 rounds | 72, 301 | 4 (auto) | 1.09 M | 0.44 s (2-core VM) | 98.7 % |
 //! | surface d7, 7 rounds | 192, 883 | 3 (auto, < 13 cores) | 1.18 M | 1.3 s (2-core VM) | 63.4 % |
-//! | surface d7, 7 rounds | 192, 883 | 4 (auto, >= 13 cores) | 56.1 M | 59 s (2-core VM), 16 s (16-core H200 host) | 82.5 % |
+//! | surface d7, 7 rounds | 192, 883 | 4 (auto, >= 13 cores) | 56.1 M | 59 s (2-core VM), 16-21 s (16-core H200 host) | 82.5 % |
 //!
 //! The d7 K = 4 table is 56 MB of results and 112 MB of times on the device, and its
-//! ~16 s are paid once per process at a backend's start (logged; tables are kept per
+//! 16-21 s are paid once per process at a backend's start (logged; tables are kept per
 //! process by graph content); `--uf-table-max-defects 3` starts in about a second. It is
-//! what brings d7's round trip under 10 us: with it 0.8-1.2 % of the p = 0.001 shots grow
-//! clusters, against 4.5-5.6 % with K = 3 (results/h200-session14.txt). On the whole
+//! what brings d7's round trip p99 to about 10 us (9.1-10.4 through the forwarder, against
+//! 10.6-12.6 with K = 3): with it 0.8-1.2 % of the p = 0.001 shots grow clusters, against
+//! 4.5-5.6 % with K = 3 (results/h200-session14.txt). On the whole
 //! models (before the observable part) the auto choice was d5 K = 3-4 and d7 K = 2-3, and
 //! d7 K = 4 would have taken 520 M entries.
 #![forbid(unsafe_code)]
@@ -82,10 +83,11 @@ pub const AUTO_SPLIT_MAX_DEFECTS: u32 = 4;
 pub const AUTO_SPLIT_MAX_ENTRIES: u64 = 64 << 20;
 /// Precompute work per core of the host that [`auto_max_defects_split`] allows, in
 /// [`build_work`] units: 16e9, about 10 s at the ~1.6e9 units per core-second measured for
-/// the d = 7 model's observable part at K = 4 (190e9 units, 59 s on the 2-core VM), whose
+/// the d = 7 model's observable part at K = 4 (197e9 units, 59 s on the 2-core VM), whose
 /// entries mostly split and are filled from smaller ones ([`UfTable::build`]). So the d = 5
-/// part takes K = 4 on any host and the d = 7 part (192 detectors) K = 3 below 12 cores and
-/// K = 4 from 12 up (56 M entries; ~7 s on the 16-core H200 host).
+/// part takes K = 4 on any host and the d = 7 part (192 detectors) K = 3 below 13 cores and
+/// K = 4 from 13 up (56 M entries; 16-21 s on the 16-core H200 host, whose threads build at
+/// about half the VM's rate per core).
 pub const AUTO_SPLIT_WORK_PER_CORE: u64 = 16_000_000_000;
 /// Largest table an explicit `K` may ask for (entries; the device indexes with u32).
 pub const MAX_ENTRIES: u64 = 1 << 30;
