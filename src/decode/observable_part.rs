@@ -38,8 +38,6 @@ const DROPPED: u32 = u32::MAX;
 #[derive(Debug, Clone)]
 pub struct ObservablePart {
     graph: MatchingGraph,
-    /// Detectors of the whole graph.
-    wire_detectors: usize,
     /// Per detector of the whole graph: its index in `graph`, or [`DROPPED`].
     index: Vec<u32>,
 }
@@ -59,7 +57,6 @@ impl ObservablePart {
         }
         Ok(Some(ObservablePart {
             graph: g.restricted(&keep)?,
-            wire_detectors: g.num_detectors(),
             index,
         }))
     }
@@ -71,7 +68,7 @@ impl ObservablePart {
 
     /// Detectors of the whole graph (the syndromes' length on the wire).
     pub fn wire_detectors(&self) -> usize {
-        self.wire_detectors
+        self.index.len()
     }
 
     /// Per detector of the whole graph: its index in [`ObservablePart::graph`], or `None`
@@ -86,13 +83,13 @@ impl ObservablePart {
     pub fn compact(&self, dets: &[u8], out: &mut Vec<u8>) {
         out.clear();
         out.resize(self.graph.num_detectors().div_ceil(8), 0);
-        let nb = self.wire_detectors.div_ceil(8).min(dets.len());
+        let nb = self.wire_detectors().div_ceil(8).min(dets.len());
         for (byte, &d) in dets[..nb].iter().enumerate() {
             let mut bits = d;
             while bits != 0 {
                 let v = byte * 8 + bits.trailing_zeros() as usize;
                 bits &= bits - 1;
-                if let Some(&i) = self.index.get(v).filter(|&&i| i != DROPPED) {
+                if let Some(i) = self.index(v) {
                     out[i as usize / 8] |= 1 << (i % 8);
                 }
             }
@@ -103,14 +100,13 @@ impl ObservablePart {
     /// the whole graph's syndrome, the mask of its kept detectors and the part's index of
     /// its first kept one; then one more pair `{0, part's detectors}`.
     pub fn device_words(&self) -> Vec<[u32; 2]> {
-        let words = self.wire_detectors.div_ceil(32);
+        let words = self.wire_detectors().div_ceil(32);
         let mut out = Vec::with_capacity(words + 1);
         let mut base = 0u32;
         for w in 0..words {
             let mut mask = 0u32;
             for b in 0..32 {
-                let v = 32 * w + b;
-                if v < self.wire_detectors && self.index[v] != DROPPED {
+                if self.index(32 * w + b).is_some() {
                     mask |= 1 << b;
                 }
             }

@@ -378,12 +378,7 @@ impl UfTable {
     /// `(obs, time)` of the sorted, distinct `defects` (`None`: more than `K`).
     pub fn entry(&self, defects: &[u32]) -> Option<(u64, u32)> {
         let i = self.index(defects)?;
-        let at = i * self.entry_bytes;
-        let mut mask = 0u64;
-        for (k, &b) in self.entries[at..at + self.entry_bytes].iter().enumerate() {
-            mask |= u64::from(b) << (8 * k);
-        }
-        Some((mask, u32::from(self.times[i])))
+        Some(read_entry(&self.entries, &self.times, self.entry_bytes, i))
     }
 
     /// Time the precompute took, and on how many threads.
@@ -465,13 +460,18 @@ impl uf_split::GroupDecoder for Lower<'_> {
         }
         debug_assert!(defects.iter().all(|&d| (d as usize) < self.n));
         let i = (self.base[defects.len()] + rank(defects)) as usize;
-        let entry = &self.entries[i * self.entry_bytes..(i + 1) * self.entry_bytes];
-        let mask = entry
-            .iter()
-            .enumerate()
-            .fold(0u64, |m, (k, &b)| m | u64::from(b) << (8 * k));
-        Some((mask, u32::from(self.times[i])))
+        Some(read_entry(self.entries, self.times, self.entry_bytes, i))
     }
+}
+
+/// Entry `i` of a table's arrays: its observable mask (the result's bytes, LSB first) and
+/// its time.
+fn read_entry(entries: &[u8], times: &[u16], entry_bytes: usize, i: usize) -> (u64, u32) {
+    let mask = entries[i * entry_bytes..(i + 1) * entry_bytes]
+        .iter()
+        .enumerate()
+        .fold(0u64, |m, (k, &b)| m | u64::from(b) << (8 * k));
+    (mask, u32::from(times[i]))
 }
 
 /// Fills `out` (and `times`) with the entries of `k` defects from rank `first` on. With
