@@ -247,7 +247,8 @@ extern __shared__ __align__(16) u8 qfwd_dec_smem[];
 // path 0 empty, 1 table, 2 isolated, 3 split, 4 full, 5 lanes; cycles (clock64, the SM's
 // clock) from the start of the decode (after the payload checks). Stamps, in order: defects
 // counted; the table's answer, or the defect list; per split pass its start, its look-ups
-// done and its test done; the split path done; the isolated step done; the lanes' set-up,
+// done and its test done, and the split path done, for each grouping tried (`passes`: the
+// last one's); the isolated step done; the lanes' set-up,
 // list builds, steps and merges (each summed over the rounds) and their end; the full
 // decoder's state set up, growth done, forest done, peeled.
 // Every split and full decode is printed, and about one in 8 of the others (the device's
@@ -784,17 +785,21 @@ static __device__ __forceinline__ bool qfwd_uf_table(const u32* arg, u32 lane, u
 // have the proof), for 1..32 defects: lane i holds the i-th defect in index order (the list
 // in `verts`). Every defect starts as its own group; a group's label is its least lane (its
 // leader), so the lanes of a group hold its members in sorted order. Each pass:
-//   - the leaders look up their group's (obs, T) in the table (a group above K: give up).
-//     In the first pass every group is one defect x, whose rank is C(x, 1) = x; later the
-//     group's lanes (`__match_any_sync` on the label) add their terms C(d_pos, pos + 1);
+//   - the leaders look up their group's (obs, T) in the table (a group above K: give up,
+//     or see below). In the first pass every group is one defect x, whose rank is
+//     C(x, 1) = x; later the group's lanes (`__match_any_sync` on the label) add their
+//     terms C(d_pos, pos + 1);
 //   - each lane tests its defect a against every defect b of another group, d(a, b) >
 //     T_a + T_b (exactly the CPU's test: strict, on the saturated u16 values), and links to
 //     the nearest failing b (least distance, then least lane);
 //   - no link anywhere: the answer is the XOR of the leaders' entries; else the linked
 //     groups merge: the new groups are the connected components of the old groups and the
 //     links, labelled by their least lane, the partition the CPU's merge makes.
-// At most `ndef` passes (each merges two groups at least). The grouping is the CPU's, so a
-// shot takes the same path on both; only the final test matters for the answer. Returns
+// That is the CPU's `Grouping::Links`. Where it forms a group above K, `Grouping::Mutual`
+// follows: the first pass's merge again, along the returned links only (its entries and
+// links are those already found: kept, not looked up again), and the passes after it.
+// At most `ndef` passes each (each merges two groups at least). The grouping is the CPU's,
+// so a shot takes the same path on both; only the final test matters for the answer. Returns
 // false, with `*out` untouched, when it does not apply. Reads only; every lane returns
 // together (the loop's bounds and exits are warp-uniform).
 //
@@ -842,6 +847,12 @@ static __device__ __forceinline__ bool qfwd_uf_split(const u8* s, u32 lane, u32 
     u64 obs;
     u32 t;
     qfwd_split_entry<STAGED>(at1, &obs, &t);
+    // The grouping: every link; where that gives up, the returned links, replayed from the
+    // first pass's merge (its entries and links are the same), kept here.
+    bool mutual = false;
+    const u64 obs1 = obs;
+    const u32 t1 = t;
+    u32 link1 = QFWD_DEC_FULL;
     // Held distances: d(x, defect u) in bits 16 (u & 1) of held[u / 2] (lanes past the
     // defects and u past them: loaded, never read as a cross pair).
     const bool hold = ndef <= H; // warp-uniform
@@ -863,12 +874,14 @@ static __device__ __forceinline__ bool qfwd_uf_split(const u8* s, u32 lane, u32 
     u32 label = lane; // lanes past the defects: groups of their own, never merged
     u32 gm = 1u << lane; // the lanes of this lane's group
     u32 partner = QFWD_DEC_FULL; // after a first pass that paired: the other lane, if any
+    // At most 2 ndef passes: the replay sets `pass` back to 0 once.
 #pragma unroll 1
     for (u32 pass = 0; pass < ndef; ++pass) {
         QFWD_TRACE_SET(tr, passes, pass + 1u);
         QFWD_STAMP(tr);
         u32 at = 0u;
         bool lookup = false;
+        bool replay = false; // warp-uniform
         if (pass == 1u && __any_sync(QFWD_DEC_FULL, partner != QFWD_DEC_FULL)) {
             // The groups are the first pass's pairs and lone defects (warp-uniform: only
             // that first pass sets `partner`). A pair {x < y} is at base[2] + x + C(y, 2),
@@ -892,28 +905,39 @@ static __device__ __forceinline__ bool qfwd_uf_split(const u8* s, u32 lane, u32 
             gm = __match_any_sync(QFWD_DEC_FULL, label);
             const u32 m = (u32)__popc(gm);
             if (__any_sync(QFWD_DEC_FULL, has && m > kmax)) {
-                return false;
-            }
-            const u32 c =
-                has ? qfwd_split_ld<STAGED>(ix + kmax + 1u + (u32)__popc(gm & lt) * n + x) : 0u;
-            // The group's rank, the sum of its members' terms.
-            const u32 mmax = __reduce_max_sync(QFWD_DEC_FULL, m); // warp-uniform, <= K
-            u32 r = 0u, rest = gm;
-#pragma unroll 1
-            for (u32 k = 0; k < mmax; ++k) {
-                const u32 src = rest != 0u ? (u32)(__ffs(rest) - 1) : lane;
-                const u32 v = __shfl_sync(QFWD_DEC_FULL, c, src);
-                if (rest != 0u) {
-                    r += v;
-                    rest &= rest - 1u;
+                if (mutual) {
+                    return false;
                 }
+                mutual = true;
+                replay = true;
+                label = lane;
+                gm = 1u << lane;
+                partner = QFWD_DEC_FULL;
+                obs = obs1;
+                t = t1;
+            } else {
+                const u32 c = has ? qfwd_split_ld<STAGED>(ix + kmax + 1u +
+                                                          (u32)__popc(gm & lt) * n + x)
+                                  : 0u;
+                // The group's rank, the sum of its members' terms.
+                const u32 mmax = __reduce_max_sync(QFWD_DEC_FULL, m); // warp-uniform, <= K
+                u32 r = 0u, rest = gm;
+#pragma unroll 1
+                for (u32 k = 0; k < mmax; ++k) {
+                    const u32 src = rest != 0u ? (u32)(__ffs(rest) - 1) : lane;
+                    const u32 v = __shfl_sync(QFWD_DEC_FULL, c, src);
+                    if (rest != 0u) {
+                        r += v;
+                        rest &= rest - 1u;
+                    }
+                }
+                at = __shfl_sync(QFWD_DEC_FULL, base_m, m) + r; // m <= K < 32
+                obs = 0ull;
+                t = 0u;
+                lookup = has && label == lane;
             }
-            at = __shfl_sync(QFWD_DEC_FULL, base_m, m) + r; // m <= K < 32
-            obs = 0ull;
-            t = 0u;
-            lookup = has && label == lane;
         }
-        if (pass > 0u) {
+        if (pass > 0u && !replay) {
             // The leaders' look-ups (a lone defect after a pairing pass keeps its entry).
             bool bad = false;
             if (lookup) {
@@ -930,7 +954,9 @@ static __device__ __forceinline__ bool qfwd_uf_split(const u8* s, u32 lane, u32 
         QFWD_STAMP(tr);
         // The test against every defect of another group; the nearest failing one.
         u32 best = QFWD_DEC_FULL, link = QFWD_DEC_FULL;
-        if (hold) {
+        if (replay) {
+            link = link1;
+        } else if (hold) {
 #pragma unroll
             for (u32 u = 0; u < H; ++u) {
                 if (u % B == 0u && u >= ndef) {
@@ -967,6 +993,9 @@ static __device__ __forceinline__ bool qfwd_uf_split(const u8* s, u32 lane, u32 
                 }
             }
         }
+        if (pass == 0u) {
+            link1 = link;
+        }
         const u32 lm = __ballot_sync(QFWD_DEC_FULL, link != QFWD_DEC_FULL);
         QFWD_STAMP(tr);
         if (lm == 0u) {
@@ -976,12 +1005,19 @@ static __device__ __forceinline__ bool qfwd_uf_split(const u8* s, u32 lane, u32 
             *out = qfwd_dec_xor_warp(obs);
             return true;
         }
-        // Merge: the components of the groups and the links (both directions), closed by
-        // doubling: each round ORs in the masks of the lanes already in this lane's mask.
-        // The common first pass: every link is returned (the groups are single defects):
-        // the new groups are those pairs and the defects without a link.
+        // Merge: the components of the groups and the links (both directions; `mutual`:
+        // only the returned links), closed by doubling: each round ORs in the masks of the
+        // lanes already in this lane's mask. The common first pass: every link is returned
+        // (the groups are single defects; always so with `mutual`): the new groups are
+        // those pairs and the defects without a link.
+        const u32 back = __shfl_sync(QFWD_DEC_FULL, link, link & 31u);
+        if (mutual && back != lane) {
+            link = QFWD_DEC_FULL;
+        }
+        if (replay) {
+            pass = 0u; // the replayed first pass: the next is pass 1
+        }
         if (pass == 0u) {
-            const u32 back = __shfl_sync(QFWD_DEC_FULL, link, link & 31u);
             if (__all_sync(QFWD_DEC_FULL, link == QFWD_DEC_FULL || back == lane)) {
                 label = link == QFWD_DEC_FULL ? lane : qfwd_dec_min(lane, link);
                 partner = link;

@@ -1548,7 +1548,18 @@ mod tests {
     /// sorted defects, one per lane): the first pass's one-defect entries at `base[1] + x`,
     /// then `match_any` groups and the per-group sum of the rank terms, the leaders'
     /// look-ups, the batched test, and the merge as closed lane masks.
+    /// Both groupings, in the device's order (every link, then the returned links).
     fn device_split(p: &DecoderParams, bytes: &[u8], defects: &[u32]) -> Option<u64> {
+        device_split_grouped(p, bytes, defects, false)
+            .or_else(|| device_split_grouped(p, bytes, defects, true))
+    }
+
+    fn device_split_grouped(
+        p: &DecoderParams,
+        bytes: &[u8],
+        defects: &[u32],
+        mutual: bool,
+    ) -> Option<u64> {
         let nd = defects.len();
         let (n, kmax) = (p.uf_detectors as usize, p.uf_table_defects as usize);
         if p.uf_dist == 0 || nd == 0 || nd > 32 {
@@ -1609,6 +1620,16 @@ mod tests {
             }
             if link.iter().all(Option::is_none) {
                 return Some(obs);
+            }
+            if mutual {
+                let returned: Vec<bool> = (0..32)
+                    .map(|a| link[a].is_some_and(|b| link[b] == Some(a)))
+                    .collect();
+                for (l, r) in link.iter_mut().zip(returned) {
+                    if !r {
+                        *l = None;
+                    }
+                }
             }
             let mut mask: Vec<u32> = (0..32)
                 .map(|l| {
