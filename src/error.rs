@@ -86,6 +86,8 @@ pub enum Error {
     Shots { path: PathBuf, detail: String },
     #[error("decode: {detail}")]
     Decode { detail: String },
+    #[error("uf table cache {path}: {detail}")]
+    UfTableCache { path: PathBuf, detail: String },
     // RDMA, mlx5 and soft NIC
     #[error("soft NIC layout: {detail}")]
     SoftNicLayout { detail: String },

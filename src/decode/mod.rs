@@ -53,6 +53,7 @@ pub mod uf_lanes;
 pub mod uf_potential;
 pub mod uf_split;
 pub mod uf_table;
+pub mod uf_table_cache;
 
 use std::cell::RefCell;
 use std::fmt;

@@ -51,8 +51,9 @@
 //! | surface d7, 7 rounds | 192, 883 | 4 (auto, >= 13 cores) | 56.1 M | 59 s (2-core VM), 16-21 s (16-core H200 host) | 82.5 % |
 //!
 //! The d7 K = 4 table is 56 MB of results and 112 MB of times on the device, and its
-//! 16-21 s are paid once per process at a backend's start (logged; tables are kept per
-//! process by graph content); `--uf-table-max-defects 3` starts in about a second. It is
+//! 16-21 s are paid at a backend's start (logged; tables are kept per process by graph
+//! content, and on disk for the next process: [`super::uf_table_cache`]);
+//! `--uf-table-max-defects 3` starts in about a second. It is
 //! what brings d7's round trip p99 to about 10 us (9.1-10.4 through the forwarder, against
 //! 10.6-12.6 with K = 3, session 14; 9.6 with the split path's second grouping, session
 //! 15): with it 0.8-1.2 % of the p = 0.001 shots grow clusters (0.44-0.50 % with the
@@ -345,6 +346,62 @@ impl UfTable {
             build_time: t0.elapsed(),
             threads,
         })
+    }
+
+    /// A table from its arrays as [`UfTable::entries`] and [`UfTable::times`] give them
+    /// (the on-disk cache's read, [`super::uf_table_cache`]), for `n` detectors; `took`:
+    /// the time it took to get them. `None` when the sizes do not fit `n` and `K`.
+    pub(crate) fn from_arrays(
+        n: usize,
+        max_defects: u32,
+        entry_bytes: usize,
+        entries: Vec<u8>,
+        times: Vec<u16>,
+        took: Duration,
+    ) -> Option<UfTable> {
+        if max_defects == 0 || max_defects > MAX_DEFECTS || max_defects as usize > n {
+            return None;
+        }
+        let total = entries_upto(n as u64, max_defects);
+        if total > MAX_ENTRIES
+            || times.len() as u64 != total
+            || entries.len() as u64 != total * entry_bytes as u64
+        {
+            return None;
+        }
+        let base = (0..=max_defects + 1)
+            .map(|k| {
+                if k == 0 {
+                    0
+                } else {
+                    entries_upto(n as u64, k - 1)
+                }
+            })
+            .collect();
+        Some(UfTable {
+            num_detectors: n,
+            max_defects,
+            entry_bytes,
+            base,
+            entries,
+            times,
+            build_time: took,
+            threads: 1,
+        })
+    }
+
+    /// Detectors of the graph the table is for.
+    pub fn num_detectors(&self) -> usize {
+        self.num_detectors
+    }
+
+    /// The sorted defects of entry `i` (`None` past the table).
+    pub fn defects_of(&self, i: usize) -> Option<Vec<u32>> {
+        let i = i as u64;
+        let k = (0..=self.max_defects as usize).find(|&k| i < self.base[k + 1])?;
+        let mut c = vec![0u32; k];
+        unrank(i - self.base[k], &mut c);
+        Some(c)
     }
 
     /// `K`: syndromes of at most this many defects are in the table.

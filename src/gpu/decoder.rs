@@ -36,7 +36,6 @@
 //! detector has at most [`MAX_DEGREE`] incident edges, `lut` at most 24 detectors (as on
 //! the CPU).
 
-use std::hash::{Hash, Hasher};
 use std::sync::{Arc, Mutex};
 
 use cudarc::driver::sys;
@@ -48,6 +47,7 @@ use crate::decode::graph::NO_EDGE;
 use crate::decode::uf_lanes::LANE_SLOTS;
 use crate::decode::uf_split::{self, Distances};
 use crate::decode::uf_table::{self, UfTable};
+use crate::decode::uf_table_cache;
 use crate::decode::{Decoder, DecoderKind, MatchingGraph};
 use crate::handler::{Handler, Registry};
 use crate::{Error, Result};
@@ -860,21 +860,6 @@ impl DeviceDecoders {
     }
 }
 
-/// A graph's content, as far as the uf output depends on it (the table cache's key).
-fn graph_key(g: &MatchingGraph) -> u64 {
-    let mut h = std::collections::hash_map::DefaultHasher::new();
-    (g.num_detectors(), g.num_observables()).hash(&mut h);
-    g.edge_u().hash(&mut h);
-    g.edge_v().hash(&mut h);
-    g.edge_weight().hash(&mut h);
-    g.edge_obs().hash(&mut h);
-    g.adj_offset().hash(&mut h);
-    g.adj_edge().hash(&mut h);
-    g.adj_nbr().hash(&mut h);
-    g.boundary_edge().hash(&mut h);
-    h.finish()
-}
-
 /// A cached table's key: (graph content, K).
 type UfTableKey = (u64, u32);
 
@@ -905,7 +890,9 @@ fn kept<V: Clone, E>(
 /// The low-weight syndrome table of `graph` for syndromes of at most `max_defects` defects
 /// (`None`: [`uf_table::auto_max_defects_here`]; an explicit `K` above the detector count means
 /// all of them), built with the CPU uf on every core, once per process for a given graph
-/// content and `K` (logged on stderr). `Ok(None)`: no table (K = 0, or no observables).
+/// content and `K` (logged on stderr), and read from / written to the on-disk cache
+/// ([`uf_table_cache`]: `QFWD_UF_TABLE_CACHE`) so that the next process need not build it.
+/// `Ok(None)`: no table (K = 0, or no observables).
 pub fn uf_table_for(
     graph: &MatchingGraph,
     max_defects: Option<u32>,
@@ -929,20 +916,39 @@ pub fn uf_table_for(
         }
         return Ok(None);
     }
-    let (table, built) = kept(&UF_TABLES, (graph_key(graph), k), || {
-        UfTable::build(graph, k, 0).map(Arc::new)
+    let mut origin = String::new();
+    let (table, made) = kept(&UF_TABLES, (uf_table_cache::graph_hash(graph), k), || {
+        let cache = uf_table_cache::dir_from_env();
+        let (t, from) = uf_table_cache::load_or_build(cache.as_deref(), graph, k, || {
+            UfTable::build(graph, k, 0)
+        })?;
+        let (took, threads) = t.build_time();
+        origin = match from {
+            uf_table_cache::Origin::Read(path) => {
+                format!(
+                    "read from {} in {:.2} s",
+                    path.display(),
+                    took.as_secs_f64()
+                )
+            }
+            uf_table_cache::Origin::Built(saved) => format!(
+                "built (precompute {:.2} s on {threads} threads){}",
+                took.as_secs_f64(),
+                saved.map_or(String::new(), |p| format!(", saved to {}", p.display()))
+            ),
+        };
+        Ok::<_, Error>(Arc::new(t))
     })?;
-    let verb = if built { "built" } else { "reused" };
-    let (took, threads) = table.build_time();
+    if !made {
+        origin = "reused (built or read earlier in this process)".into();
+    }
     eprintln!(
-        "qfwd: uf table for {}: K = {k} ({how}), {} entries x {} B = {} B (+ {} B index), {verb} \
-         (precompute {:.2} s on {threads} threads)",
+        "qfwd: uf table for {}: K = {k} ({how}), {} entries x {} B = {} B (+ {} B index), {origin}",
         graph.source(),
         table.len(),
         table.entry_bytes(),
         table.entries().len(),
         4 * (k as usize + 1 + k as usize * n),
-        took.as_secs_f64()
     );
     Ok(Some(table))
 }
@@ -971,7 +977,7 @@ pub fn uf_split_limit_for(
         );
         return m;
     }
-    let key = (graph_key(graph), table.max_defects());
+    let key = (uf_table_cache::graph_hash(graph), table.max_defects());
     let Ok((limit, _)) = kept(&UF_SPLIT_LIMITS, key, || {
         let t0 = std::time::Instant::now();
         let lim = uf_split::split_limit(
