@@ -1,7 +1,7 @@
 //! The CUDA driver, found at run time, and a device's primary context.
 //!
 //! cudarc is built with `dynamic-loading`: `libcuda` is opened on first use, and a missing
-//! library makes any driver call panic. [`driver`] checks for the library first
+//! library makes any driver call panic. `driver()` checks for the library first
 //! (`is_culib_present`), so a host without a GPU gets an error or `None`, never a panic.
 
 use std::ffi::{c_char, CStr};

@@ -397,7 +397,7 @@ pub fn inproc(config: &SoftNicConfig) -> Result<(InprocClient, SoftNicTransport)
     inproc_in(config, NicRegion::heap(layout.len)?, false)
 }
 
-/// [`inproc`] in `region` (at least [`NicLayout::len`] bytes: GPU-mapped memory for a
+/// [`inproc()`] in `region` (at least [`NicLayout::len`] bytes: GPU-mapped memory for a
 /// kernel that posts), with the send queue handed to a device side when `device_posted`
 /// (see [`SoftNicTransport::start_device_posted`]).
 pub fn inproc_in(
