@@ -165,9 +165,10 @@
 //!
 //! So at p = 0.001 the split path with K = 4 keeps 99.8-99.9 % of the d = 5 shots and
 //! 99.5-99.6 % of the d = 7 ones away from the growth, which is what sets the latency's
-//! tail (with [`Grouping::Links`] alone, session 14: 99.7-99.9 % and 98.8-99.2 %). On the whole models (before the observable part, sessions 10-13) the same K
-//! reached 99.6-99.8 % at d = 5 and, with the largest table that could be built there
-//! (K = 3), 92 % at d = 7: a memory experiment's detectors of the other basis added
+//! tail (with [`Grouping::Links`] alone, session 14: 99.7-99.9 % and 98.8-99.2 %). On
+//! the whole models (before the observable part, sessions 10-13) the same K reached
+//! 99.6-99.8 % at d = 5 and, with the largest table that could be built there (K = 3),
+//! 92 % at d = 7: a memory experiment's detectors of the other basis added
 //! defects to every group without changing any answer. Of the 45 d = 7 Z shots left
 //! (lanes and full), 34 hold no partition into groups of at most 4 that passes the test,
 //! 8 hold one that neither rule finds, and 3 have too many defects (over 11) to search
@@ -423,9 +424,9 @@ pub enum Grouping {
     /// chains neighbouring pairs into one group above `K`, where each pair alone would
     /// have settled in a few hundred units and passed (module docs, "Grouping").
     Mutual,
-    /// Along every link: what a pair of close pairs cannot split, nor can this, but it
-    /// merges an odd chain (a pair and the lone defect beside it) in one pass, where the
-    /// mutual rule pairs two of them and leaves the third to grow to the boundary.
+    /// Along every link (tried first): the first pass closes each chain of neighbours
+    /// into one group, which settles an odd chain (a pair and the lone defect beside it)
+    /// at once, where `Mutual` pairs two of them and leaves the third alone and odd.
     Links,
 }
 
