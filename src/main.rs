@@ -129,7 +129,9 @@ struct RunArgs {
     /// fills at start-up (same answers, one memory load); 0 turns it off [default: the
     /// largest N, at most 4, whose table fits the build budget of ~10 s of work per core,
     /// logged at start; a d=7 surface code gets 4 on 13 cores and more, 16-21 s to build on
-    /// 16, where 3 starts in about a second].
+    /// 16, where 3 starts in about a second]. A table that took a second or more is kept in
+    /// ~/.cache/qfwd/uf-tables for the next start (QFWD_UF_TABLE_CACHE=DIR elsewhere, =off
+    /// not at all).
     #[arg(long, value_name = "N")]
     uf_table_max_defects: Option<u32>,
     /// GPU uf with the table: try the split path (independent groups of at most K defects,
