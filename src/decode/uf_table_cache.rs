@@ -9,7 +9,8 @@
 //! user's cache folder, `$XDG_CACHE_HOME/qfwd/uf-tables`, else `$HOME/.cache/qfwd/uf-tables`
 //! (none without either). One file per graph content and `K`:
 //! `uf-table-v{FORMAT}-{graph hash}-k{K}.bin`. Only tables whose build took at least
-//! [`SAVE_MIN_BUILD`] are written; smaller ones build faster than they read.
+//! [`SAVE_MIN_BUILD`] are written; smaller ones build faster than they read. Nothing is
+//! ever removed: the files are the user's to delete.
 //!
 //! # Trust
 //!
