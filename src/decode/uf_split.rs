@@ -437,6 +437,17 @@ pub fn split_grouped(
     groups: &mut impl GroupDecoder,
     rule: Grouping,
 ) -> Option<(u64, u32)> {
+    split_grouping(defects, dist, groups, rule).map(|(answer, _)| answer)
+}
+
+/// [`split_grouped`] with the grouping that passed: each defect's group label (the least
+/// position in its group), what the device's step is checked against.
+pub fn split_grouping(
+    defects: &[u32],
+    dist: &Distances,
+    groups: &mut impl GroupDecoder,
+    rule: Grouping,
+) -> Option<((u64, u32), Vec<usize>)> {
     let nd = defects.len();
     if nd > MAX_SPLIT_DEFECTS || nd == 0 {
         return None;
@@ -490,7 +501,7 @@ pub fn split_grouped(
         }
         if !failing {
             let latest = (0..nd).filter(|&i| label[i] == i).map(|i| time[i]).max();
-            return Some((obs, latest.unwrap_or(0)));
+            return Some(((obs, latest.unwrap_or(0)), label[..nd].to_vec()));
         }
         // Union along the links (the returned ones: `Mutual`), in position order (labels
         // stay least positions).

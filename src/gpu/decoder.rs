@@ -1554,8 +1554,9 @@ mod tests {
     /// sorted defects, one per lane): the first pass's one-defect entries at `base[1] + x`,
     /// then `match_any` groups and the per-group sum of the rank terms, the leaders'
     /// look-ups, the batched test, and the merge as closed lane masks.
-    /// Both groupings, in the device's order (every link, then the returned links).
-    fn device_split(p: &DecoderParams, bytes: &[u8], defects: &[u32]) -> Option<u64> {
+    /// Both groupings, in the device's order (every link, then the returned links): the
+    /// answer and the grouping that passed (each defect's label, its least lane).
+    fn device_split(p: &DecoderParams, bytes: &[u8], defects: &[u32]) -> Option<(u64, Vec<usize>)> {
         device_split_grouped(p, bytes, defects, false)
             .or_else(|| device_split_grouped(p, bytes, defects, true))
     }
@@ -1565,7 +1566,7 @@ mod tests {
         bytes: &[u8],
         defects: &[u32],
         mutual: bool,
-    ) -> Option<u64> {
+    ) -> Option<(u64, Vec<usize>)> {
         let nd = defects.len();
         let (n, kmax) = (p.uf_detectors as usize, p.uf_table_defects as usize);
         if p.uf_dist == 0 || nd == 0 || nd > 32 {
@@ -1625,7 +1626,7 @@ mod tests {
                 }
             }
             if link.iter().all(Option::is_none) {
-                return Some(obs);
+                return Some((obs, label[..nd].to_vec()));
             }
             if mutual {
                 let returned: Vec<bool> = (0..32)
@@ -1673,7 +1674,7 @@ mod tests {
     /// same output; every other shot it leaves to the isolated step and the full decoder.
     #[test]
     fn device_split_step_matches_the_cpu_split_on_fixture_shots() {
-        use crate::decode::uf_split::{decode_with_path, Path};
+        use crate::decode::uf_split::{decode_with_path, split_grouping, Grouping, Path};
         use crate::decode::{Shots, UfScratch};
         let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
         // The automatic limit, and none (32: every shot of up to 32 defects is tried).
@@ -1682,6 +1683,7 @@ mod tests {
             ("surface_d5_r5_x_p005", 2, 3_000, None),
             ("surface_d5_r5_x_p005", 2, 3_000, Some(32)),
             ("surface_d3_r3_z_p005", 3, 20_000, Some(32)),
+            ("surface_d5_r5_x_p005", 3, 3_000, Some(32)),
         ] {
             let dec = Arc::new(
                 Decoder::from_dem_path(&dir.join(format!("{name}.dem")), DecoderKind::Uf).unwrap(),
@@ -1716,7 +1718,16 @@ mod tests {
                 }
                 let got = device_split(&p, &bytes, &defects);
                 if path == Path::Split {
-                    assert_eq!(got, Some(want), "{name} shot {i}");
+                    // The same answer, through the same grouping as the CPU's.
+                    let grouping =
+                        [Grouping::Links, Grouping::Mutual]
+                            .into_iter()
+                            .find_map(|rule| {
+                                split_grouping(&defects, &dist, &mut table.as_ref(), rule)
+                            });
+                    let cpu = grouping.map(|((obs, _), labels)| (obs, labels));
+                    assert_eq!(got.as_ref().map(|g| g.0), Some(want), "{name} shot {i}");
+                    assert_eq!(got, cpu, "{name} shot {i}");
                     split += 1;
                 } else {
                     assert_eq!(got, None, "{name} shot {i}");
