@@ -9,7 +9,9 @@
 //! 4 on hosts of 14 cores and more). The identity test prints, per run, how many shots take
 //! each path on the device (empty, table, isolated, split, full), counted on the CPU with
 //! the device's order of steps and the same table (`uf_split::decode_with_path`; the
-//! device's grouping is the CPU's, so the counts are the device's).
+//! device's grouping is the CPU's, so the counts are the device's); the probe times each
+//! path, and apart the split shots that only the second grouping answers
+//! (`uf_split::GROUPINGS`).
 //!
 //! ```text
 //! cargo test --release --test gpu_decoders -- --ignored --nocapture --test-threads=1
@@ -164,6 +166,33 @@ fn shot_paths(dec: &Decoder, payloads: &[Vec<u8>], setting: Option<u32>) -> Vec<
     }
 }
 
+/// Per shot of `payloads`: answered by the split path's second grouping, its first having
+/// given up (`uf_split::GROUPINGS`), with the table of `setting`.
+fn second_grouping(dec: &Decoder, payloads: &[Vec<u8>], setting: Option<u32>) -> Vec<bool> {
+    let g = dec.decode_graph();
+    let (nb, n) = (dec.detector_bytes(), g.num_detectors());
+    let Some(t) = gpu::decoder::uf_table_for(g, setting).unwrap() else {
+        return vec![false; payloads.len()];
+    };
+    if n > uf_split::MAX_SPLIT_DETECTORS {
+        return vec![false; payloads.len()];
+    }
+    let dist = Distances::build(g).unwrap();
+    let mut buf = Vec::new();
+    payloads
+        .iter()
+        .map(|p| {
+            let d = dec.decode_input(&p[..nb], &mut buf);
+            let defects: Vec<u32> = (0..n as u32)
+                .filter(|&v| d[v as usize / 8] >> (v % 8) & 1 == 1)
+                .collect();
+            let [first, second] = uf_split::GROUPINGS
+                .map(|rule| uf_split::split_grouped(&defects, &dist, &mut &*t, rule).is_some());
+            defects.len() > t.max_defects() as usize && !first && second
+        })
+        .collect()
+}
+
 /// Shots of `payloads` per device path, as "path n, ...".
 fn path_counts(dec: &Decoder, payloads: &[Vec<u8>], setting: Option<u32>) -> String {
     let mut counts = [0usize; UfPath::ALL.len()];
@@ -179,14 +208,20 @@ fn path_counts(dec: &Decoder, payloads: &[Vec<u8>], setting: Option<u32>) -> Str
 
 /// Where the tail comes from: the round trips of `timed` ((payload index, ns), as
 /// [`ping_pong_each`] returns them; `sorted`: the same, sorted) split by each shot's device
-/// path, with each path's share of the slowest 1 %.
-fn per_path_rows(paths: &[UfPath], timed: &[(usize, u64)], sorted: &[u64]) {
+/// path, with each path's share of the slowest 1 %; after the split path, its shots that
+/// only the second grouping answers (`second`).
+fn per_path_rows(paths: &[UfPath], second: &[bool], timed: &[(usize, u64)], sorted: &[u64]) {
     let p99 = quantile_ns(sorted, 0.99);
     let slow_total = timed.iter().filter(|&&(_, ns)| ns >= p99).count().max(1);
-    for path in UfPath::ALL {
+    let rows = UfPath::ALL.iter().flat_map(|&path| {
+        let all = (path.as_str(), path, false);
+        let sub = (path == UfPath::Split).then_some(("2nd", path, true));
+        std::iter::once(all).chain(sub)
+    });
+    for (label, path, only_second) in rows {
         let mut ns: Vec<u64> = timed
             .iter()
-            .filter(|&&(i, _)| paths[i] == path)
+            .filter(|&&(i, _)| paths[i] == path && (!only_second || second[i]))
             .map(|&(_, ns)| ns)
             .collect();
         if ns.is_empty() {
@@ -194,10 +229,14 @@ fn per_path_rows(paths: &[UfPath], timed: &[(usize, u64)], sorted: &[u64]) {
         }
         let slow = ns.iter().filter(|&&v| v >= p99).count();
         ns.sort_unstable();
+        let indent = if only_second {
+            "      of which "
+        } else {
+            "    path "
+        };
         row(
             &format!(
-                "    path {:<8} {:>5.1}% of shots, {:>5.1}% of the slowest 1%",
-                path.as_str(),
+                "{indent}{label:<8} {:>5.1}% of shots, {:>5.1}% of the slowest 1%",
                 100.0 * ns.len() as f64 / timed.len() as f64,
                 100.0 * slow as f64 / slow_total as f64
             ),
@@ -768,7 +807,12 @@ fn decoder_latency_probe() {
         );
         b.shutdown(Duration::from_secs(2)).unwrap();
         if kind == DecoderKind::Uf {
-            per_path_rows(&shot_paths(&f.dec, &f.payloads, table), &timed, &ns);
+            per_path_rows(
+                &shot_paths(&f.dec, &f.payloads, table),
+                &second_grouping(&f.dec, &f.payloads, table),
+                &timed,
+                &ns,
+            );
         }
         // The CPU reference on the same shots, for scale (decode only, no transport).
         let mut scratch = f.dec.new_scratch();

@@ -405,9 +405,13 @@ pub fn split_timed(
     dist: &Distances,
     groups: &mut impl GroupDecoder,
 ) -> Option<(u64, u32)> {
-    split_grouped(defects, dist, groups, Grouping::Links)
-        .or_else(|| split_grouped(defects, dist, groups, Grouping::Mutual))
+    GROUPINGS
+        .iter()
+        .find_map(|&rule| split_grouped(defects, dist, groups, rule))
 }
+
+/// The groupings [`split_timed`] tries, in order (the device's order too).
+pub const GROUPINGS: [Grouping; 2] = [Grouping::Links, Grouping::Mutual];
 
 /// How a pass of the split path merges the groups that fail the test. Every defect starts
 /// alone; each pass looks up every group's `(obs, T)` and links each defect `a` that fails

@@ -1674,7 +1674,7 @@ mod tests {
     /// same output; every other shot it leaves to the isolated step and the full decoder.
     #[test]
     fn device_split_step_matches_the_cpu_split_on_fixture_shots() {
-        use crate::decode::uf_split::{decode_with_path, split_grouping, Grouping, Path};
+        use crate::decode::uf_split::{decode_with_path, split_grouping, Path};
         use crate::decode::{Shots, UfScratch};
         let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
         // The automatic limit, and none (32: every shot of up to 32 defects is tried).
@@ -1719,12 +1719,9 @@ mod tests {
                 let got = device_split(&p, &bytes, &defects);
                 if path == Path::Split {
                     // The same answer, through the same grouping as the CPU's.
-                    let grouping =
-                        [Grouping::Links, Grouping::Mutual]
-                            .into_iter()
-                            .find_map(|rule| {
-                                split_grouping(&defects, &dist, &mut table.as_ref(), rule)
-                            });
+                    let grouping = uf_split::GROUPINGS.into_iter().find_map(|rule| {
+                        split_grouping(&defects, &dist, &mut table.as_ref(), rule)
+                    });
                     let cpu = grouping.map(|((obs, _), labels)| (obs, labels));
                     assert_eq!(got.as_ref().map(|g| g.0), Some(want), "{name} shot {i}");
                     assert_eq!(got, cpu, "{name} shot {i}");
