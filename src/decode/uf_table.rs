@@ -275,15 +275,7 @@ impl UfTable {
         }
         let t0 = Instant::now();
         let entry_bytes = graph.num_observables().div_ceil(8);
-        let base: Vec<u64> = (0..=max_defects + 1)
-            .map(|k| {
-                if k == 0 {
-                    0
-                } else {
-                    entries_upto(n as u64, k - 1)
-                }
-            })
-            .collect();
+        let base = level_bases(n, max_defects);
         let threads = if threads == 0 {
             crate::host::online_core_count()
         } else {
@@ -369,15 +361,7 @@ impl UfTable {
         {
             return None;
         }
-        let base = (0..=max_defects + 1)
-            .map(|k| {
-                if k == 0 {
-                    0
-                } else {
-                    entries_upto(n as u64, k - 1)
-                }
-            })
-            .collect();
+        let base = level_bases(n, max_defects);
         Some(UfTable {
             num_detectors: n,
             max_defects,
@@ -494,6 +478,20 @@ pub fn device_index_of(ix: &[u32], n: usize, max_defects: u32, defects: &[u32]) 
         .fold(ix[defects.len()], |acc, (pos, &d)| {
             acc.wrapping_add(ix[k + 1 + pos * n + d as usize])
         })
+}
+
+/// `base[k]` for `k = 0 ..= K + 1`: the index of the first syndrome of `k` defects in a
+/// table of `n` detectors (the last: the table's size).
+fn level_bases(n: usize, max_defects: u32) -> Vec<u64> {
+    (0..=max_defects + 1)
+        .map(|k| {
+            if k == 0 {
+                0
+            } else {
+                entries_upto(n as u64, k - 1)
+            }
+        })
+        .collect()
 }
 
 /// The levels of a table below the one being filled: a [`uf_split::GroupDecoder`] for
