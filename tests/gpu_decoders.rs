@@ -129,8 +129,9 @@ fn table_k_of(dec: &Decoder, setting: Option<u32>) -> u32 {
 
 /// The device path (empty, table, isolated, split, full) of each of `payloads`, as the CPU
 /// twin computes it with the table of `setting` (the one the upload built: cached per
-/// process).
-fn shot_paths(dec: &Decoder, payloads: &[Vec<u8>], setting: Option<u32>) -> Vec<UfPath> {
+/// process), and whether a split shot is one only the second grouping answers, its first
+/// having given up (`uf_split::GROUPINGS`).
+fn shot_paths(dec: &Decoder, payloads: &[Vec<u8>], setting: Option<u32>) -> Vec<(UfPath, bool)> {
     // The graph and syndromes the device decodes: the observable part's, where there is one.
     let g = dec.decode_graph();
     let nb = dec.detector_bytes();
@@ -150,9 +151,21 @@ fn shot_paths(dec: &Decoder, payloads: &[Vec<u8>], setting: Option<u32>) -> Vec<
                 gpu::decoder::uf_split_limit_for(g, t, d, split_max())
             });
             let mut t: &UfTable = t;
+            let n = g.num_detectors() as u32;
             syndromes
                 .iter()
-                .map(|d| decode_with_path(g, &mut s, dist.as_ref(), limit, &mut t, d).1)
+                .map(|d| {
+                    let path = decode_with_path(g, &mut s, dist.as_ref(), limit, &mut t, d).1;
+                    let second = path == UfPath::Split && {
+                        let defects: Vec<u32> = (0..n)
+                            .filter(|&v| d[v as usize / 8] >> (v % 8) & 1 == 1)
+                            .collect();
+                        let dist = dist.as_ref().expect("the split path has its distances");
+                        let first = uf_split::GROUPINGS[0];
+                        uf_split::split_grouped(&defects, dist, &mut t, first).is_none()
+                    };
+                    (path, second)
+                })
                 .collect()
         }
         None => {
@@ -160,43 +173,16 @@ fn shot_paths(dec: &Decoder, payloads: &[Vec<u8>], setting: Option<u32>) -> Vec<
             let mut none = DecodeGroups::new(g, 0);
             syndromes
                 .iter()
-                .map(|d| decode_with_path(g, &mut s, None, 0, &mut none, d).1)
+                .map(|d| (decode_with_path(g, &mut s, None, 0, &mut none, d).1, false))
                 .collect()
         }
     }
 }
 
-/// Per shot of `payloads`: answered by the split path's second grouping, its first having
-/// given up (`uf_split::GROUPINGS`), with the table of `setting`.
-fn second_grouping(dec: &Decoder, payloads: &[Vec<u8>], setting: Option<u32>) -> Vec<bool> {
-    let g = dec.decode_graph();
-    let (nb, n) = (dec.detector_bytes(), g.num_detectors());
-    let Some(t) = gpu::decoder::uf_table_for(g, setting).unwrap() else {
-        return vec![false; payloads.len()];
-    };
-    if n > uf_split::MAX_SPLIT_DETECTORS {
-        return vec![false; payloads.len()];
-    }
-    let dist = Distances::build(g).unwrap();
-    let mut buf = Vec::new();
-    payloads
-        .iter()
-        .map(|p| {
-            let d = dec.decode_input(&p[..nb], &mut buf);
-            let defects: Vec<u32> = (0..n as u32)
-                .filter(|&v| d[v as usize / 8] >> (v % 8) & 1 == 1)
-                .collect();
-            let [first, second] = uf_split::GROUPINGS
-                .map(|rule| uf_split::split_grouped(&defects, &dist, &mut &*t, rule).is_some());
-            defects.len() > t.max_defects() as usize && !first && second
-        })
-        .collect()
-}
-
 /// Shots of `payloads` per device path, as "path n, ...".
 fn path_counts(dec: &Decoder, payloads: &[Vec<u8>], setting: Option<u32>) -> String {
     let mut counts = [0usize; UfPath::ALL.len()];
-    for path in shot_paths(dec, payloads, setting) {
+    for (path, _) in shot_paths(dec, payloads, setting) {
         counts[path as usize] += 1;
     }
     UfPath::ALL
@@ -208,9 +194,9 @@ fn path_counts(dec: &Decoder, payloads: &[Vec<u8>], setting: Option<u32>) -> Str
 
 /// Where the tail comes from: the round trips of `timed` ((payload index, ns), as
 /// [`ping_pong_each`] returns them; `sorted`: the same, sorted) split by each shot's device
-/// path, with each path's share of the slowest 1 %; after the split path, its shots that
-/// only the second grouping answers (`second`).
-fn per_path_rows(paths: &[UfPath], second: &[bool], timed: &[(usize, u64)], sorted: &[u64]) {
+/// path ([`shot_paths`]), with each path's share of the slowest 1 %; after the split path,
+/// its shots that only the second grouping answers.
+fn per_path_rows(paths: &[(UfPath, bool)], timed: &[(usize, u64)], sorted: &[u64]) {
     let p99 = quantile_ns(sorted, 0.99);
     let slow_total = timed.iter().filter(|&&(_, ns)| ns >= p99).count().max(1);
     let rows = UfPath::ALL.iter().flat_map(|&path| {
@@ -221,7 +207,7 @@ fn per_path_rows(paths: &[UfPath], second: &[bool], timed: &[(usize, u64)], sort
     for (label, path, only_second) in rows {
         let mut ns: Vec<u64> = timed
             .iter()
-            .filter(|&&(i, _)| paths[i] == path && (!only_second || second[i]))
+            .filter(|&&(i, _)| paths[i].0 == path && (!only_second || paths[i].1))
             .map(|&(_, ns)| ns)
             .collect();
         if ns.is_empty() {
@@ -807,12 +793,7 @@ fn decoder_latency_probe() {
         );
         b.shutdown(Duration::from_secs(2)).unwrap();
         if kind == DecoderKind::Uf {
-            per_path_rows(
-                &shot_paths(&f.dec, &f.payloads, table),
-                &second_grouping(&f.dec, &f.payloads, table),
-                &timed,
-                &ns,
-            );
+            per_path_rows(&shot_paths(&f.dec, &f.payloads, table), &timed, &ns);
         }
         // The CPU reference on the same shots, for scale (decode only, no transport).
         let mut scratch = f.dec.new_scratch();
