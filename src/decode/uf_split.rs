@@ -441,7 +441,7 @@ pub fn split_grouped(
     groups: &mut impl GroupDecoder,
     rule: Grouping,
 ) -> Option<(u64, u32)> {
-    split_grouping(defects, dist, groups, rule).map(|(answer, _)| answer)
+    split_labelled(defects, dist, groups, rule, &mut [0; MAX_SPLIT_DEFECTS])
 }
 
 /// [`split_grouped`] with the grouping that passed: each defect's group label (the least
@@ -452,13 +452,26 @@ pub fn split_grouping(
     groups: &mut impl GroupDecoder,
     rule: Grouping,
 ) -> Option<((u64, u32), Vec<usize>)> {
+    let mut label = [0; MAX_SPLIT_DEFECTS];
+    let answer = split_labelled(defects, dist, groups, rule, &mut label)?;
+    Some((answer, label[..defects.len()].to_vec()))
+}
+
+/// [`split_grouped`], the groups' labels left in `label` (no allocation: the table's fill
+/// runs this for most of its entries).
+fn split_labelled(
+    defects: &[u32],
+    dist: &Distances,
+    groups: &mut impl GroupDecoder,
+    rule: Grouping,
+    label: &mut [usize; MAX_SPLIT_DEFECTS],
+) -> Option<(u64, u32)> {
     let nd = defects.len();
     if nd > MAX_SPLIT_DEFECTS || nd == 0 {
         return None;
     }
     let kmax = groups.max_defects();
     // Per defect position: its group's label (least position in it), the group's time.
-    let mut label = [0usize; MAX_SPLIT_DEFECTS];
     let mut time = [0u32; MAX_SPLIT_DEFECTS];
     let mut link = [usize::MAX; MAX_SPLIT_DEFECTS];
     let mut members = [0u32; MAX_SPLIT_DEFECTS];
@@ -505,7 +518,7 @@ pub fn split_grouping(
         }
         if !failing {
             let latest = (0..nd).filter(|&i| label[i] == i).map(|i| time[i]).max();
-            return Some(((obs, latest.unwrap_or(0)), label[..nd].to_vec()));
+            return Some((obs, latest.unwrap_or(0)));
         }
         // Union along the links (the returned ones: `Mutual`), in position order (labels
         // stay least positions).
