@@ -848,10 +848,10 @@ static __device__ __forceinline__ bool qfwd_uf_split(const u8* s, u32 lane, u32 
     u32 t;
     qfwd_split_entry<STAGED>(at1, &obs, &t);
     // The grouping: every link; where that gives up, the returned links, replayed from the
-    // first pass's merge (its entries and links are the same), kept here.
+    // first pass's merge (its links are the same: kept here; its entries are loaded again
+    // then, not copied now, which would wait for the loads above before the distances'
+    // loads issue).
     bool mutual = false;
-    const u64 obs1 = obs;
-    const u32 t1 = t;
     u32 link1 = QFWD_DEC_FULL;
     // Held distances: d(x, defect u) in bits 16 (u & 1) of held[u / 2] (lanes past the
     // defects and u past them: loaded, never read as a cross pair).
@@ -913,8 +913,7 @@ static __device__ __forceinline__ bool qfwd_uf_split(const u8* s, u32 lane, u32 
                 label = lane;
                 gm = 1u << lane;
                 partner = QFWD_DEC_FULL;
-                obs = obs1;
-                t = t1;
+                qfwd_split_entry<STAGED>(at1, &obs, &t);
             } else {
                 const u32 c = has ? qfwd_split_ld<STAGED>(ix + kmax + 1u +
                                                           (u32)__popc(gm & lt) * n + x)
