@@ -795,7 +795,9 @@ static __device__ __forceinline__ bool qfwd_uf_table(const u32* arg, u32 lane, u
 //   - no link anywhere: the answer is the XOR of the leaders' entries; else the linked
 //     groups merge: the new groups are the connected components of the old groups and the
 //     links, labelled by their least lane, the partition the CPU's merge makes.
-// That is the CPU's `Grouping::Links`. Where it forms a group above K, `Grouping::Mutual`
+// That is the CPU's `Grouping::Links`, except that a component of more than K defects
+// merges along its returned links only (`Grouping::Chains`). Where a group above K forms
+// all the same, `Grouping::Mutual`
 // follows: the first pass's merge again, along the returned links only (its entries and
 // links are those already found: kept, not looked up again), and the passes after it.
 // At most `ndef` passes each (each merges two groups at least). The grouping is the CPU's,
@@ -1023,32 +1025,46 @@ static __device__ __forceinline__ bool qfwd_uf_split(const u8* s, u32 lane, u32 
                 continue;
             }
         }
-        u32 mask = gm | (link != QFWD_DEC_FULL ? 1u << link : 0u);
-#pragma unroll
-        for (u32 u = 0; u < QFWD_DEC_WARP; ++u) {
-            if (u % B == 0u && u >= ndef) {
-                break; // warp-uniform: lanes past the defects never link
-            }
-            if (__shfl_sync(QFWD_DEC_FULL, link, u) == lane) {
-                mask |= 1u << u;
-            }
-        }
-        bool grew;
-        do {
-            u32 next = mask;
+        // The first grouping (`Chains`): a component of more than K defects is closed again
+        // along its returned links only (a second round; lanes past the defects are
+        // components of one).
+        u32 mask;
+#pragma unroll 1
+        for (u32 round = 0;; ++round) {
+            mask = gm | (link != QFWD_DEC_FULL ? 1u << link : 0u);
 #pragma unroll
             for (u32 u = 0; u < QFWD_DEC_WARP; ++u) {
                 if (u % B == 0u && u >= ndef) {
-                    break; // warp-uniform: lanes past the defects are in no other mask
+                    break; // warp-uniform: lanes past the defects never link
                 }
-                const u32 mu = __shfl_sync(QFWD_DEC_FULL, mask, u);
-                if (((mask >> u) & 1u) != 0u) {
-                    next |= mu;
+                if (__shfl_sync(QFWD_DEC_FULL, link, u) == lane) {
+                    mask |= 1u << u;
                 }
             }
-            grew = next != mask;
-            mask = next;
-        } while (__any_sync(QFWD_DEC_FULL, grew)); // at most ~log2(ndef) + 1 rounds
+            bool grew;
+            do {
+                u32 next = mask;
+#pragma unroll
+                for (u32 u = 0; u < QFWD_DEC_WARP; ++u) {
+                    if (u % B == 0u && u >= ndef) {
+                        break; // warp-uniform: lanes past the defects are in no other mask
+                    }
+                    const u32 mu = __shfl_sync(QFWD_DEC_FULL, mask, u);
+                    if (((mask >> u) & 1u) != 0u) {
+                        next |= mu;
+                    }
+                }
+                grew = next != mask;
+                mask = next;
+            } while (__any_sync(QFWD_DEC_FULL, grew)); // at most ~log2(ndef) + 1 rounds
+            const bool big = (u32)__popc(mask) > kmax;
+            if (mutual || round != 0u || !__any_sync(QFWD_DEC_FULL, big)) {
+                break; // warp-uniform
+            }
+            if (big && back != lane) {
+                link = QFWD_DEC_FULL;
+            }
+        }
         label = (u32)(__ffs(mask) - 1);
     }
     return false;

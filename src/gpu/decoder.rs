@@ -1554,8 +1554,8 @@ mod tests {
     /// sorted defects, one per lane): the first pass's one-defect entries at `base[1] + x`,
     /// then `match_any` groups and the per-group sum of the rank terms, the leaders'
     /// look-ups, the batched test, and the merge as closed lane masks.
-    /// Both groupings, in the device's order (every link, then the returned links): the
-    /// answer and the grouping that passed (each defect's label, its least lane).
+    /// Both groupings, in the device's order (`Chains`, then the returned links).
+    /// The answer and the grouping that passed (each defect's label, its least lane).
     fn device_split(p: &DecoderParams, bytes: &[u8], defects: &[u32]) -> Option<(u64, Vec<usize>)> {
         device_split_grouped(p, bytes, defects, false)
             .or_else(|| device_split_grouped(p, bytes, defects, true))
@@ -1628,39 +1628,52 @@ mod tests {
             if link.iter().all(Option::is_none) {
                 return Some((obs, label[..nd].to_vec()));
             }
+            let returned: Vec<bool> = (0..32)
+                .map(|a| link[a].is_some_and(|b| link[b] == Some(a)))
+                .collect();
             if mutual {
-                let returned: Vec<bool> = (0..32)
-                    .map(|a| link[a].is_some_and(|b| link[b] == Some(a)))
-                    .collect();
-                for (l, r) in link.iter_mut().zip(returned) {
+                for (l, r) in link.iter_mut().zip(&returned) {
                     if !r {
                         *l = None;
                     }
                 }
             }
-            let mut mask: Vec<u32> = (0..32)
-                .map(|l| {
-                    let mut m = gm(l);
-                    if let Some(j) = link[l] {
-                        m |= 1 << j;
-                    }
-                    (0..nd)
-                        .filter(|&i| link[i] == Some(l))
-                        .fold(m, |m, i| m | 1 << i)
-                })
-                .collect();
-            loop {
-                let next: Vec<u32> = (0..32)
+            // The closed lane masks: the groups and the links, both directions.
+            let close = |link: &[Option<usize>; 32]| -> Vec<u32> {
+                let mut mask: Vec<u32> = (0..32)
                     .map(|l| {
+                        let mut m = gm(l);
+                        if let Some(j) = link[l] {
+                            m |= 1 << j;
+                        }
                         (0..nd)
-                            .filter(|&u| mask[l] >> u & 1 == 1)
-                            .fold(mask[l], |m, u| m | mask[u])
+                            .filter(|&i| link[i] == Some(l))
+                            .fold(m, |m, i| m | 1 << i)
                     })
                     .collect();
-                if next == mask {
-                    break;
+                loop {
+                    let next: Vec<u32> = (0..32)
+                        .map(|l| {
+                            (0..nd)
+                                .filter(|&u| mask[l] >> u & 1 == 1)
+                                .fold(mask[l], |m, u| m | mask[u])
+                        })
+                        .collect();
+                    if next == mask {
+                        return mask;
+                    }
+                    mask = next;
                 }
-                mask = next;
+            };
+            let mut mask = close(&link);
+            if !mutual && mask.iter().any(|m| m.count_ones() as usize > kmax) {
+                // `Chains`: components above K again, along their returned links only.
+                for l in 0..32 {
+                    if mask[l].count_ones() as usize > kmax && !returned[l] {
+                        link[l] = None;
+                    }
+                }
+                mask = close(&link);
             }
             for (l, m) in label.iter_mut().zip(&mask) {
                 *l = m.trailing_zeros() as usize;
@@ -1683,6 +1696,7 @@ mod tests {
             ("surface_d5_r5_x_p005", 2, 3_000, None),
             ("surface_d5_r5_x_p005", 2, 3_000, Some(32)),
             ("surface_d3_r3_z_p005", 3, 20_000, Some(32)),
+            // K = 3: where `Chains` and `Mutual` group differently (at K = 2 they agree).
             ("surface_d5_r5_x_p005", 3, 3_000, Some(32)),
         ] {
             let dec = Arc::new(
