@@ -537,7 +537,7 @@ fn split_labelled(
         // defect counts.
         let mut big = [false; MAX_SPLIT_DEFECTS];
         if rule == Grouping::Chains {
-            let mut comp = label;
+            let mut comp = *label;
             union_along(&mut comp[..nd], &link[..nd], |_| true);
             for (i, b) in big[..nd].iter_mut().enumerate() {
                 *b = comp[..nd].iter().filter(|&&c| c == comp[i]).count() > kmax;
