@@ -10,6 +10,14 @@
 //! against the answer the emulator computed itself. Each request ends in exactly one
 //! class: ok, error status, wrong answer, or lost; late and duplicate answers are
 //! counted beside them.
+//!
+//! The emulator also watches itself: a gap between two of its clock reads longer than
+//! its quickest by [`STALL_NS`] or more is a *stall* (the host ran something else on its
+//! core, or did not run it), and every timed sample in flight across one, or in open loop
+//! due to be sent during one, is counted in [`Outcome::stalled_samples`]: its latency
+//! includes time the emulator did not watch. When a row's slowest 1 % is about as many
+//! samples as it has stalled ones, its p99 is the host's, not the system under test's.
+//! (The forwarder's own core is not watched here: its stalls land in the samples alone.)
 #![forbid(unsafe_code)]
 
 use std::fmt;
@@ -199,6 +207,12 @@ pub struct Outcome {
     /// Ping-pong stopped sending after this many requests in a row were lost (the system
     /// under test is not answering; waiting out every timeout would take hours).
     pub abandoned_after: Option<u64>,
+    /// Gaps of [`STALL_NS`] or more beyond the quickest between two of the emulator's
+    /// clock reads once timed requests were being sent (module docs).
+    pub stalls: u64,
+    /// Timed samples (answered) that were in flight across a stall, or (open loop) due
+    /// to be sent during one.
+    pub stalled_samples: u64,
 }
 
 impl Outcome {
@@ -236,7 +250,20 @@ struct Entry {
     /// Intended (open loop) or actual (ping-pong) send time, ns since the run began.
     t_ns: u64,
     state: State,
+    /// In flight across an emulator stall.
+    stalled: bool,
 }
+
+/// A gap between two of the emulator's clock reads at least this much longer than its
+/// quickest is a stall. Well above a poll of any transport here (inproc ~10-100 ns; a UDP
+/// `recv` ~1-2 µs is inside the quickest gap already) and below the round trips that matter
+/// (a 4 µs decode stalled for 5 µs crosses a 10 µs target).
+pub const STALL_NS: u64 = 5_000;
+
+/// The ping-pong wait reads the clock every this many empty polls: a clock read (~25-40 ns
+/// in a VM) costs more than a poll, so reading it on every one would delay seeing the
+/// answer, and reading it rarely would hide stalls among the polls.
+const POLLS_PER_CLOCK_READ: u32 = 16;
 
 /// Drives `client` with `load`, cycling through `workload`. `progress` is called now
 /// and then with the number of requests sent so far.
@@ -270,7 +297,8 @@ pub fn run<C: Client>(
         entries: vec![
             Entry {
                 t_ns: 0,
-                state: State::Unsent
+                state: State::Unsent,
+                stalled: false,
             };
             total as usize
         ],
@@ -291,6 +319,11 @@ pub fn run<C: Client>(
         start: Instant::now(),
         last_answer_ns: 0,
         abandoned_after: None,
+        last_clock_ns: 0,
+        quickest_gap_ns: u64::MAX,
+        stalls: 0,
+        stalled_samples: 0,
+        last_stall: (0, 0),
     };
     let step = (total / 100).max(1);
     match load.mode {
@@ -323,6 +356,8 @@ pub fn run<C: Client>(
         elapsed: Duration::from_nanos(run.last_answer_ns.max(1)),
         send_retries: run.send_retries,
         abandoned_after: run.abandoned_after,
+        stalls: run.stalls,
+        stalled_samples: run.stalled_samples,
     })
 }
 
@@ -348,12 +383,56 @@ struct Run {
     tx: Vec<u8>,
     start: Instant,
     last_answer_ns: u64,
+    /// The last [`Run::clock`] read, and the quickest gap between two of them.
+    last_clock_ns: u64,
+    quickest_gap_ns: u64,
+    stalls: u64,
+    stalled_samples: u64,
+    /// The latest stall's gap, from one clock read to the next.
+    last_stall: (u64, u64),
 }
 
 impl Run {
     #[inline]
     fn now_ns(&self) -> u64 {
         self.start.elapsed().as_nanos() as u64
+    }
+
+    /// Reads the clock, and counts a stall when the gap since the last read is
+    /// [`STALL_NS`] beyond the quickest once timed requests are being sent: the requests
+    /// in flight are marked, and so will be (in open loop) those due during the gap.
+    #[inline]
+    fn clock(&mut self) -> u64 {
+        let now = self.now_ns();
+        let prev = self.last_clock_ns;
+        let gap = now.saturating_sub(prev);
+        self.last_clock_ns = now;
+        self.quickest_gap_ns = self.quickest_gap_ns.min(gap);
+        if self.sent_n > self.warmup && gap >= self.quickest_gap_ns.saturating_add(STALL_NS) {
+            self.stalls += 1;
+            self.last_stall = (prev, now);
+            let in_flight = self.sent_n - self.answered_n;
+            if in_flight > 0 {
+                self.mark_in_flight(in_flight, now);
+            }
+        }
+        now
+    }
+
+    /// Marks the requests in flight, newest first; older than the timeout they are lost
+    /// (or late), and the walk stops there, so it stays short when a request never came back.
+    #[cold]
+    fn mark_in_flight(&mut self, mut left: u64, now: u64) {
+        let oldest = now.saturating_sub(self.timeout_ns);
+        for e in self.entries[..self.sent_n as usize].iter_mut().rev() {
+            if left == 0 || e.t_ns < oldest {
+                break;
+            }
+            if e.state == State::Sent {
+                e.stalled = true;
+                left -= 1;
+            }
+        }
     }
 
     /// Patches id and timestamp into request `id`'s datagram and sends it, retrying
@@ -373,6 +452,8 @@ impl Run {
         self.entries[id as usize] = Entry {
             t_ns,
             state: State::Sent,
+            // Open loop: due while the emulator stalled, so sent late by it.
+            stalled: (self.last_stall.0..self.last_stall.1).contains(&t_ns),
         };
         self.sent_n += 1;
         let mut retried = false;
@@ -397,7 +478,7 @@ impl Run {
     fn drain<C: Client>(&mut self, client: &mut C, workload: &Workload) -> Result<u64> {
         let mut n = 0;
         while let Some(len) = client.try_recv(&mut self.rx)? {
-            let now = self.now_ns();
+            let now = self.clock();
             self.on_response(len, now, workload);
             n += 1;
         }
@@ -434,6 +515,7 @@ impl Run {
         }
         if id >= self.warmup {
             self.histogram.saturating_record(latency);
+            self.stalled_samples += u64::from(entry.stalled);
         }
         let expected = &workload.expected[(id % workload.len() as u64) as usize];
         if resp.header.ptp_timestamp != entry.t_ns {
@@ -477,16 +559,17 @@ impl Run {
             if id % step == 0 {
                 progress(id);
             }
-            let t = self.now_ns();
+            let t = self.clock();
             self.send(client, workload, id, t)?;
             // Wait for this request's answer (earlier late ones are classified as they come).
-            // The timeout is checked every 64th empty poll: a clock read costs more than a
-            // poll, and reading it on every one would delay seeing the answer.
+            // The clock (stalls, the timeout) is read every POLLS_PER_CLOCK_READ-th empty poll.
             let mut empty: u32 = 0;
             while self.entries[id as usize].state == State::Sent {
                 if self.drain(client, workload)? == 0 {
                     empty = empty.wrapping_add(1);
-                    if empty % 64 == 0 && self.now_ns().saturating_sub(t) > self.timeout_ns {
+                    if empty % POLLS_PER_CLOCK_READ == 0
+                        && self.clock().saturating_sub(t) > self.timeout_ns
+                    {
                         break;
                     }
                     self.idle(load);
@@ -517,8 +600,9 @@ impl Run {
         let period_ns = 1e9 / load.rate_hz as f64;
         let mut next: u64 = 0;
         while next < total {
-            let now = self.now_ns();
+            let now = self.clock();
             // Send everything whose time has come, each stamped with its intended time.
+            let first = next;
             while next < total {
                 let intended = (next as f64 * period_ns) as u64;
                 if intended > now {
@@ -529,6 +613,10 @@ impl Run {
                 }
                 self.send(client, workload, next, intended)?;
                 next += 1;
+            }
+            if next > first {
+                // The sends are the emulator's own work, not a stall: the next gap starts here.
+                self.last_clock_ns = self.now_ns();
             }
             if self.drain(client, workload)? == 0 {
                 self.idle(load);
@@ -546,7 +634,7 @@ impl Run {
     ) -> Result<()> {
         let last_sent = self.entries.iter().map(|e| e.t_ns).max().unwrap_or(0);
         let deadline = last_sent + self.timeout_ns;
-        while self.answered_n < self.sent_n && self.now_ns() < deadline {
+        while self.answered_n < self.sent_n && self.clock() < deadline {
             if self.drain(client, workload)? == 0 {
                 self.idle(load);
             }
@@ -592,7 +680,8 @@ impl fmt::Display for Outcome {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "sent {} = ok {} + error status {} + wrong {} + lost {}{}; late {}, duplicate {}, malformed {}, send retries {}; {} answers/s",
+            "sent {} = ok {} + error status {} + wrong {} + lost {}{}; late {}, duplicate {}, malformed {}, send retries {}; {} answers/s; \
+             emulator stalls {} ({} timed samples in flight across one)",
             self.sent,
             self.ok,
             self.error_status_total(),
@@ -603,7 +692,9 @@ impl fmt::Display for Outcome {
             self.duplicate,
             self.malformed,
             self.send_retries,
-            self.achieved_rate_hz()
+            self.achieved_rate_hz(),
+            self.stalls,
+            self.stalled_samples
         )?;
         for (code, n) in &self.error_status {
             write!(f, "\n  status {code} ({}): {n}", wire::status::name(*code))?;
@@ -742,6 +833,127 @@ mod tests {
         );
         assert!(o.adds_up());
         assert!(o.to_string().contains("ABANDONED"), "{o}");
+    }
+
+    /// Answers parity at once, `delay` requests late (answers wait until that many newer
+    /// requests are sent; 0 = on the first poll), and sleeps `stall` on the first poll
+    /// after sending each request in `stall_after`.
+    struct EchoClient {
+        delay: usize,
+        waiting: std::collections::VecDeque<Vec<u8>>,
+        stall_after: Vec<u32>,
+        stall: Duration,
+        stall_next_poll: bool,
+    }
+
+    impl EchoClient {
+        fn new(delay: usize, stall_after: Vec<u32>, stall: Duration) -> Self {
+            EchoClient {
+                delay,
+                waiting: Default::default(),
+                stall_after,
+                stall,
+                stall_next_poll: false,
+            }
+        }
+    }
+
+    impl Client for EchoClient {
+        fn send(&mut self, bytes: &[u8]) -> qfwd::Result<bool> {
+            let req = wire::parse_request(bytes).expect("the emulator sends valid requests");
+            let mut out = vec![0u8; HEADER_LEN + 1];
+            let h = req.header;
+            wire::write_response(
+                &mut out,
+                0,
+                h.request_id,
+                h.ptp_timestamp,
+                &[parity(req.arg)],
+            )
+            .expect("room for one byte");
+            self.waiting.push_back(out);
+            self.stall_next_poll = self.stall_after.contains(&h.request_id);
+            Ok(true)
+        }
+
+        fn try_recv(&mut self, buf: &mut [u8]) -> qfwd::Result<Option<usize>> {
+            if std::mem::take(&mut self.stall_next_poll) {
+                std::thread::sleep(self.stall);
+                return Ok(None);
+            }
+            if self.waiting.len() <= self.delay {
+                return Ok(None);
+            }
+            let r = self.waiting.pop_front().expect("not empty");
+            buf[..r.len()].copy_from_slice(&r);
+            Ok(Some(r.len()))
+        }
+
+        fn describe(&self) -> String {
+            "echo".into()
+        }
+    }
+
+    /// Samples at least `floor` long: with an echo client, only a stall makes one.
+    fn slow_samples(o: &Outcome, floor: Duration) -> u64 {
+        o.histogram
+            .iter_recorded()
+            .filter(|v| v.value_iterated_to() >= floor.as_nanos() as u64)
+            .map(|v| v.count_at_value())
+            .sum()
+    }
+
+    #[test]
+    fn ping_pong_counts_the_samples_the_emulator_stalled_in() {
+        let w = Workload::parity("parity", 8, 16, 6);
+        let stall = Duration::from_millis(2);
+        // Requests 3 (warm-up), 40 and 90 stall the emulator while they are in flight.
+        let mut client = EchoClient::new(0, vec![3, 40, 90], stall);
+        let l = LoadSpec {
+            warmup: 10,
+            samples: 200,
+            yield_when_idle: false,
+            ..load(Mode::PingPong)
+        };
+        let o = run(&mut client, &w, &l, |_| {}).unwrap();
+        assert_eq!((o.ok, o.errors()), (210, 0), "{o}");
+        // Each slow sample's gap is one the emulator saw: every one is counted (the host
+        // may add stalls of its own, never fewer).
+        let slow = slow_samples(&o, stall);
+        assert!(
+            slow >= 2,
+            "the two timed stalls are in the histogram: {slow}"
+        );
+        assert!(o.stalled_samples >= slow, "{o}");
+        assert!(
+            o.stalls >= o.stalled_samples,
+            "one sample in flight per stall: {o}"
+        );
+        assert!(o.stalled_samples <= 200);
+        assert!(o.to_string().contains("emulator stalls"), "{o}");
+    }
+
+    #[test]
+    fn open_loop_counts_the_samples_in_flight_and_due_during_a_stall() {
+        let w = Workload::parity("parity", 8, 16, 7);
+        // At 20 000 requests/s, ~400 requests fall due while request 500 stalls the
+        // emulator for 20 ms (answers lag one request, so one or two are in flight). The
+        // host's own stalls mark a few each: far fewer than 400 on a busy 2-core VM too.
+        let stall = Duration::from_millis(20);
+        let mut client = EchoClient::new(1, vec![500], stall);
+        let l = LoadSpec {
+            warmup: 100,
+            samples: 2_000,
+            timeout: Duration::from_millis(50),
+            yield_when_idle: false,
+            ..load(Mode::OpenLoop)
+        };
+        let o = run(&mut client, &w, &l, |_| {}).unwrap();
+        // The last one waits in the client for a newer request that never comes: lost.
+        assert_eq!((o.ok, o.lost, o.errors()), (2_099, 1, 0), "{o}");
+        assert!(o.stalls >= 1, "{o}");
+        assert!(o.stalled_samples >= 350, "due during the 20 ms: {o}");
+        assert!(o.stalled_samples >= slow_samples(&o, stall / 2), "{o}");
     }
 
     #[test]

@@ -68,6 +68,14 @@ pub struct Row {
     /// groups); 0 for the other topologies.
     #[serde(default)]
     pub pollers_per_slot: u32,
+    /// Stalls of the emulator's own thread while timed requests were in flight (a gap
+    /// between two of its clock reads 5 µs or more beyond its quickest; `emulator` docs).
+    #[serde(default)]
+    pub emulator_stalls: Option<u64>,
+    /// Timed samples in flight across such a stall: their latency includes time the
+    /// emulator did not run. Both are empty in files written before they existed.
+    #[serde(default)]
+    pub stalled_samples: Option<u64>,
 }
 
 /// Names of the columns in file order (the CSV header).
@@ -112,6 +120,8 @@ pub const COLUMNS: &[&str] = &[
     "functions",
     "per_gpu_completed",
     "pollers_per_slot",
+    "emulator_stalls",
+    "stalled_samples",
 ];
 
 /// Columns every summary CSV has; the ones after them were appended later and may be
@@ -179,6 +189,12 @@ impl Row {
             "functions" => self.functions.to_string(),
             "per_gpu_completed" => self.per_gpu_completed.clone(),
             "pollers_per_slot" => self.pollers_per_slot.to_string(),
+            "emulator_stalls" => self
+                .emulator_stalls
+                .map_or_else(String::new, |n| n.to_string()),
+            "stalled_samples" => self
+                .stalled_samples
+                .map_or_else(String::new, |n| n.to_string()),
             _ => return None,
         };
         Some(v)
@@ -377,6 +393,7 @@ mod tests {
         let row = Row {
             run_id: "r".into(),
             p50_ns: 1234,
+            stalled_samples: Some(3),
             ..Default::default()
         };
         sink.write(&row).unwrap();
@@ -411,6 +428,8 @@ mod tests {
         assert_eq!(rows[0].gpus, "");
         assert_eq!(rows[0].functions, 0);
         assert_eq!(rows[0].pollers_per_slot, 0);
+        assert_eq!(rows[0].stalled_samples, None, "not measured, not 0");
+        assert_eq!(rows[0].get("stalled_samples").as_deref(), Some(""));
         assert_eq!(
             BASE_COLUMNS,
             COLUMNS.iter().position(|c| *c == "spectrum").unwrap() + 1

@@ -298,6 +298,8 @@ pub fn measure(
         errors: outcome.errors(),
         dropped: outcome.lost,
         timeouts: outcome.late,
+        emulator_stalls: Some(outcome.stalls),
+        stalled_samples: Some(outcome.stalled_samples),
         rtt_or_oneway: "rtt".into(),
         clock: "CLOCK_MONOTONIC".into(),
         cpu: prov.cpu.clone(),
@@ -783,7 +785,7 @@ pub fn run_scenario(scenario: &Scenario, out: &Path) -> Result<Vec<Row>> {
         record(&mut m, i, out, &mut sink)?;
         bar.suspend(|| {
             eprintln!(
-                "[{}/{}] {label}: p50 {:.2}us p99 {:.2}us max {:.2}us, {} samples, errors {}, lost {}",
+                "[{}/{}] {label}: p50 {:.2}us p99 {:.2}us max {:.2}us, {} samples, errors {}, lost {}, stalled {}",
                 i + 1,
                 scenario.points.len(),
                 m.row.p50_ns as f64 / 1e3,
@@ -791,7 +793,8 @@ pub fn run_scenario(scenario: &Scenario, out: &Path) -> Result<Vec<Row>> {
                 m.row.max_ns as f64 / 1e3,
                 m.row.samples,
                 m.row.errors,
-                m.row.dropped
+                m.row.dropped,
+                m.outcome.stalled_samples
             );
             if !m.shards.is_empty() {
                 eprintln!("  completed per GPU (GPU:count): {}", m.row.per_gpu_completed);
