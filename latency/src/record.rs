@@ -76,6 +76,14 @@ pub struct Row {
     /// emulator did not run. Both are empty in files written before they existed.
     #[serde(default)]
     pub stalled_samples: Option<u64>,
+    /// The forwarder's own service time (request read to response handed back: the
+    /// backend, a GPU's round trip included, without the transport's hops and the
+    /// emulator), p50 and p99, over every request it served, the warm-up too. Empty where
+    /// the harness did not start the forwarder (`launch = "external"`) or in older files.
+    #[serde(default)]
+    pub forwarder_p50_ns: Option<u64>,
+    #[serde(default)]
+    pub forwarder_p99_ns: Option<u64>,
 }
 
 /// Names of the columns in file order (the CSV header).
@@ -122,6 +130,8 @@ pub const COLUMNS: &[&str] = &[
     "pollers_per_slot",
     "emulator_stalls",
     "stalled_samples",
+    "forwarder_p50_ns",
+    "forwarder_p99_ns",
 ];
 
 /// Columns every summary CSV has; the ones after them were appended later and may be
@@ -189,16 +199,19 @@ impl Row {
             "functions" => self.functions.to_string(),
             "per_gpu_completed" => self.per_gpu_completed.clone(),
             "pollers_per_slot" => self.pollers_per_slot.to_string(),
-            "emulator_stalls" => self
-                .emulator_stalls
-                .map_or_else(String::new, |n| n.to_string()),
-            "stalled_samples" => self
-                .stalled_samples
-                .map_or_else(String::new, |n| n.to_string()),
+            "emulator_stalls" => optional(self.emulator_stalls),
+            "stalled_samples" => optional(self.stalled_samples),
+            "forwarder_p50_ns" => optional(self.forwarder_p50_ns),
+            "forwarder_p99_ns" => optional(self.forwarder_p99_ns),
             _ => return None,
         };
         Some(v)
     }
+}
+
+/// A column that may be missing from older files: empty there.
+fn optional(v: Option<u64>) -> String {
+    v.map_or_else(String::new, |n| n.to_string())
 }
 
 /// Appends rows to a summary CSV, writing the header when the file is new or empty.

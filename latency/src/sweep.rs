@@ -25,13 +25,16 @@ use crate::record::{self, CsvSink, Row};
 use crate::scenario::{Launch, Point, Scenario};
 use crate::{Error, Result};
 
-/// What the forwarder itself counted (in-process: its stats; child: its summary line).
+/// What the forwarder itself counted (in-process: its stats; child: its summary lines).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct ForwarderCounts {
     pub received: u64,
     pub answered_ok: u64,
     pub answered_error: u64,
     pub dropped: u64,
+    /// Its service time (request read to response handed back), p50 and p99 in ns, over
+    /// every request it served (the warm-up too); `None` when it served none or did not say.
+    pub service_ns: Option<(u64, u64)>,
 }
 
 /// One measured point.
@@ -300,6 +303,8 @@ pub fn measure(
         timeouts: outcome.late,
         emulator_stalls: Some(outcome.stalls),
         stalled_samples: Some(outcome.stalled_samples),
+        forwarder_p50_ns: forwarder.and_then(|f| f.service_ns).map(|s| s.0),
+        forwarder_p99_ns: forwarder.and_then(|f| f.service_ns).map(|s| s.1),
         rtt_or_oneway: "rtt".into(),
         clock: "CLOCK_MONOTONIC".into(),
         cpu: prov.cpu.clone(),
@@ -358,11 +363,13 @@ fn list(v: &[usize]) -> String {
 }
 
 fn counts(s: &qfwd::stats::Stats) -> ForwarderCounts {
+    let h = &s.service_ns;
     ForwarderCounts {
         received: s.received,
         answered_ok: s.answered_ok,
         answered_error: s.answered_error_total(),
         dropped: s.dropped_total(),
+        service_ns: (!h.is_empty()).then(|| (h.value_at_quantile(0.5), h.value_at_quantile(0.99))),
     }
 }
 
@@ -532,15 +539,22 @@ impl ChildForwarder {
                 detail: "did not exit within 5 s of SIGTERM; killed".into(),
             });
         }
-        let mut summary = None;
+        let mut summary: Option<ForwarderCounts> = None;
+        let mut service = None;
         let mut shards = Vec::new();
         while let Ok(line) = self.lines.recv_timeout(Duration::from_millis(500)) {
             if let Some(c) = parse_summary(&line) {
                 summary = Some(c);
             }
+            if let Some(s) = parse_service_line(&line) {
+                service = Some(s);
+            }
             if let Some(s) = parse_shard_line(&line) {
                 shards.push(s);
             }
+        }
+        if let Some(c) = summary.as_mut() {
+            c.service_ns = service;
         }
         Ok((summary, shards))
     }
@@ -569,9 +583,21 @@ pub fn parse_summary(line: &str) -> Option<ForwarderCounts> {
             answered_ok,
             answered_error,
             dropped,
+            service_ns: None,
         }),
         _ => None,
     }
+}
+
+/// Parses the p50 and p99 (ns) of a summary's `service time: min Aus p50 Bus p99 Cus ...`.
+pub fn parse_service_line(line: &str) -> Option<(u64, u64)> {
+    let rest = line.trim().strip_prefix("service time:")?;
+    let after = |key: &str| -> Option<u64> {
+        let v = rest.split(key).nth(1)?.split_whitespace().next()?;
+        let us: f64 = v.strip_suffix("us")?.parse().ok()?;
+        (us.is_finite() && us >= 0.0).then(|| (us * 1000.0).round() as u64)
+    };
+    Some((after(" p50 ")?, after(" p99 ")?))
 }
 
 /// Parses a summary's per-GPU line, `  gpu 1: submitted S, completed C, rejected R`.
@@ -785,7 +811,7 @@ pub fn run_scenario(scenario: &Scenario, out: &Path) -> Result<Vec<Row>> {
         record(&mut m, i, out, &mut sink)?;
         bar.suspend(|| {
             eprintln!(
-                "[{}/{}] {label}: p50 {:.2}us p99 {:.2}us max {:.2}us, {} samples, errors {}, lost {}, stalled {}",
+                "[{}/{}] {label}: p50 {:.2}us p99 {:.2}us max {:.2}us, {} samples, errors {}, lost {}, stalled {}{}",
                 i + 1,
                 scenario.points.len(),
                 m.row.p50_ns as f64 / 1e3,
@@ -794,7 +820,15 @@ pub fn run_scenario(scenario: &Scenario, out: &Path) -> Result<Vec<Row>> {
                 m.row.samples,
                 m.row.errors,
                 m.row.dropped,
-                m.outcome.stalled_samples
+                m.outcome.stalled_samples,
+                match (m.row.forwarder_p50_ns, m.row.forwarder_p99_ns) {
+                    (Some(p50), Some(p99)) => format!(
+                        "; forwarder p50 {:.2}us p99 {:.2}us",
+                        p50 as f64 / 1e3,
+                        p99 as f64 / 1e3
+                    ),
+                    _ => String::new(),
+                }
             );
             if !m.shards.is_empty() {
                 eprintln!("  completed per GPU (GPU:count): {}", m.row.per_gpu_completed);
@@ -853,10 +887,29 @@ mod tests {
                 received: 10,
                 answered_ok: 7,
                 answered_error: 2,
-                dropped: 1
+                dropped: 1,
+                service_ns: None,
             }
         );
         assert!(parse_summary("service time: p50").is_none());
+    }
+
+    #[test]
+    fn service_line_parses() {
+        assert_eq!(
+            parse_service_line(
+                "service time: min 0.40us p50 1.23us p99 14.56us p99.9 20.00us max 99.10us"
+            ),
+            Some((1230, 14560))
+        );
+        for bad in [
+            "service time: min 0.40us p50 1.23us",
+            "service time: p50 xus p99 1us",
+            "service time: p50 -1.00us p99 1.00us",
+            "received 10 = answered ok 10",
+        ] {
+            assert_eq!(parse_service_line(bad), None, "{bad}");
+        }
     }
 
     #[test]

@@ -59,6 +59,14 @@ rate_hz = [5000]
         assert!(
             r.min_ns > 0 && r.min_ns <= r.p50_ns && r.p50_ns <= r.p99_ns && r.p99_ns <= r.max_ns
         );
+        // The emulator says how often it stalled, and the forwarder its own service time,
+        // which the round trip holds (the median: a quantile of a part stays below the
+        // same quantile of the whole, sample by sample).
+        let stalled = r.stalled_samples.expect("measured by this harness");
+        assert!(stalled <= r.samples && r.emulator_stalls.is_some(), "{r:?}");
+        let fwd_p50 = r.forwarder_p50_ns.expect("in-process forwarder");
+        assert!(fwd_p50 > 0 && fwd_p50 <= r.p50_ns, "{r:?}");
+        assert!(r.forwarder_p99_ns.unwrap() >= fwd_p50, "{r:?}");
         assert_eq!(r.scenario, "tiny");
         assert_eq!(r.rtt_or_oneway, "rtt");
         let spectrum = read_hgrm(&csv.parent().unwrap().join(&r.spectrum)).unwrap();
@@ -143,6 +151,11 @@ fn child_process_forwarder_is_measured_and_its_counters_agree() {
         (300, 0, 0)
     );
     assert_eq!(rows[0].nic, "loopback");
+    // The child's service time comes from its summary line.
+    let fwd_p50 = rows[0]
+        .forwarder_p50_ns
+        .expect("parsed from the child's summary");
+    assert!(fwd_p50 > 0 && fwd_p50 <= rows[0].p50_ns, "{:?}", rows[0]);
 }
 
 #[test]
