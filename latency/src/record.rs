@@ -76,9 +76,10 @@ pub struct Row {
     /// emulator did not run. Both are empty in files written before they existed.
     #[serde(default)]
     pub stalled_samples: Option<u64>,
-    /// The forwarder's own service time (request read to response handed back: the
-    /// backend, a GPU's round trip included, without the transport's hops and the
-    /// emulator), p50 and p99, over every request it served, the warm-up too. Empty where
+    /// The forwarder's own service time (submission to the backend to response handed
+    /// back: a CPU handler's work, or a GPU's round trip from just after the mailbox write;
+    /// not the transport's hops or the emulator), p50 and p99, over every request it
+    /// served, the warm-up too. Empty where
     /// the harness did not start the forwarder (`launch = "external"`) or in older files.
     #[serde(default)]
     pub forwarder_p50_ns: Option<u64>,

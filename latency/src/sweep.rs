@@ -32,7 +32,7 @@ pub struct ForwarderCounts {
     pub answered_ok: u64,
     pub answered_error: u64,
     pub dropped: u64,
-    /// Its service time (request read to response handed back), p50 and p99 in ns, over
+    /// Its service time (submission to the backend to response handed back), p50 and p99 in ns, over
     /// every request it served (the warm-up too); `None` when it served none or did not say.
     pub service_ns: Option<(u64, u64)>,
 }
