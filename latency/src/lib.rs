@@ -4,7 +4,8 @@
 //! - [`scenario`] reads TOML scenario files and expands their sweeps;
 //! - [`sweep`] runs each point (forwarder in-process or as a child process) and records it;
 //! - [`record`] writes summary CSV rows and `.hgrm` percentile spectra;
-//! - [`report`] compares CSVs side by side and draws SVG plots.
+//! - [`report`] compares CSVs side by side and draws SVG plots;
+//! - [`spread`] summarises a configuration measured several times (lowest, median, highest).
 #![forbid(unsafe_code)]
 
 pub mod emulator;
@@ -13,6 +14,7 @@ pub mod record;
 pub mod replay;
 pub mod report;
 pub mod scenario;
+pub mod spread;
 pub mod sweep;
 
 use std::path::PathBuf;

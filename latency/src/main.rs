@@ -222,6 +222,8 @@ fn quickstart(out: PathBuf) -> Result<()> {
         markdown: None,
         svg: None,
         columns: None,
+        spread: false,
+        p99_target_us: None,
     };
     report::run(&args)?;
     if rows.iter().any(|r| r.errors > 0 || r.dropped > 0) {

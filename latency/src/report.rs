@@ -122,9 +122,20 @@ pub struct ReportArgs {
     pub svg: Option<PathBuf>,
 
     /// Comma-separated columns that label and group the rows, instead of the configuration
-    /// columns that differ (`csv` names the source file).
+    /// columns that differ (`csv` names the source file); with `--spread`, the columns
+    /// whose values make a configuration.
     #[arg(long, value_name = "LIST", value_delimiter = ',')]
     pub columns: Option<Vec<String>>,
+
+    /// One line per configuration instead of one per row: how many runs (rows) measured it,
+    /// and their lowest, median and highest p50 and p99. For the same scenario swept several
+    /// times (give every CSV); rows measured on different hosts count together.
+    #[arg(long)]
+    pub spread: bool,
+
+    /// With `--spread`: also count the runs whose p99 is at most this many µs.
+    #[arg(long, value_name = "US", requires = "spread")]
+    pub p99_target_us: Option<f64>,
 }
 
 /// One CSV row together with the file it came from (spectra are relative to that file).
@@ -412,12 +423,13 @@ impl Comparison {
     }
 }
 
-/// Cells of the table, shared by the terminal and Markdown renderers.
-struct Table {
-    headers: Vec<String>,
+/// Cells of a table, shared by the terminal and Markdown renderers (and the spread
+/// table, [`crate::spread`]).
+pub(crate) struct Table {
+    pub(crate) headers: Vec<String>,
     /// Right-aligned (numbers) or left-aligned (text), per column.
-    numeric: Vec<bool>,
-    rows: Vec<Vec<String>>,
+    pub(crate) numeric: Vec<bool>,
+    pub(crate) rows: Vec<Vec<String>>,
 }
 
 const MEASURED_COUNTS: &[&str] = &[
@@ -435,7 +447,7 @@ fn micros(ns: u64) -> String {
 }
 
 /// Keeps one table line per row whatever the CSV held.
-fn clean(cell: String) -> String {
+pub(crate) fn clean(cell: String) -> String {
     if cell.chars().any(char::is_control) {
         cell.chars()
             .map(|c| if c.is_control() { ' ' } else { c })
@@ -523,7 +535,11 @@ fn pad(s: &str, width: usize, right: bool) -> String {
 
 /// The terminal table: a caption, aligned columns, one line per row.
 pub fn render_table(c: &Comparison) -> String {
-    let t = build_table(c);
+    render_text(&c.caption(), &build_table(c))
+}
+
+/// `caption`, then `t` in aligned columns under a rule.
+pub(crate) fn render_text(caption: &str, t: &Table) -> String {
     let widths: Vec<usize> = (0..t.headers.len())
         .map(|j| {
             t.rows
@@ -545,7 +561,7 @@ pub fn render_table(c: &Comparison) -> String {
             .to_string()
     };
     let mut out = String::new();
-    out.push_str(&c.caption());
+    out.push_str(caption);
     out.push('\n');
     out.push_str(&line(&t.headers));
     out.push('\n');
@@ -559,7 +575,7 @@ pub fn render_table(c: &Comparison) -> String {
     out
 }
 
-fn md_cell(s: &str) -> String {
+pub(crate) fn md_cell(s: &str) -> String {
     s.replace('\\', "\\\\")
         .replace('|', "\\|")
         .replace('*', "\\*")
@@ -576,12 +592,18 @@ pub fn render_markdown(c: &Comparison) -> String {
         .map(|p| format!("`{}`", p.display()))
         .collect::<Vec<_>>()
         .join(", ");
-    let mut out = format!(
-        "Baseline: row {} ({}) · metric: {m} ({} = {m} / baseline {m}) · latencies in µs · sources: {sources}\n\n",
+    let caption = format!(
+        "Baseline: row {} ({}) · metric: {m} ({} = {m} / baseline {m}) · latencies in µs · sources: {sources}",
         c.baseline + 1,
         md_cell(&c.label(c.baseline)),
         c.ratio_header()
     );
+    render_md(&caption, &t)
+}
+
+/// `caption`, a blank line, then `t` as a GitHub pipe table.
+pub(crate) fn render_md(caption: &str, t: &Table) -> String {
+    let mut out = format!("{caption}\n\n");
     let row_line = |cells: &[String]| {
         let inner: Vec<String> = cells.iter().map(|s| md_cell(s)).collect();
         format!("| {} |\n", inner.join(" | "))
@@ -1228,9 +1250,27 @@ pub fn run(args: &ReportArgs) -> Result<()> {
 /// [`run`] with the table (and the list of files written) going to `out`.
 pub fn run_to(args: &ReportArgs, out: &mut dyn Write) -> Result<()> {
     let entries = load(&args.csvs)?;
+    let target_ns = match args.p99_target_us {
+        Some(us) if !(us.is_finite() && us > 0.0) => {
+            return Err(Error::Report(format!(
+                "--p99-target-us {us}: expected a positive number of µs"
+            )))
+        }
+        Some(us) => Some((us * 1000.0).round() as u64),
+        None => None,
+    };
+    let spread_key = if args.spread {
+        Some(crate::spread::key(args.columns.as_deref())?)
+    } else {
+        None
+    };
     let comparison = Comparison::new(
         entries,
-        args.columns.as_deref(),
+        if args.spread {
+            None
+        } else {
+            args.columns.as_deref()
+        },
         args.baseline.as_deref(),
         args.metric,
     )?;
@@ -1239,10 +1279,15 @@ pub fn run_to(args: &ReportArgs, out: &mut dyn Write) -> Result<()> {
         path: PathBuf::from("<stdout>"),
         source,
     };
-    out.write_all(render_table(&comparison).as_bytes())
-        .map_err(out_err)?;
-    for line in clean_rate_summary(&comparison) {
-        writeln!(out, "{line}").map_err(out_err)?;
+    let table = match &spread_key {
+        Some(key) => crate::spread::render_text(&comparison.entries, key, target_ns),
+        None => render_table(&comparison),
+    };
+    out.write_all(table.as_bytes()).map_err(out_err)?;
+    if spread_key.is_none() {
+        for line in clean_rate_summary(&comparison) {
+            writeln!(out, "{line}").map_err(out_err)?;
+        }
     }
 
     if let Some(md) = &args.markdown {
@@ -1252,7 +1297,11 @@ pub fn run_to(args: &ReportArgs, out: &mut dyn Write) -> Result<()> {
                 source,
             })?;
         }
-        write_file(md, &render_markdown(&comparison))?;
+        let text = match &spread_key {
+            Some(key) => crate::spread::render_markdown(&comparison.entries, key, target_ns),
+            None => render_markdown(&comparison),
+        };
+        write_file(md, &text)?;
         writeln!(out, "wrote {}", md.display()).map_err(out_err)?;
     }
     if let Some(dir) = &args.svg {
@@ -1377,6 +1426,8 @@ mod tests {
             markdown: None,
             svg: None,
             columns: None,
+            spread: false,
+            p99_target_us: None,
         }
     }
 

@@ -113,6 +113,91 @@ rate_hz = [5000]
 }
 
 #[test]
+fn report_spread_summarises_a_scenario_swept_twice() {
+    let dir = tempfile::tempdir().unwrap();
+    let scenario = write(
+        dir.path(),
+        "twice.toml",
+        r#"
+name = "twice"
+[forwarder]
+idle = "yield"
+[load]
+warmup = 20
+samples = 200
+emulator_idle = "yield"
+[[sweep]]
+payload_bytes = [16, 64]
+"#,
+    );
+    let csvs: Vec<PathBuf> = ["a.csv", "b.csv"]
+        .iter()
+        .map(|n| dir.path().join(n))
+        .collect();
+    for csv in &csvs {
+        let out = cli(&[
+            "sweep",
+            scenario.to_str().unwrap(),
+            "--out",
+            csv.to_str().unwrap(),
+        ]);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let md = dir.path().join("spread.md");
+    let out = cli(&[
+        "report",
+        "--spread",
+        "--p99-target-us",
+        "1000000",
+        csvs[0].to_str().unwrap(),
+        csvs[1].to_str().unwrap(),
+        "--markdown",
+        md.to_str().unwrap(),
+    ]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        text.contains("4 rows from 2 file(s) in 2 configuration(s)"),
+        "{text}"
+    );
+    // One line per payload size, each measured twice, both runs under the (generous) target.
+    let lines: Vec<Vec<&str>> = text
+        .lines()
+        .skip(3)
+        .take(2)
+        .map(|l| l.split_whitespace().collect())
+        .collect();
+    assert_eq!(
+        (lines[0][1], lines[0][2], lines[0][3]),
+        ("16", "2", "0"),
+        "{text}"
+    );
+    assert_eq!((lines[1][1], lines[1][2]), ("64", "2"), "{text}");
+    assert!(lines.iter().all(|l| l.contains(&"2/2")), "{text}");
+    assert!(std::fs::read_to_string(&md).unwrap().contains("| runs |"));
+
+    // The target needs --spread, and a nonsense target is refused.
+    let out = cli(&["report", "--p99-target-us", "5", csvs[0].to_str().unwrap()]);
+    assert!(!out.status.success());
+    let out = cli(&[
+        "report",
+        "--spread",
+        "--p99-target-us=0",
+        csvs[0].to_str().unwrap(),
+    ]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("p99-target-us"));
+}
+
+#[test]
 fn child_process_forwarder_is_measured_and_its_counters_agree() {
     // The qfwd binary sits next to the test's deps folder once the workspace is built.
     let exe = std::env::current_exe().unwrap();
