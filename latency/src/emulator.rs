@@ -250,8 +250,6 @@ struct Entry {
     /// Intended (open loop) or actual (ping-pong) send time, ns since the run began.
     t_ns: u64,
     state: State,
-    /// In flight across an emulator stall.
-    stalled: bool,
 }
 
 /// A gap between two of the emulator's clock reads at least this much longer than its
@@ -264,6 +262,16 @@ pub const STALL_NS: u64 = 5_000;
 /// in a VM) costs more than a poll, so reading it on every one would delay seeing the
 /// answer, and reading it rarely would hide stalls among the polls.
 const POLLS_PER_CLOCK_READ: u32 = 16;
+
+/// Whether one of `windows` (stalls, in time order) overlaps `[sent, answered]`: the
+/// request was in flight, or (open loop, timed from its intended send) due, while the
+/// emulator did not run.
+fn stalled_between(windows: &[(u64, u64)], sent: u64, answered: u64) -> bool {
+    let first_ending_after_send = windows.partition_point(|&(_, end)| end <= sent);
+    windows
+        .get(first_ending_after_send)
+        .is_some_and(|&(start, _)| start < answered)
+}
 
 /// Drives `client` with `load`, cycling through `workload`. `progress` is called now
 /// and then with the number of requests sent so far.
@@ -298,7 +306,6 @@ pub fn run<C: Client>(
             Entry {
                 t_ns: 0,
                 state: State::Unsent,
-                stalled: false,
             };
             total as usize
         ],
@@ -323,7 +330,7 @@ pub fn run<C: Client>(
         quickest_gap_ns: u64::MAX,
         stalls: 0,
         stalled_samples: 0,
-        last_stall: (0, 0),
+        stall_windows: Vec::new(),
     };
     let step = (total / 100).max(1);
     match load.mode {
@@ -388,8 +395,8 @@ struct Run {
     quickest_gap_ns: u64,
     stalls: u64,
     stalled_samples: u64,
-    /// The latest stall's gap, from one clock read to the next.
-    last_stall: (u64, u64),
+    /// Every stall's gap, from one clock read to the next, in time order.
+    stall_windows: Vec<(u64, u64)>,
 }
 
 impl Run {
@@ -398,9 +405,8 @@ impl Run {
         self.start.elapsed().as_nanos() as u64
     }
 
-    /// Reads the clock, and counts a stall when the gap since the last read is
-    /// [`STALL_NS`] beyond the quickest once timed requests are being sent: the requests
-    /// in flight are marked, and so will be (in open loop) those due during the gap.
+    /// Reads the clock, and notes a stall when the gap since the last read is
+    /// [`STALL_NS`] beyond the quickest (counted once timed requests are being sent).
     #[inline]
     fn clock(&mut self) -> u64 {
         let now = self.now_ns();
@@ -408,31 +414,13 @@ impl Run {
         let gap = now.saturating_sub(prev);
         self.last_clock_ns = now;
         self.quickest_gap_ns = self.quickest_gap_ns.min(gap);
-        if self.sent_n > self.warmup && gap >= self.quickest_gap_ns.saturating_add(STALL_NS) {
-            self.stalls += 1;
-            self.last_stall = (prev, now);
-            let in_flight = self.sent_n - self.answered_n;
-            if in_flight > 0 {
-                self.mark_in_flight(in_flight, now);
+        if gap >= self.quickest_gap_ns.saturating_add(STALL_NS) {
+            self.stall_windows.push((prev, now));
+            if self.sent_n > self.warmup {
+                self.stalls += 1;
             }
         }
         now
-    }
-
-    /// Marks the requests in flight, newest first; older than the timeout they are lost
-    /// (or late), and the walk stops there, so it stays short when a request never came back.
-    #[cold]
-    fn mark_in_flight(&mut self, mut left: u64, now: u64) {
-        let oldest = now.saturating_sub(self.timeout_ns);
-        for e in self.entries[..self.sent_n as usize].iter_mut().rev() {
-            if left == 0 || e.t_ns < oldest {
-                break;
-            }
-            if e.state == State::Sent {
-                e.stalled = true;
-                left -= 1;
-            }
-        }
     }
 
     /// Patches id and timestamp into request `id`'s datagram and sends it, retrying
@@ -452,8 +440,6 @@ impl Run {
         self.entries[id as usize] = Entry {
             t_ns,
             state: State::Sent,
-            // Open loop: due while the emulator stalled, so sent late by it.
-            stalled: (self.last_stall.0..self.last_stall.1).contains(&t_ns),
         };
         self.sent_n += 1;
         let mut retried = false;
@@ -515,7 +501,8 @@ impl Run {
         }
         if id >= self.warmup {
             self.histogram.saturating_record(latency);
-            self.stalled_samples += u64::from(entry.stalled);
+            self.stalled_samples +=
+                u64::from(stalled_between(&self.stall_windows, entry.t_ns, now));
         }
         let expected = &workload.expected[(id % workload.len() as u64) as usize];
         if resp.header.ptp_timestamp != entry.t_ns {
@@ -681,7 +668,7 @@ impl fmt::Display for Outcome {
         write!(
             f,
             "sent {} = ok {} + error status {} + wrong {} + lost {}{}; late {}, duplicate {}, malformed {}, send retries {}; {} answers/s; \
-             emulator stalls {} ({} timed samples in flight across one)",
+             emulator stalls {} ({} timed samples in flight or due during one)",
             self.sent,
             self.ok,
             self.error_status_total(),
@@ -892,6 +879,29 @@ mod tests {
         fn describe(&self) -> String {
             "echo".into()
         }
+    }
+
+    #[test]
+    fn a_sample_is_stalled_when_a_stall_overlaps_its_round_trip() {
+        let w = [(10, 20), (30, 40)];
+        for (sent, answered, stalled) in [
+            (0, 5, false),
+            (0, 10, false), // answered as the emulator stopped: seen before the gap
+            (0, 11, true),
+            (15, 16, true),  // sent (due) inside the gap
+            (20, 30, false), // between the two gaps
+            (19, 30, true),
+            (25, 35, true),
+            (0, 100, true),
+            (40, 50, false),
+        ] {
+            assert_eq!(
+                stalled_between(&w, sent, answered),
+                stalled,
+                "{sent}..{answered}"
+            );
+        }
+        assert!(!stalled_between(&[], 0, 100));
     }
 
     /// Samples at least `floor` long: with an echo client, only a stall makes one.
