@@ -129,8 +129,9 @@ pub struct ReportArgs {
 
     /// One line per configuration instead of one per row: how many runs (rows) measured it,
     /// and their lowest, median and highest p50 and p99. For the same scenario swept several
-    /// times (give every CSV); rows measured on different hosts count together.
-    #[arg(long)]
+    /// times (give every CSV); rows measured on different hosts count together. No baseline
+    /// (the ratio column is not shown).
+    #[arg(long, conflicts_with = "baseline")]
     pub spread: bool,
 
     /// With `--spread`: also count the runs whose p99 is at most this many µs.
