@@ -17,6 +17,17 @@ fn cli(args: &[&str]) -> std::process::Output {
         .unwrap()
 }
 
+/// Runs the harness, which must succeed (else its stderr is the failure); returns stdout.
+fn cli_ok(args: &[&str]) -> String {
+    let out = cli(args);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
 #[test]
 fn sweep_writes_one_checked_row_and_spectrum_per_point() {
     let dir = tempfile::tempdir().unwrap();
@@ -41,17 +52,12 @@ rate_hz = [5000]
 "#,
     );
     let csv = dir.path().join("out/tiny.csv");
-    let out = cli(&[
+    cli_ok(&[
         "sweep",
         scenario.to_str().unwrap(),
         "--out",
         csv.to_str().unwrap(),
     ]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
     let rows = read_csv(&csv).unwrap();
     assert_eq!(rows.len(), 5);
     for r in &rows {
@@ -87,7 +93,7 @@ rate_hz = [5000]
     // The report reads it back, and draws.
     let svg = dir.path().join("svg");
     let md = dir.path().join("t.md");
-    let out = cli(&[
+    let out = cli_ok(&[
         "report",
         csv.to_str().unwrap(),
         "--baseline",
@@ -97,12 +103,7 @@ rate_hz = [5000]
         "--svg",
         svg.to_str().unwrap(),
     ]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let table = String::from_utf8_lossy(&out.stdout);
+    let table = out;
     assert!(
         table.contains("inproc") && table.contains("open-loop"),
         "{table}"
@@ -135,20 +136,15 @@ payload_bytes = [16, 64]
         .map(|n| dir.path().join(n))
         .collect();
     for csv in &csvs {
-        let out = cli(&[
+        cli_ok(&[
             "sweep",
             scenario.to_str().unwrap(),
             "--out",
             csv.to_str().unwrap(),
         ]);
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
     }
     let md = dir.path().join("spread.md");
-    let out = cli(&[
+    let text = cli_ok(&[
         "report",
         "--spread",
         "--p99-target-us",
@@ -158,12 +154,6 @@ payload_bytes = [16, 64]
         "--markdown",
         md.to_str().unwrap(),
     ]);
-    let text = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
     assert!(
         text.contains("4 rows from 2 file(s) in 2 configuration(s)"),
         "{text}"
@@ -219,17 +209,12 @@ fn child_process_forwarder_is_measured_and_its_counters_agree() {
         ),
     );
     let csv = dir.path().join("child.csv");
-    let out = cli(&[
+    cli_ok(&[
         "sweep",
         scenario.to_str().unwrap(),
         "--out",
         csv.to_str().unwrap(),
     ]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
     let rows = read_csv(&csv).unwrap();
     assert_eq!(
         (rows[0].samples, rows[0].errors, rows[0].dropped),
@@ -273,7 +258,7 @@ fn bad_scenarios_fail_up_front_naming_file_and_key() {
 fn emulate_runs_against_an_in_process_forwarder_by_default() {
     let dir = tempfile::tempdir().unwrap();
     let csv = dir.path().join("e.csv");
-    let out = cli(&[
+    let out = cli_ok(&[
         "emulate",
         "--samples",
         "300",
@@ -283,12 +268,7 @@ fn emulate_runs_against_an_in_process_forwarder_by_default() {
         "--csv",
         csv.to_str().unwrap(),
     ]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let text = String::from_utf8_lossy(&out.stdout);
+    let text = out;
     assert!(
         text.contains("99.9%") && text.contains("sent 310 = ok 310"),
         "{text}"
@@ -311,17 +291,12 @@ fn decoder_replay_checks_every_correction_against_the_reference() {
         ),
     );
     let csv = dir.path().join("dec.csv");
-    let out = cli(&[
+    cli_ok(&[
         "sweep",
         scenario.to_str().unwrap(),
         "--out",
         csv.to_str().unwrap(),
     ]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
     let rows = read_csv(&csv).unwrap();
     assert_eq!(rows.len(), 2);
     for r in &rows {
