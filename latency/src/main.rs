@@ -182,7 +182,7 @@ fn emulate(a: EmulateArgs) -> Result<()> {
     println!("{}", sweep::accounting_line(&m));
     if let Some(csv) = a.csv {
         let mut sink = CsvSink::create(&csv)?;
-        sweep::record(&mut m, 0, &csv, &mut sink)?;
+        sweep::record(&mut m, 0, 0, &csv, &mut sink)?;
         println!("wrote {}", csv.display());
     }
     Ok(())

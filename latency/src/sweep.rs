@@ -23,6 +23,7 @@ use crate::emulator::{self, LoadSpec, Outcome, Workload};
 use crate::provenance::{self, Provenance};
 use crate::record::{self, CsvSink, Row};
 use crate::scenario::{Launch, Point, Scenario};
+use crate::{report, spread};
 use crate::{Error, Result};
 
 /// What the forwarder itself counted (in-process: its stats; child: its summary lines).
@@ -637,16 +638,32 @@ pub fn spectrum_dir(csv: &Path) -> (PathBuf, String) {
 }
 
 /// Records a measured row: writes its spectrum, fills `spectrum`, appends to the CSV.
-pub fn record(m: &mut Measured, index: usize, csv_path: &Path, sink: &mut CsvSink) -> Result<()> {
+pub fn record(
+    m: &mut Measured,
+    index: usize,
+    run: u32,
+    csv_path: &Path,
+    sink: &mut CsvSink,
+) -> Result<()> {
     let (dir, rel) = spectrum_dir(csv_path);
     std::fs::create_dir_all(&dir).map_err(|source| Error::Io {
         path: dir.clone(),
         source,
     })?;
-    let file = format!("{:03}.hgrm", index + 1);
+    let file = spectrum_name(index, run);
     record::write_hgrm(&dir.join(&file), &m.outcome.histogram)?;
     m.row.spectrum = format!("{rel}/{file}");
     sink.write(&m.row)
+}
+
+/// Point `index`'s spectrum in run `run` (both from 0): `001.hgrm`, and from the second
+/// run of a `--repeat` on `001-r2.hgrm`, so no run overwrites another's.
+pub fn spectrum_name(index: usize, run: u32) -> String {
+    if run == 0 {
+        format!("{:03}.hgrm", index + 1)
+    } else {
+        format!("{:03}-r{}.hgrm", index + 1, run + 1)
+    }
 }
 
 /// One line comparing what the emulator saw with what the forwarder counted.
@@ -704,6 +721,12 @@ pub struct SweepArgs {
     /// (`qfwd doctor --jitter 5` ranks this host's cores, quietest first).
     #[arg(long, value_name = "FWD,EMU", value_parser = parse_core_pair, conflicts_with = "unpinned")]
     pub cores: Option<(usize, usize)>,
+    /// Sweep the whole scenario N times into the one CSV (every point once, then again, so
+    /// each point's runs are spread over the session), then print the spread of each point
+    /// over its runs (`report --spread`): a p99 from one run is the host's moment as much
+    /// as the code's.
+    #[arg(long, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=1000))]
+    pub repeat: u32,
 }
 
 /// `--cores FWD,EMU`: two different core numbers.
@@ -787,33 +810,60 @@ pub fn run(args: &SweepArgs) -> Result<Vec<Row>> {
         }
         return Ok(Vec::new());
     }
-    run_scenario(&scenario, &out)
+    let rows = run_scenario_repeated(&scenario, &out, args.repeat)?;
+    if args.repeat > 1 {
+        let entries: Vec<report::Entry> = rows
+            .iter()
+            .map(|row| report::Entry {
+                source: out.clone(),
+                row: row.clone(),
+            })
+            .collect();
+        print!(
+            "{}",
+            spread::render_text(&entries, &spread::default_key(), None)
+        );
+    }
+    Ok(rows)
 }
 
 /// Measures every point of `scenario` into `out` (CSV + spectra).
 pub fn run_scenario(scenario: &Scenario, out: &Path) -> Result<Vec<Row>> {
+    run_scenario_repeated(scenario, out, 1)
+}
+
+/// Measures every point of `scenario` `repeat` times, the whole scenario once per run,
+/// into `out`; each run has its own `run_id`, and its spectra their own names.
+pub fn run_scenario_repeated(scenario: &Scenario, out: &Path, repeat: u32) -> Result<Vec<Row>> {
     let prov = Provenance::detect();
-    let run_id = provenance::run_id();
     let mut sink = CsvSink::create(out)?;
-    let bar = ProgressBar::new(scenario.points.len() as u64);
+    let points = scenario.points.len();
+    let bar = ProgressBar::new((points * repeat as usize) as u64);
     bar.set_style(
         ProgressStyle::with_template("{bar:30} {pos}/{len} points  {elapsed_precise}  {msg}")
             .expect("static template"),
     );
     let mut rows = Vec::new();
-    for (i, point) in scenario.points.iter().enumerate() {
-        let label = point.label(&scenario.swept_keys);
-        let total = point.warmup + point.timed_samples();
-        bar.set_message(format!("{label}  0%"));
-        let mut m = measure(point, &scenario.name, &run_id, &prov, |done| {
-            bar.set_message(format!("{label}  {}%", done * 100 / total.max(1)));
-        })?;
-        record(&mut m, i, out, &mut sink)?;
-        bar.suspend(|| {
+    for run in 0..repeat {
+        let run_id = provenance::run_id();
+        let of_runs = if repeat > 1 {
+            format!(" run {}/{repeat}", run + 1)
+        } else {
+            String::new()
+        };
+        for (i, point) in scenario.points.iter().enumerate() {
+            let label = point.label(&scenario.swept_keys);
+            let total = point.warmup + point.timed_samples();
+            bar.set_message(format!("{label}  0%"));
+            let mut m = measure(point, &scenario.name, &run_id, &prov, |done| {
+                bar.set_message(format!("{label}  {}%", done * 100 / total.max(1)));
+            })?;
+            record(&mut m, i, run, out, &mut sink)?;
+            bar.suspend(|| {
             eprintln!(
-                "[{}/{}] {label}: p50 {:.2}us p99 {:.2}us max {:.2}us, {} samples, errors {}, lost {}, stalled {}{}",
+                "[{}/{}{of_runs}] {label}: p50 {:.2}us p99 {:.2}us max {:.2}us, {} samples, errors {}, lost {}, stalled {}{}",
                 i + 1,
-                scenario.points.len(),
+                points,
                 m.row.p50_ns as f64 / 1e3,
                 m.row.p99_ns as f64 / 1e3,
                 m.row.max_ns as f64 / 1e3,
@@ -837,8 +887,9 @@ pub fn run_scenario(scenario: &Scenario, out: &Path) -> Result<Vec<Row>> {
                 eprintln!("  {}", accounting_line(&m).replace('\n', "\n  "));
             }
         });
-        bar.inc(1);
-        rows.push(m.row);
+            bar.inc(1);
+            rows.push(m.row);
+        }
     }
     bar.finish_and_clear();
     eprintln!("wrote {} rows to {}", rows.len(), out.display());

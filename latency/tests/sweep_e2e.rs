@@ -174,6 +174,42 @@ payload_bytes = [16, 64]
     assert!(lines.iter().all(|l| l.contains(&"2/2")), "{text}");
     assert!(std::fs::read_to_string(&md).unwrap().contains("| runs |"));
 
+    // --repeat sweeps the scenario twice into one CSV, every run with its own run_id and
+    // spectra, and prints the spread.
+    let csv = dir.path().join("repeat.csv");
+    let text = cli_ok(&[
+        "sweep",
+        scenario.to_str().unwrap(),
+        "--repeat",
+        "2",
+        "--out",
+        csv.to_str().unwrap(),
+    ]);
+    assert!(
+        text.contains("4 rows from 1 file(s) in 2 configuration(s)"),
+        "{text}"
+    );
+    let rows = read_csv(&csv).unwrap();
+    assert_eq!(rows.len(), 4);
+    assert_eq!(rows[0].run_id, rows[1].run_id);
+    assert_ne!(rows[0].run_id, rows[2].run_id);
+    assert_eq!(rows[2].payload_bytes, 16, "the whole scenario, then again");
+    let spectra: Vec<&str> = rows.iter().map(|r| r.spectrum.as_str()).collect();
+    assert_eq!(
+        spectra,
+        [
+            "repeat-hgrm/001.hgrm",
+            "repeat-hgrm/002.hgrm",
+            "repeat-hgrm/001-r2.hgrm",
+            "repeat-hgrm/002-r2.hgrm"
+        ]
+    );
+    for r in &rows {
+        assert!(!read_hgrm(&dir.path().join(&r.spectrum)).unwrap().is_empty());
+    }
+    let out = cli(&["sweep", scenario.to_str().unwrap(), "--repeat", "0"]);
+    assert!(!out.status.success(), "0 runs is refused");
+
     // The target needs --spread, and a nonsense target is refused.
     let out = cli(&["report", "--p99-target-us", "5", csvs[0].to_str().unwrap()]);
     assert!(!out.status.success());
