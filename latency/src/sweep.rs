@@ -656,6 +656,19 @@ pub fn record(
     sink.write(&m.row)
 }
 
+/// A warning when at least 1 % of a row's samples were in flight across an emulator
+/// stall: then its p99 may be the host's, not the system under test's.
+pub fn stall_note(stalled: u64, samples: u64) -> Option<String> {
+    (samples > 0 && stalled * 100 >= samples).then(|| {
+        format!(
+            "note: {stalled} of {samples} samples ({:.1} %) were in flight while the emulator's \
+             thread stalled: this row's p99 may be the host's; run it again or on quieter cores \
+             (qfwd doctor --jitter)",
+            stalled as f64 * 100.0 / samples as f64
+        )
+    })
+}
+
 /// Point `index`'s spectrum in run `run` (both from 0): `001.hgrm`, and from the second
 /// run of a `--repeat` on `001-r2.hgrm`, so no run overwrites another's.
 pub fn spectrum_name(index: usize, run: u32) -> String {
@@ -880,6 +893,9 @@ pub fn run_scenario_repeated(scenario: &Scenario, out: &Path, repeat: u32) -> Re
                     _ => String::new(),
                 }
             );
+            if let Some(note) = stall_note(m.outcome.stalled_samples, m.row.samples) {
+                eprintln!("  {note}");
+            }
             if !m.shards.is_empty() {
                 eprintln!("  completed per GPU (GPU:count): {}", m.row.per_gpu_completed);
             }
@@ -943,6 +959,15 @@ mod tests {
             }
         );
         assert!(parse_summary("service time: p50").is_none());
+    }
+
+    #[test]
+    fn stall_note_from_one_percent() {
+        assert_eq!(stall_note(199, 20_000), None);
+        assert!(stall_note(200, 20_000)
+            .unwrap()
+            .contains("200 of 20000 samples (1.0 %)"));
+        assert_eq!(stall_note(0, 0), None);
     }
 
     #[test]
