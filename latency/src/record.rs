@@ -215,7 +215,7 @@ fn optional(v: Option<u64>) -> String {
     v.map_or_else(String::new, |n| n.to_string())
 }
 
-/// Appends rows to a summary CSV, writing the header when the file is new or empty.
+/// Writes rows to a summary CSV (created, or truncated if it exists), the header first.
 pub struct CsvSink {
     path: PathBuf,
     writer: csv::Writer<File>,
