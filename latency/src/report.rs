@@ -188,6 +188,17 @@ pub fn load(csvs: &[PathBuf]) -> Result<Vec<Entry>> {
     Ok(entries)
 }
 
+/// The CSVs `entries` came from, each once, in order.
+pub fn sources(entries: &[Entry]) -> Vec<&Path> {
+    let mut out: Vec<&Path> = Vec::new();
+    for e in entries {
+        if !out.contains(&e.source.as_path()) {
+            out.push(&e.source);
+        }
+    }
+    out
+}
+
 /// The [`CONFIG_COLUMNS`] whose values are not the same in every row, in that order.
 pub fn differing_columns(rows: &[Row]) -> Vec<&'static str> {
     differing(rows.iter())
@@ -399,13 +410,7 @@ impl Comparison {
 
     /// The source CSVs, each once, in order.
     pub fn sources(&self) -> Vec<&Path> {
-        let mut out: Vec<&Path> = Vec::new();
-        for e in &self.entries {
-            if !out.contains(&e.source.as_path()) {
-                out.push(&e.source);
-            }
-        }
-        out
+        sources(&self.entries)
     }
 
     /// Name of the ratio column.

@@ -67,9 +67,15 @@ pub fn min_median_max(values: &mut [u64]) -> Option<(u64, f64, u64)> {
     Some((values[0], median, values[n - 1]))
 }
 
-/// The spread table; a `p99_target_ns` adds a column counting the runs whose p99 met it.
-pub(crate) fn build(entries: &[Entry], key: &[&str], p99_target_ns: Option<u64>) -> Table {
+/// The spread table's caption and cells; a `p99_target_ns` adds a column counting the runs
+/// whose p99 met it.
+pub(crate) fn build(
+    entries: &[Entry],
+    key: &[&str],
+    p99_target_ns: Option<u64>,
+) -> (String, Table) {
     let groups = group(entries, key);
+    let caption = caption(entries, key, groups.len());
     // Label the groups by the key columns that tell them apart.
     let shown: Vec<usize> = (0..key.len())
         .filter(|&j| groups.iter().any(|g| g.key[j] != groups[0].key[j]))
@@ -135,47 +141,37 @@ pub(crate) fn build(entries: &[Entry], key: &[&str], p99_target_ns: Option<u64>)
     let mut numeric = vec![false];
     numeric.extend(shown.iter().map(|_| false));
     numeric.resize(headers.len(), true);
-    Table {
+    let table = Table {
         headers,
         numeric,
         rows,
-    }
+    };
+    (caption, table)
 }
 
-fn caption(entries: &[Entry], key: &[&str]) -> String {
-    let files = {
-        let mut v: Vec<String> = Vec::new();
-        for e in entries {
-            let s = e.source.display().to_string();
-            if !v.contains(&s) {
-                v.push(s);
-            }
-        }
-        v.len()
-    };
+fn caption(entries: &[Entry], key: &[&str], configurations: usize) -> String {
     let keyed = if key == default_key().as_slice() {
         "the configuration columns (not cpu, gpu, nic, pcie_path, host)".to_string()
     } else {
         key.join(",")
     };
     format!(
-        "spread over runs: {} rows from {files} file(s) in {} configuration(s), keyed by {keyed}; latencies in µs; unclean = runs with errors, lost requests or no samples",
+        "spread over runs: {} rows from {} file(s) in {configurations} configuration(s), keyed by {keyed}; latencies in µs; unclean = runs with errors, lost requests or no samples",
         entries.len(),
-        group(entries, key).len(),
+        report::sources(entries).len(),
     )
 }
 
 /// The spread table for the terminal.
 pub fn render_text(entries: &[Entry], key: &[&str], p99_target_ns: Option<u64>) -> String {
-    report::render_text(&caption(entries, key), &build(entries, key, p99_target_ns))
+    let (caption, table) = build(entries, key, p99_target_ns);
+    report::render_text(&caption, &table)
 }
 
 /// The spread table as Markdown.
 pub fn render_markdown(entries: &[Entry], key: &[&str], p99_target_ns: Option<u64>) -> String {
-    report::render_md(
-        &report::md_cell(&caption(entries, key)),
-        &build(entries, key, p99_target_ns),
-    )
+    let (caption, table) = build(entries, key, p99_target_ns);
+    report::render_md(&report::md_cell(&caption), &table)
 }
 
 /// The key `--columns` gives, else [`default_key`].
