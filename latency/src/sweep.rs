@@ -872,37 +872,7 @@ pub fn run_scenario_repeated(scenario: &Scenario, out: &Path, repeat: u32) -> Re
                 bar.set_message(format!("{label}  {}%", done * 100 / total.max(1)));
             })?;
             record(&mut m, i, run, out, &mut sink)?;
-            bar.suspend(|| {
-            eprintln!(
-                "[{}/{}{of_runs}] {label}: p50 {:.2}us p99 {:.2}us max {:.2}us, {} samples, errors {}, lost {}, stalled {}{}",
-                i + 1,
-                points,
-                m.row.p50_ns as f64 / 1e3,
-                m.row.p99_ns as f64 / 1e3,
-                m.row.max_ns as f64 / 1e3,
-                m.row.samples,
-                m.row.errors,
-                m.row.dropped,
-                m.outcome.stalled_samples,
-                match (m.row.forwarder_p50_ns, m.row.forwarder_p99_ns) {
-                    (Some(p50), Some(p99)) => format!(
-                        "; forwarder p50 {:.2}us p99 {:.2}us",
-                        p50 as f64 / 1e3,
-                        p99 as f64 / 1e3
-                    ),
-                    _ => String::new(),
-                }
-            );
-            if let Some(note) = stall_note(m.outcome.stalled_samples, m.row.samples) {
-                eprintln!("  {note}");
-            }
-            if !m.shards.is_empty() {
-                eprintln!("  completed per GPU (GPU:count): {}", m.row.per_gpu_completed);
-            }
-            if m.row.errors > 0 || m.row.dropped > 0 || m.forwarder.is_some_and(|f| f.received != m.outcome.sent) {
-                eprintln!("  {}", accounting_line(&m).replace('\n', "\n  "));
-            }
-        });
+            bar.suspend(|| eprintln!("{}", point_report(&m, i, points, &of_runs, &label)));
             bar.inc(1);
             rows.push(m.row);
         }
@@ -910,6 +880,47 @@ pub fn run_scenario_repeated(scenario: &Scenario, out: &Path, repeat: u32) -> Re
     bar.finish_and_clear();
     eprintln!("wrote {} rows to {}", rows.len(), out.display());
     Ok(rows)
+}
+
+/// What the sweep prints for a measured point: its line (latencies, counts, stalled
+/// samples, the forwarder's service time), then a note on stalls, the per-GPU counts and
+/// the accounting where they say something.
+fn point_report(m: &Measured, i: usize, points: usize, of_runs: &str, label: &str) -> String {
+    let us = |ns: u64| ns as f64 / 1e3;
+    let r = &m.row;
+    let mut s = format!(
+        "[{}/{points}{of_runs}] {label}: p50 {:.2}us p99 {:.2}us max {:.2}us, {} samples, \
+         errors {}, lost {}, stalled {}",
+        i + 1,
+        us(r.p50_ns),
+        us(r.p99_ns),
+        us(r.max_ns),
+        r.samples,
+        r.errors,
+        r.dropped,
+        m.outcome.stalled_samples,
+    );
+    if let (Some(p50), Some(p99)) = (r.forwarder_p50_ns, r.forwarder_p99_ns) {
+        s.push_str(&format!(
+            "; forwarder p50 {:.2}us p99 {:.2}us",
+            us(p50),
+            us(p99)
+        ));
+    }
+    if let Some(note) = stall_note(m.outcome.stalled_samples, r.samples) {
+        s.push_str(&format!("\n  {note}"));
+    }
+    if !m.shards.is_empty() {
+        s.push_str(&format!(
+            "\n  completed per GPU (GPU:count): {}",
+            r.per_gpu_completed
+        ));
+    }
+    let forwarder_missed = m.forwarder.is_some_and(|f| f.received != m.outcome.sent);
+    if r.errors > 0 || r.dropped > 0 || forwarder_missed {
+        s.push_str(&format!("\n  {}", accounting_line(m).replace('\n', "\n  ")));
+    }
+    s
 }
 
 /// The CSV's decoder column: the decoder and its model's file stem (the model names the
