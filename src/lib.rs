@@ -21,6 +21,7 @@ pub mod handler;
 pub mod host;
 pub mod mailbox;
 pub mod mlx5;
+pub mod process;
 pub mod rdma;
 pub mod route;
 pub mod serve;

@@ -283,6 +283,9 @@ fn run(args: RunArgs) -> qfwd::Result<()> {
 }
 
 fn main() -> ExitCode {
+    if let Err(e) = qfwd::process::end_quietly_on_closed_pipe() {
+        eprintln!("qfwd: warning: {e} (a closed stdout will end this with an error)");
+    }
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Run(a) => run(*a),

@@ -278,3 +278,29 @@ fn serves_a_decoder_beside_parity() {
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("/nonexistent.dem"));
 }
+
+#[test]
+fn a_closed_stdout_ends_decode_quietly() {
+    use std::os::unix::process::ExitStatusExt;
+    let fixture = |ext: &str| {
+        format!(
+            "{}/tests/fixtures/rep_d3_r3_p005{ext}",
+            env!("CARGO_MANIFEST_DIR")
+        )
+    };
+    let (reader, writer) = std::io::pipe().unwrap();
+    drop(reader);
+    let out = Command::new(env!("CARGO_BIN_EXE_qfwd"))
+        .args(["decode", "--decoder", "lut", "--dem"])
+        .arg(fixture(".dem"))
+        .arg("--dets")
+        .arg(fixture(".b8"))
+        .arg("--obs")
+        .arg(fixture(".obs.01"))
+        .stdout(writer)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.signal(), Some(13), "ended by SIGPIPE: {err}");
+    assert!(!err.contains("panicked") && !err.contains("error"), "{err}");
+}

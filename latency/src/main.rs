@@ -233,6 +233,9 @@ fn quickstart(out: PathBuf) -> Result<()> {
 }
 
 fn main() -> ExitCode {
+    if let Err(e) = qfwd::process::end_quietly_on_closed_pipe() {
+        eprintln!("qfwd-latency: warning: {e} (a closed stdout will end this with an error)");
+    }
     let cli = Cli::parse();
     let result = match cli.command {
         None => quickstart(PathBuf::from("results/quickstart.csv")),

@@ -343,3 +343,21 @@ fn decoder_replay_checks_every_correction_against_the_reference() {
     assert_eq!(rows[0].decoder, "uf:surface_d3_r3_z_p005");
     assert_eq!(rows[1].decoder, "lut:surface_d3_r3_z_p005");
 }
+
+#[test]
+fn a_closed_stdout_ends_the_report_quietly() {
+    use std::os::unix::process::ExitStatusExt;
+    let csv = concat!(env!("CARGO_MANIFEST_DIR"), "/../results/h200-decoders.csv");
+    // The reader is gone before the report writes its first line (`... | head` after it
+    // has read enough): the report must end as `cat` does, not with an error or a panic.
+    let (reader, writer) = std::io::pipe().unwrap();
+    drop(reader);
+    let out = Command::new(env!("CARGO_BIN_EXE_qfwd-latency"))
+        .args(["report", csv])
+        .stdout(writer)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.signal(), Some(13), "ended by SIGPIPE: {err}");
+    assert!(err.is_empty(), "{err}");
+}
