@@ -5,6 +5,14 @@
 //! so nothing is dispatched dynamically. Every request whose header parses gets exactly
 //! one response (a result or an error status); everything else is dropped and counted.
 //! A watchdog answers requests the backend has not completed by their deadline.
+//!
+//! The loop also watches its own thread, as the emulator does its own: a gap between two
+//! of its clock reads [`STALL_NS`] or more beyond the quickest is a *stall* (the host ran
+//! something else on the core), and a request in service across one is counted
+//! ([`Stats::stalled_requests`]): its service time includes time the forwarder did not
+//! run. The clock is read where the loop reads it anyway (every 64th round, and at each
+//! request's receipt and answer); the time a backend computes inside `submit` is the
+//! forwarder's own work, never a stall.
 #![forbid(unsafe_code)]
 
 use std::collections::VecDeque;
@@ -13,7 +21,7 @@ use std::time::{Duration, Instant};
 
 use crate::backend::{Backend, Completion};
 use crate::handler::{Registry, MAX_RESULT_LEN};
-use crate::stats::{DropKind, Stats};
+use crate::stats::{DropKind, Stats, STALL_NS};
 use crate::transport::Transport;
 use crate::wire::{self, status, RequestHeader, WireError, HEADER_LEN};
 
@@ -81,6 +89,61 @@ struct InFlight<P> {
     /// Answered already (by the watchdog); the token returns to the free list only when
     /// the backend completes it, so a slot the device still owns is never reused.
     answered: bool,
+    /// [`Stats::stalls`] when it was received: more at its answer means it was in service
+    /// across a stall.
+    stalls_at_receipt: u64,
+}
+
+/// Most rounds between two of the loop's clock reads (well under a microsecond of
+/// in-process polls when spinning).
+const MAX_ROUNDS_PER_READ: u32 = 64;
+
+/// The loop's next read interval, from the last one and the gap it took: halved above
+/// 2 µs, doubled below 0.5 µs, within 1..=[`MAX_ROUNDS_PER_READ`].
+fn next_rounds_per_read(rounds: u32, gap: Duration) -> u32 {
+    if gap > Duration::from_micros(2) {
+        (rounds / 2).max(1)
+    } else if gap < Duration::from_nanos(500) {
+        (rounds * 2).min(MAX_ROUNDS_PER_READ)
+    } else {
+        rounds
+    }
+}
+
+/// The loop's clock: every read ends a gap since the previous one, and a gap
+/// [`STALL_NS`] beyond the quickest is counted as a stall.
+struct StallClock {
+    last: Instant,
+    quickest: Duration,
+    /// The next gap holds the forwarder's own work (a decode inside `submit`).
+    own_work: bool,
+    /// Off while draining after a stop, where the loop yields on purpose.
+    watching: bool,
+}
+
+impl StallClock {
+    fn new() -> Self {
+        StallClock {
+            last: Instant::now(),
+            quickest: Duration::MAX,
+            own_work: false,
+            watching: true,
+        }
+    }
+
+    #[inline]
+    fn read(&mut self, stats: &mut Stats) -> Instant {
+        let now = Instant::now();
+        let gap = now.saturating_duration_since(self.last);
+        self.last = now;
+        if !std::mem::take(&mut self.own_work) && self.watching {
+            self.quickest = self.quickest.min(gap);
+            if gap >= self.quickest.saturating_add(Duration::from_nanos(STALL_NS)) {
+                stats.stalls += 1;
+            }
+        }
+        now
+    }
 }
 
 /// The loop's state: transport, backend, handlers, in-flight table, counters.
@@ -99,6 +162,7 @@ pub struct Forwarder<T: Transport, B: Backend> {
     order: VecDeque<(u32, u64)>,
     next_seq: u64,
     stats: Stats,
+    clock: StallClock,
 }
 
 /// Stops the loop from outside: a flag, a deadline, or both.
@@ -127,6 +191,7 @@ impl<T: Transport, B: Backend> Forwarder<T, B> {
             order: VecDeque::with_capacity(slots.max(1024) * 4),
             next_seq: 0,
             stats: Stats::default(),
+            clock: StallClock::new(),
             config,
         }
     }
@@ -157,22 +222,28 @@ impl<T: Transport, B: Backend> Forwarder<T, B> {
         mut on_interval: impl FnMut(&mut Stats, Duration),
     ) -> crate::Result<Stats> {
         let mut last_report = Instant::now();
-        let mut rounds: u64 = 0;
+        // Clock reads and the stop flag only every `rounds_per_read`-th round, busy or
+        // idle: a clock read (~25-40 ns in a VM) costs more than a whole idle round of
+        // in-process polls, so reading it every round would slow the detection of
+        // requests and completions. The interval adapts so that reads stay about a
+        // microsecond apart: 64 rounds of in-process polls, a few of UDP `recv` calls
+        // (64 of those would take ~50 µs, and their sum would vary by more than a stall).
+        let mut rounds_per_read: u32 = MAX_ROUNDS_PER_READ;
+        let mut rounds: u32 = 0;
         loop {
             let worked = self.poll_once()?;
-            rounds = rounds.wrapping_add(1);
+            rounds += 1;
             if !worked {
                 match self.config.idle {
                     IdlePolicy::Spin => std::hint::spin_loop(),
                     IdlePolicy::Yield => std::thread::yield_now(),
                 }
             }
-            // Clock reads and the stop flag only every 64th round, busy or idle: a clock
-            // read (~25-40 ns in a VM) costs more than a whole idle round of polls, so
-            // reading it every idle round would slow the detection of requests and
-            // completions. 64 rounds are well under a microsecond when spinning.
-            if rounds % 64 == 0 {
-                let now = Instant::now();
+            if rounds >= rounds_per_read {
+                rounds = 0;
+                let before = self.clock.last;
+                let now = self.clock.read(&mut self.stats);
+                rounds_per_read = next_rounds_per_read(rounds_per_read, now - before);
                 self.watchdog(now);
                 if stop.flag.load(Ordering::Relaxed) || stop.deadline.is_some_and(|d| now >= d) {
                     break;
@@ -238,27 +309,39 @@ impl<T: Transport, B: Backend> Forwarder<T, B> {
                 } else {
                     e.status()
                 };
-                self.answer_error(peer, &header, code, Instant::now());
+                let now = self.clock.read(&mut self.stats);
+                self.answer_error(peer, &header, code, now);
                 return;
             }
         };
         if header.arg_len as usize > self.config.max_request_bytes {
-            self.answer_error(peer, &header, status::OVERSIZED, Instant::now());
+            let now = self.clock.read(&mut self.stats);
+            self.answer_error(peer, &header, status::OVERSIZED, now);
             return;
         }
         let Some(handler) = self.registry.lookup(header.function_id) else {
-            self.answer_error(peer, &header, status::UNKNOWN_FUNCTION, Instant::now());
+            let now = self.clock.read(&mut self.stats);
+            self.answer_error(peer, &header, status::UNKNOWN_FUNCTION, now);
             return;
         };
         let Some(token) = self.free_tokens.pop() else {
-            self.answer_error(peer, &header, status::OVERLOAD, Instant::now());
+            let now = self.clock.read(&mut self.stats);
+            self.answer_error(peer, &header, status::OVERLOAD, now);
             return;
         };
-        let before = self.backend.computes_in_submit().then(Instant::now);
+        let computes = self.backend.computes_in_submit();
+        let before = computes.then(|| self.clock.read(&mut self.stats));
         let submitted = self
             .backend
             .submit_request(token, &header, handler, &self.rx[arg_range]);
-        let received_at = before.unwrap_or_else(Instant::now);
+        let received_at = match before {
+            Some(at) => {
+                self.clock.own_work = true;
+                at
+            }
+            None => self.clock.read(&mut self.stats),
+        };
+        let stalls_at_receipt = self.stats.stalls;
         match submitted {
             Ok(()) => {
                 let seq = self.next_seq;
@@ -269,6 +352,7 @@ impl<T: Transport, B: Backend> Forwarder<T, B> {
                     received_at,
                     seq,
                     answered: false,
+                    stalls_at_receipt,
                 });
                 self.order.push_back((token, seq));
             }
@@ -288,6 +372,7 @@ impl<T: Transport, B: Backend> Forwarder<T, B> {
             in_flight,
             free_tokens,
             stats,
+            clock,
             ..
         } = self;
         backend.poll(|c: Completion<'_>| {
@@ -304,7 +389,9 @@ impl<T: Transport, B: Backend> Forwarder<T, B> {
             if c.sent_by_device {
                 // The device side already sent the response to the QPU (GPU-initiated
                 // doorbell): count it, send nothing.
-                stats.on_answered(c.status, entry.received_at.elapsed());
+                let now = clock.read(stats);
+                stats.on_answered(c.status, now.saturating_duration_since(entry.received_at));
+                stats.note_stalled(entry.stalls_at_receipt);
                 return;
             }
             let (code, result) = if c.result.len() > MAX_RESULT_LEN {
@@ -316,12 +403,14 @@ impl<T: Transport, B: Backend> Forwarder<T, B> {
                 transport,
                 tx,
                 stats,
+                clock,
                 entry.peer,
                 &entry.header,
                 code,
                 result,
                 entry.received_at,
             );
+            stats.note_stalled(entry.stalls_at_receipt);
         })
     }
 
@@ -335,10 +424,12 @@ impl<T: Transport, B: Backend> Forwarder<T, B> {
         let limit = self.config.watchdog;
         while let Some(&(token, seq)) = self.order.front() {
             let live = match &self.in_flight[token as usize] {
-                Some(e) if e.seq == seq && !e.answered => Some((e.peer, e.header, e.received_at)),
+                Some(e) if e.seq == seq && !e.answered => {
+                    Some((e.peer, e.header, e.received_at, e.stalls_at_receipt))
+                }
                 _ => None,
             };
-            let Some((peer, header, at)) = live else {
+            let Some((peer, header, at, stalls_at_receipt)) = live else {
                 // Completed, or answered already: nothing left to watch.
                 self.order.pop_front();
                 continue;
@@ -351,12 +442,15 @@ impl<T: Transport, B: Backend> Forwarder<T, B> {
                 e.answered = true;
             }
             self.answer_error(peer, &header, status::DECODER_TIMEOUT, at);
+            self.stats.note_stalled(stalls_at_receipt);
         }
     }
 
     /// After a stop: let in-flight requests finish for `drain`, then answer the rest
     /// with `SHUTTING_DOWN`, so every request still gets one response.
     fn drain(&mut self) -> crate::Result<()> {
+        // The drain yields between polls on purpose: not the host's stalls.
+        self.clock.watching = false;
         let deadline = Instant::now() + self.config.drain;
         while self.backend.in_flight() > 0 && Instant::now() < deadline {
             if self.reap() == 0 {
@@ -382,6 +476,7 @@ impl<T: Transport, B: Backend> Forwarder<T, B> {
             &mut self.transport,
             &mut self.tx,
             &mut self.stats,
+            &mut self.clock,
             peer,
             header,
             code,
@@ -397,6 +492,7 @@ fn send_response<T: Transport>(
     transport: &mut T,
     tx: &mut [u8],
     stats: &mut Stats,
+    clock: &mut StallClock,
     peer: T::Peer,
     header: &RequestHeader,
     code: i32,
@@ -412,7 +508,10 @@ fn send_response<T: Transport>(
         }
     };
     match transport.send(peer, &tx[..len]) {
-        Ok(()) => stats.on_answered(code, received_at.elapsed()),
+        Ok(()) => {
+            let now = clock.read(stats);
+            stats.on_answered(code, now.saturating_duration_since(received_at));
+        }
         Err(_) => stats.on_dropped(DropKind::SendFailed),
     }
 }
@@ -628,6 +727,67 @@ mod tests {
         }
     }
 
+    #[test]
+    fn a_request_in_service_across_a_stall_is_counted_and_a_decode_in_submit_is_not_a_stall() {
+        let parity = function_id("parity");
+        let mut buf = [0u8; 64];
+        let n = wire::write_request(&mut buf, parity, 1, 0, &[1]).unwrap();
+
+        // A backend that computes in `submit` for 20 ms: its own work, not a stall.
+        let (mut client, server) = inproc::channel(8, 256).unwrap();
+        let backend = Stalled {
+            release: true,
+            submit_time: Duration::from_millis(20),
+            computes_in_submit: true,
+            ..Default::default()
+        };
+        let mut fwd = Forwarder::new(server, backend, Registry::with_parity(), Default::default());
+        client.send(&buf[..n]).unwrap();
+        fwd.poll_once().unwrap();
+        assert!(response(&mut client).is_some());
+        assert_eq!((fwd.stats().stalls, fwd.stats().stalled_requests), (0, 0));
+
+        // A device-like backend: the loop reads its clock while the request is in service
+        // (as it does every few rounds), then does not run for 20 ms.
+        let (mut client, server) = inproc::channel(8, 256).unwrap();
+        let mut fwd = Forwarder::new(
+            server,
+            Stalled::default(),
+            Registry::with_parity(),
+            Default::default(),
+        );
+        client.send(&buf[..n]).unwrap();
+        fwd.poll_once().unwrap();
+        for _ in 0..8 {
+            fwd.clock.read(&mut fwd.stats);
+        }
+        let before = fwd.stats().stalls;
+        std::thread::sleep(Duration::from_millis(20));
+        fwd.backend.release = true;
+        fwd.poll_once().unwrap();
+        assert!(response(&mut client).is_some());
+        let s = fwd.stats();
+        assert_eq!(s.stalls, before + 1, "the 20 ms gap ended at the answer");
+        assert_eq!(s.stalled_requests, 1);
+        assert!(s.to_string().contains("forwarder stalls: "), "{s}");
+    }
+
+    #[test]
+    fn the_read_interval_keeps_reads_about_a_microsecond_apart() {
+        let us = Duration::from_micros;
+        assert_eq!(next_rounds_per_read(64, Duration::from_nanos(300)), 64);
+        assert_eq!(next_rounds_per_read(8, Duration::from_nanos(300)), 16);
+        assert_eq!(next_rounds_per_read(8, us(1)), 8);
+        assert_eq!(next_rounds_per_read(8, us(3)), 4);
+        assert_eq!(next_rounds_per_read(1, us(50)), 1);
+        // UDP-like rounds of ~700 ns each: from 64 down to 2 and no further.
+        let mut n = MAX_ROUNDS_PER_READ;
+        for _ in 0..10 {
+            n = next_rounds_per_read(n, Duration::from_nanos(700) * n);
+        }
+        assert_eq!(n, 2);
+    }
+
     /// Completes requests whose first argument byte is non-zero at the next poll; holds
     /// the others forever.
     #[derive(Default)]
@@ -759,6 +919,8 @@ mod tests {
         );
         assert_eq!(stats.answered_with(status::SHUTTING_DOWN), 1);
         assert!(stats.adds_up());
+        // The drain's own waiting is not the host's: never a stalled request.
+        assert_eq!(stats.stalled_requests, 0);
     }
 
     /// A backend whose device side sends every response itself: completes each request

@@ -77,6 +77,14 @@ impl fmt::Display for ShardCounts {
     }
 }
 
+/// A gap between two of a polling loop's clock reads at least this much beyond its
+/// quickest is a stall: the thread did not run (the host ran something else on its core).
+/// Well above a poll of any transport here (inproc ~10-100 ns; a UDP `recv` ~1-2 µs is
+/// inside the quickest gap already) and below the round trips that matter (a 4 µs decode
+/// stalled for 5 µs crosses a 10 µs target). The forwarder ([`crate::forward`]) and the
+/// latency harness's emulator both use it.
+pub const STALL_NS: u64 = 5_000;
+
 /// Highest service time recorded exactly; larger ones saturate (and are still counted).
 const MAX_TRACKED_NS: u64 = 60_000_000_000;
 
@@ -98,6 +106,11 @@ pub struct Stats {
     /// Per-GPU counters when requests are routed over several backends (empty otherwise);
     /// filled by [`crate::serve`] for status lines and at the end of a run.
     pub shards: Vec<ShardCounts>,
+    /// Stalls of the forwarder's own loop ([`STALL_NS`]; [`crate::forward`] docs).
+    pub stalls: u64,
+    /// Requests answered after being in service across such a stall: their service time
+    /// includes time the forwarder did not run.
+    pub stalled_requests: u64,
 }
 
 fn histogram() -> Histogram<u64> {
@@ -116,6 +129,8 @@ impl Default for Stats {
             interval_ns: histogram(),
             interval_received: 0,
             shards: Vec::new(),
+            stalls: 0,
+            stalled_requests: 0,
         }
     }
 }
@@ -147,6 +162,13 @@ impl Stats {
         let ns = (service.as_nanos() as u64).max(1);
         self.service_ns.saturating_record(ns);
         self.interval_ns.saturating_record(ns);
+    }
+
+    /// Counts an answered request as stalled if a stall was counted since its receipt,
+    /// when [`Stats::stalls`] was `stalls_at_receipt`.
+    #[inline]
+    pub fn note_stalled(&mut self, stalls_at_receipt: u64) {
+        self.stalled_requests += u64::from(self.stalls > stalls_at_receipt);
     }
 
     pub fn dropped(&self, kind: DropKind) -> u64 {
@@ -257,6 +279,11 @@ impl fmt::Display for Stats {
         for s in &self.shards {
             writeln!(f, "  {s}")?;
         }
+        writeln!(
+            f,
+            "forwarder stalls: {}, requests in service across one: {}",
+            self.stalls, self.stalled_requests
+        )?;
         let h = &self.service_ns;
         if !h.is_empty() {
             let us = |v: u64| v as f64 / 1000.0;

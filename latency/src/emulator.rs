@@ -253,10 +253,8 @@ struct Entry {
 }
 
 /// A gap between two of the emulator's clock reads at least this much longer than its
-/// quickest is a stall. Well above a poll of any transport here (inproc ~10-100 ns; a UDP
-/// `recv` ~1-2 µs is inside the quickest gap already) and below the round trips that matter
-/// (a 4 µs decode stalled for 5 µs crosses a 10 µs target).
-pub const STALL_NS: u64 = 5_000;
+/// quickest is a stall: the forwarder's rule, so the two counts compare.
+pub use qfwd::stats::STALL_NS;
 
 /// The ping-pong wait reads the clock every this many empty polls: a clock read (~25-40 ns
 /// in a VM) costs more than a poll, so reading it on every one would delay seeing the

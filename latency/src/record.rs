@@ -85,6 +85,14 @@ pub struct Row {
     pub forwarder_p50_ns: Option<u64>,
     #[serde(default)]
     pub forwarder_p99_ns: Option<u64>,
+    /// Stalls of the forwarder's own loop (a gap between two of its clock reads 5 µs or
+    /// more beyond its quickest; `qfwd::forward` docs), and the requests (the warm-up's
+    /// too) in service across one: their service time includes time the forwarder did
+    /// not run. Empty where the harness did not start the forwarder or in older files.
+    #[serde(default)]
+    pub forwarder_stalls: Option<u64>,
+    #[serde(default)]
+    pub forwarder_stalled_requests: Option<u64>,
 }
 
 /// Names of the columns in file order (the CSV header).
@@ -133,6 +141,8 @@ pub const COLUMNS: &[&str] = &[
     "stalled_samples",
     "forwarder_p50_ns",
     "forwarder_p99_ns",
+    "forwarder_stalls",
+    "forwarder_stalled_requests",
 ];
 
 /// Columns every summary CSV has; the ones after them were appended later and may be
@@ -204,6 +214,8 @@ impl Row {
             "stalled_samples" => optional(self.stalled_samples),
             "forwarder_p50_ns" => optional(self.forwarder_p50_ns),
             "forwarder_p99_ns" => optional(self.forwarder_p99_ns),
+            "forwarder_stalls" => optional(self.forwarder_stalls),
+            "forwarder_stalled_requests" => optional(self.forwarder_stalled_requests),
             _ => return None,
         };
         Some(v)

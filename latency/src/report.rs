@@ -445,6 +445,7 @@ const MEASURED_COUNTS: &[&str] = &[
     "dropped",
     "timeouts",
     "stalled",
+    "fwd stalled",
 ];
 const LATENCY_HEADERS: &[&str] = &["min µs", "p50 µs", "p90 µs", "p99 µs", "p99.9 µs", "max µs"];
 
@@ -495,11 +496,11 @@ fn build_table(c: &Comparison) -> Table {
                 .iter()
                 .map(u64::to_string),
             );
-            // Empty in files written before the emulator counted its stalls.
-            cells.push(
-                r.stalled_samples
-                    .map_or_else(|| "-".into(), |n| n.to_string()),
-            );
+            // Both empty in files written before the emulator and the forwarder counted
+            // their stalls.
+            for n in [r.stalled_samples, r.forwarder_stalled_requests] {
+                cells.push(n.map_or_else(|| "-".into(), |n| n.to_string()));
+            }
             let lat = [r.min_ns, r.p50_ns, r.p90_ns, r.p99_ns, r.p99_9_ns, r.max_ns];
             cells.extend(lat.iter().map(|&ns| {
                 if r.samples == 0 {
@@ -1535,7 +1536,7 @@ mod tests {
         assert_eq!(
             cells,
             vec![
-                "1", "udp", "1", "100000", "1000", "0", "0", "0", "-", "1.00", "2.00", "4.00",
+                "1", "udp", "1", "100000", "1000", "0", "0", "0", "-", "-", "1.00", "2.00", "4.00",
                 "6.00", "8.00", "20.00", "2.00"
             ]
         );
@@ -1549,15 +1550,16 @@ mod tests {
         let mut es = three();
         es[1].row.samples = 0;
         es[2].row.stalled_samples = Some(7);
+        es[2].row.forwarder_stalled_requests = Some(3);
         let table = render_table(&Comparison::new(es.clone(), None, None, Metric::P50).unwrap());
         let cells: Vec<&str> = table.lines().nth(4).unwrap().split_whitespace().collect();
-        // The stall count is `-` where the file had none, a number where it had one.
+        // The stall counts are `-` where the file had none, numbers where it had them.
         assert_eq!(
             &cells[4..],
-            &["0", "0", "0", "0", "-", "-", "-", "-", "-", "-", "-", "-"]
+            &["0", "0", "0", "0", "-", "-", "-", "-", "-", "-", "-", "-", "-"]
         );
         let cells: Vec<&str> = table.lines().nth(5).unwrap().split_whitespace().collect();
-        assert_eq!(cells[8], "7", "{table}");
+        assert_eq!(cells[8..10], ["7", "3"], "{table}");
 
         // A baseline without samples leaves every ratio undefined.
         let table = render_table(&Comparison::new(es, None, Some("2"), Metric::P50).unwrap());

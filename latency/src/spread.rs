@@ -91,6 +91,7 @@ pub(crate) fn build(
         headers.push(format!("p99<={:.2}", t as f64 / 1000.0));
     }
     headers.push("stalled med".into());
+    headers.push("fwd stalled med".into());
     let us = |ns: f64| format!("{:.2}", ns / 1000.0);
     let rows = groups
         .iter()
@@ -126,15 +127,19 @@ pub(crate) fn build(
                 cells.push(format!("{met}/{}", measured.len()));
             }
             // Only rows that counted their stalls (newer files) say anything here.
-            let mut stalled: Vec<u64> = measured
-                .iter()
-                .filter_map(|e| e.row.stalled_samples)
-                .collect();
-            cells.push(match min_median_max(&mut stalled) {
-                Some((_, med, _)) if stalled.len() == measured.len() => format!("{med:.0}"),
-                Some((_, med, _)) => format!("{med:.0} ({} of {})", stalled.len(), measured.len()),
-                None => "-".into(),
-            });
+            for pick in [
+                |e: &&Entry| e.row.stalled_samples,
+                |e: &&Entry| e.row.forwarder_stalled_requests,
+            ] {
+                let mut stalled: Vec<u64> = measured.iter().filter_map(pick).collect();
+                cells.push(match min_median_max(&mut stalled) {
+                    Some((_, med, _)) if stalled.len() == measured.len() => format!("{med:.0}"),
+                    Some((_, med, _)) => {
+                        format!("{med:.0} ({} of {})", stalled.len(), measured.len())
+                    }
+                    None => "-".into(),
+                });
+            }
             cells
         })
         .collect();
@@ -241,7 +246,10 @@ mod tests {
         let uf: Vec<&str> = lines[3].split_whitespace().collect();
         assert_eq!(
             uf,
-            ["1", "uf", "3", "0", "3.00", "3.50", "4.00", "9.00", "11.00", "15.00", "1/3", "-"],
+            [
+                "1", "uf", "3", "0", "3.00", "3.50", "4.00", "9.00", "11.00", "15.00", "1/3", "-",
+                "-"
+            ],
             "{text}"
         );
         let lut: Vec<&str> = lines[4].split_whitespace().collect();
@@ -256,15 +264,18 @@ mod tests {
             entry("a.csv", "uf", "h", 0, 0),
         ];
         es[0].row.stalled_samples = Some(12);
+        es[0].row.forwarder_stalled_requests = Some(2);
+        es[1].row.forwarder_stalled_requests = Some(4);
         es[1].row.errors = 1;
         es[2].row.samples = 0;
         let text = render_text(&es, &default_key(), None);
         let cells: Vec<&str> = text.lines().nth(3).unwrap().split_whitespace().collect();
         // 3 runs, 2 unclean (an error; no samples); latencies from the 2 measured; the
-        // stall median from the one row that counted them, saying so.
+        // stall median from the one row that counted them, saying so; the forwarder's from
+        // both.
         assert_eq!(&cells[..3], ["1", "3", "2"], "{text}");
         assert_eq!(cells[3], "3.00", "{text}");
-        assert_eq!(&cells[9..], ["12", "(1", "of", "2)"], "{text}");
+        assert_eq!(&cells[9..], ["12", "(1", "of", "2)", "3"], "{text}");
         let md = render_markdown(&es, &default_key(), None);
         assert!(md.contains("| runs | unclean |"), "{md}");
     }

@@ -36,6 +36,9 @@ pub struct ForwarderCounts {
     /// Its service time (submission to the backend to response handed back), p50 and p99 in ns, over
     /// every request it served (the warm-up too); `None` when it served none or did not say.
     pub service_ns: Option<(u64, u64)>,
+    /// Stalls of its loop and requests in service across one (`qfwd::forward` docs);
+    /// `None` when it did not say (an older `qfwd`).
+    pub stalls: Option<(u64, u64)>,
 }
 
 /// One measured point.
@@ -306,6 +309,8 @@ pub fn measure(
         stalled_samples: Some(outcome.stalled_samples),
         forwarder_p50_ns: forwarder.and_then(|f| f.service_ns).map(|s| s.0),
         forwarder_p99_ns: forwarder.and_then(|f| f.service_ns).map(|s| s.1),
+        forwarder_stalls: forwarder.and_then(|f| f.stalls).map(|s| s.0),
+        forwarder_stalled_requests: forwarder.and_then(|f| f.stalls).map(|s| s.1),
         rtt_or_oneway: "rtt".into(),
         clock: "CLOCK_MONOTONIC".into(),
         cpu: prov.cpu.clone(),
@@ -371,6 +376,7 @@ fn counts(s: &qfwd::stats::Stats) -> ForwarderCounts {
         answered_error: s.answered_error_total(),
         dropped: s.dropped_total(),
         service_ns: (!h.is_empty()).then(|| (h.value_at_quantile(0.5), h.value_at_quantile(0.99))),
+        stalls: Some((s.stalls, s.stalled_requests)),
     }
 }
 
@@ -542,6 +548,7 @@ impl ChildForwarder {
         }
         let mut summary: Option<ForwarderCounts> = None;
         let mut service = None;
+        let mut stalls = None;
         let mut shards = Vec::new();
         while let Ok(line) = self.lines.recv_timeout(Duration::from_millis(500)) {
             if let Some(c) = parse_summary(&line) {
@@ -550,12 +557,16 @@ impl ChildForwarder {
             if let Some(s) = parse_service_line(&line) {
                 service = Some(s);
             }
+            if let Some(s) = parse_stalls_line(&line) {
+                stalls = Some(s);
+            }
             if let Some(s) = parse_shard_line(&line) {
                 shards.push(s);
             }
         }
         if let Some(c) = summary.as_mut() {
             c.service_ns = service;
+            c.stalls = stalls;
         }
         Ok((summary, shards))
     }
@@ -585,6 +596,7 @@ pub fn parse_summary(line: &str) -> Option<ForwarderCounts> {
             answered_error,
             dropped,
             service_ns: None,
+            stalls: None,
         }),
         _ => None,
     }
@@ -599,6 +611,13 @@ pub fn parse_service_line(line: &str) -> Option<(u64, u64)> {
         (us.is_finite() && us >= 0.0).then(|| (us * 1000.0).round() as u64)
     };
     Some((after(" p50 ")?, after(" p99 ")?))
+}
+
+/// Parses a summary's `forwarder stalls: S, requests in service across one: R`.
+pub fn parse_stalls_line(line: &str) -> Option<(u64, u64)> {
+    let rest = line.trim().strip_prefix("forwarder stalls: ")?;
+    let (stalls, requests) = rest.split_once(", requests in service across one: ")?;
+    Some((stalls.parse().ok()?, requests.parse().ok()?))
 }
 
 /// Parses a summary's per-GPU line, `  gpu 1: submitted S, completed C, rejected R`.
@@ -907,6 +926,9 @@ fn point_report(m: &Measured, i: usize, points: usize, of_runs: &str, label: &st
             us(p99)
         ));
     }
+    if let (Some(stalls), Some(requests)) = (r.forwarder_stalls, r.forwarder_stalled_requests) {
+        s.push_str(&format!(", stalls {stalls} ({requests} requests)"));
+    }
     if let Some(note) = stall_note(m.outcome.stalled_samples, r.samples) {
         s.push_str(&format!("\n  {note}"));
     }
@@ -967,6 +989,7 @@ mod tests {
                 answered_error: 2,
                 dropped: 1,
                 service_ns: None,
+                stalls: None,
             }
         );
         assert!(parse_summary("service time: p50").is_none());
@@ -979,6 +1002,31 @@ mod tests {
             .unwrap()
             .contains("200 of 20000 samples (1.0 %)"));
         assert_eq!(stall_note(0, 0), None);
+    }
+
+    #[test]
+    fn stalls_line_parses() {
+        assert_eq!(
+            parse_stalls_line("forwarder stalls: 12, requests in service across one: 3"),
+            Some((12, 3))
+        );
+        for bad in [
+            "forwarder stalls: 12",
+            "forwarder stalls: x, requests in service across one: 3",
+            "forwarder stalls: 1, requests in service across one: -3",
+            "service time: min 0.40us p50 1.23us",
+        ] {
+            assert_eq!(parse_stalls_line(bad), None, "{bad}");
+        }
+        // What the forwarder prints is what the harness reads.
+        let mut s = qfwd::stats::Stats::default();
+        (s.stalls, s.stalled_requests) = (7, 2);
+        let text = s.to_string();
+        assert_eq!(
+            text.lines().find_map(parse_stalls_line),
+            Some((7, 2)),
+            "{text}"
+        );
     }
 
     #[test]

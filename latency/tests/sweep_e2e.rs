@@ -73,6 +73,9 @@ rate_hz = [5000]
         let fwd_p50 = r.forwarder_p50_ns.expect("in-process forwarder");
         assert!(fwd_p50 > 0 && fwd_p50 <= r.p50_ns, "{r:?}");
         assert!(r.forwarder_p99_ns.unwrap() >= fwd_p50, "{r:?}");
+        // And how often its own loop stalled: at most every request it served (510).
+        let fwd_stalled = r.forwarder_stalled_requests.expect("in-process forwarder");
+        assert!(r.forwarder_stalls.is_some() && fwd_stalled <= 510, "{r:?}");
         assert_eq!(r.scenario, "tiny");
         assert_eq!(r.rtt_or_oneway, "rtt");
         let spectrum = read_hgrm(&csv.parent().unwrap().join(&r.spectrum)).unwrap();
@@ -262,6 +265,15 @@ fn child_process_forwarder_is_measured_and_its_counters_agree() {
         .forwarder_p50_ns
         .expect("parsed from the child's summary");
     assert!(fwd_p50 > 0 && fwd_p50 <= rows[0].p50_ns, "{:?}", rows[0]);
+    // And its loop's stalls from the line beside it.
+    let fwd_stalled = rows[0]
+        .forwarder_stalled_requests
+        .expect("parsed from the child's summary");
+    assert!(
+        rows[0].forwarder_stalls.is_some() && fwd_stalled <= 310,
+        "{:?}",
+        rows[0]
+    );
 }
 
 #[test]
