@@ -21,7 +21,7 @@ use std::time::{Duration, Instant};
 
 use crate::backend::{Backend, Completion};
 use crate::handler::{Registry, MAX_RESULT_LEN};
-use crate::stats::{DropKind, Stats, STALL_NS};
+use crate::stats::{next_polls_per_read, DropKind, Stats, STALL_NS};
 use crate::transport::Transport;
 use crate::wire::{self, status, RequestHeader, WireError, HEADER_LEN};
 
@@ -97,18 +97,6 @@ struct InFlight<P> {
 /// Most rounds between two of the loop's clock reads (well under a microsecond of
 /// in-process polls when spinning).
 const MAX_ROUNDS_PER_READ: u32 = 64;
-
-/// The loop's next read interval, from the last one and the gap it took: halved above
-/// 2 µs, doubled below 0.5 µs, within 1..=[`MAX_ROUNDS_PER_READ`].
-fn next_rounds_per_read(rounds: u32, gap: Duration) -> u32 {
-    if gap > Duration::from_micros(2) {
-        (rounds / 2).max(1)
-    } else if gap < Duration::from_nanos(500) {
-        (rounds * 2).min(MAX_ROUNDS_PER_READ)
-    } else {
-        rounds
-    }
-}
 
 /// The loop's clock: every read ends a gap since the previous one, and a gap
 /// [`STALL_NS`] beyond the quickest is counted as a stall.
@@ -243,7 +231,8 @@ impl<T: Transport, B: Backend> Forwarder<T, B> {
                 rounds = 0;
                 let before = self.clock.last;
                 let now = self.clock.read(&mut self.stats);
-                rounds_per_read = next_rounds_per_read(rounds_per_read, now - before);
+                rounds_per_read =
+                    next_polls_per_read(rounds_per_read, now - before, MAX_ROUNDS_PER_READ);
                 self.watchdog(now);
                 if stop.flag.load(Ordering::Relaxed) || stop.deadline.is_some_and(|d| now >= d) {
                     break;
@@ -770,22 +759,6 @@ mod tests {
         assert_eq!(s.stalls, before + 1, "the 20 ms gap ended at the answer");
         assert_eq!(s.stalled_requests, 1);
         assert!(s.to_string().contains("forwarder stalls: "), "{s}");
-    }
-
-    #[test]
-    fn the_read_interval_keeps_reads_about_a_microsecond_apart() {
-        let us = Duration::from_micros;
-        assert_eq!(next_rounds_per_read(64, Duration::from_nanos(300)), 64);
-        assert_eq!(next_rounds_per_read(8, Duration::from_nanos(300)), 16);
-        assert_eq!(next_rounds_per_read(8, us(1)), 8);
-        assert_eq!(next_rounds_per_read(8, us(3)), 4);
-        assert_eq!(next_rounds_per_read(1, us(50)), 1);
-        // UDP-like rounds of ~700 ns each: from 64 down to 2 and no further.
-        let mut n = MAX_ROUNDS_PER_READ;
-        for _ in 0..10 {
-            n = next_rounds_per_read(n, Duration::from_nanos(700) * n);
-        }
-        assert_eq!(n, 2);
     }
 
     /// Completes requests whose first argument byte is non-zero at the next poll; holds

@@ -85,6 +85,21 @@ impl fmt::Display for ShardCounts {
 /// latency harness's emulator both use it.
 pub const STALL_NS: u64 = 5_000;
 
+/// A polling loop's next interval between clock reads (in polls), from the last one and
+/// the gap it took: halved above 2 µs, doubled below 0.5 µs, within `1..=max`. Keeps the
+/// reads about a microsecond apart whatever a poll costs (in-process ~20 ns, a UDP `recv`
+/// ~0.5-1 µs), so that the gaps between reads vary far less than [`STALL_NS`] and a stall
+/// stands out; a read per poll would slow the cheap polls.
+pub fn next_polls_per_read(polls: u32, gap: Duration, max: u32) -> u32 {
+    if gap > Duration::from_micros(2) {
+        (polls / 2).max(1)
+    } else if gap < Duration::from_nanos(500) {
+        polls.saturating_mul(2).min(max)
+    } else {
+        polls.min(max)
+    }
+}
+
 /// Highest service time recorded exactly; larger ones saturate (and are still counted).
 const MAX_TRACKED_NS: u64 = 60_000_000_000;
 
@@ -329,6 +344,28 @@ mod tests {
         let line = s.status_line(Duration::from_secs(1));
         assert!(line.contains("rx 6"), "{line}");
         assert!(s.interval_ns.is_empty());
+    }
+
+    #[test]
+    fn the_read_interval_keeps_reads_about_a_microsecond_apart() {
+        let us = Duration::from_micros;
+        assert_eq!(next_polls_per_read(64, Duration::from_nanos(300), 64), 64);
+        assert_eq!(next_polls_per_read(8, Duration::from_nanos(300), 64), 16);
+        assert_eq!(next_polls_per_read(8, us(1), 64), 8);
+        assert_eq!(next_polls_per_read(8, us(3), 64), 4);
+        assert_eq!(next_polls_per_read(1, us(50), 64), 1);
+        // UDP-like polls of ~700 ns each: from 64 down to 2 and no further.
+        let mut n = 64;
+        for _ in 0..10 {
+            n = next_polls_per_read(n, Duration::from_nanos(700) * n, 64);
+        }
+        assert_eq!(n, 2);
+        // In-process polls of ~20 ns: up to the cap and no further.
+        let mut n = 1;
+        for _ in 0..10 {
+            n = next_polls_per_read(n, Duration::from_nanos(20) * n, 16);
+        }
+        assert_eq!(n, 16);
     }
 
     #[test]

@@ -27,6 +27,7 @@ use std::time::{Duration, Instant};
 use hdrhistogram::Histogram;
 use qfwd::decode::sample::SplitMix64;
 use qfwd::handler::parity;
+use qfwd::stats::next_polls_per_read;
 use qfwd::transport::Client;
 use qfwd::wire::{self, HEADER_LEN};
 use serde::{Deserialize, Serialize};
@@ -256,9 +257,11 @@ struct Entry {
 /// quickest is a stall: the forwarder's rule, so the two counts compare.
 pub use qfwd::stats::STALL_NS;
 
-/// The ping-pong wait reads the clock every this many empty polls: a clock read (~25-40 ns
-/// in a VM) costs more than a poll, so reading it on every one would delay seeing the
-/// answer, and reading it rarely would hide stalls among the polls.
+/// The ping-pong wait reads the clock at most every this many empty polls: a clock read
+/// (~25-40 ns in a VM) costs more than an in-process poll, so reading it on every one
+/// would delay seeing the answer. Fewer where a poll costs more (a UDP `recv`:
+/// [`qfwd::stats::next_polls_per_read`] keeps the reads about a microsecond apart, so the
+/// gaps between them vary far less than a stall).
 const POLLS_PER_CLOCK_READ: u32 = 16;
 
 /// Whether one of `windows` (stalls, in time order) overlaps `[sent, answered]`: the
@@ -329,6 +332,7 @@ pub fn run<C: Client>(
         stalls: 0,
         stalled_samples: 0,
         stall_windows: Vec::new(),
+        polls_per_read: POLLS_PER_CLOCK_READ,
     };
     let step = (total / 100).max(1);
     match load.mode {
@@ -395,6 +399,8 @@ struct Run {
     stalled_samples: u64,
     /// Every stall's gap, from one clock read to the next, in time order.
     stall_windows: Vec<(u64, u64)>,
+    /// The ping-pong wait's empty polls between clock reads ([`POLLS_PER_CLOCK_READ`]).
+    polls_per_read: u32,
 }
 
 impl Run {
@@ -547,15 +553,23 @@ impl Run {
             let t = self.clock();
             self.send(client, workload, id, t)?;
             // Wait for this request's answer (earlier late ones are classified as they come).
-            // The clock (stalls, the timeout) is read every POLLS_PER_CLOCK_READ-th empty poll.
+            // The clock (stalls, the timeout) is read every `polls_per_read`-th empty poll.
             let mut empty: u32 = 0;
             while self.entries[id as usize].state == State::Sent {
                 if self.drain(client, workload)? == 0 {
-                    empty = empty.wrapping_add(1);
-                    if empty % POLLS_PER_CLOCK_READ == 0
-                        && self.clock().saturating_sub(t) > self.timeout_ns
-                    {
-                        break;
+                    empty += 1;
+                    if empty >= self.polls_per_read {
+                        empty = 0;
+                        let before = self.last_clock_ns;
+                        let now = self.clock();
+                        self.polls_per_read = next_polls_per_read(
+                            self.polls_per_read,
+                            Duration::from_nanos(now.saturating_sub(before)),
+                            POLLS_PER_CLOCK_READ,
+                        );
+                        if now.saturating_sub(t) > self.timeout_ns {
+                            break;
+                        }
                     }
                     self.idle(load);
                 }
