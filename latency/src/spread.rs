@@ -19,7 +19,8 @@ use crate::Result;
 /// Configuration columns that name the machine, not the configuration.
 const PROVENANCE_COLUMNS: &[&str] = &["cpu", "gpu", "nic", "pcie_path", "host"];
 
-/// The default key: [`CONFIG_COLUMNS`] without [`PROVENANCE_COLUMNS`].
+/// The default key: [`CONFIG_COLUMNS`] without the machine's (`cpu`, `gpu`, `nic`, `pcie_path`,
+/// `host`).
 pub fn default_key() -> Vec<&'static str> {
     CONFIG_COLUMNS
         .iter()

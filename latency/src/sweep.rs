@@ -732,7 +732,7 @@ beside the CSV). Rows are flushed as they are measured, so an interrupted sweep 
 pub struct SweepArgs {
     /// Scenario file (TOML).
     pub scenario: PathBuf,
-    /// Summary CSV to write [default: results/<scenario name>.csv].
+    /// Summary CSV to write [default: results/NAME.csv, NAME the scenario's name].
     #[arg(long, value_name = "CSV")]
     pub out: Option<PathBuf>,
     /// List the points and exit without measuring.
