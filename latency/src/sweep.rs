@@ -688,6 +688,19 @@ pub fn stall_note(stalled: u64, samples: u64) -> Option<String> {
     })
 }
 
+/// The same warning when at least 1 % of the requests the forwarder served (the warm-up's
+/// too) were in service across a stall of its loop.
+pub fn forwarder_stall_note(stalled: u64, served: u64) -> Option<String> {
+    (served > 0 && stalled * 100 >= served).then(|| {
+        format!(
+            "note: {stalled} of {served} requests ({:.1} %) were in the forwarder while its loop \
+             stalled: this row's p99 may be the host's; run it again or on quieter cores \
+             (qfwd doctor --jitter)",
+            stalled as f64 * 100.0 / served as f64
+        )
+    })
+}
+
 /// Point `index`'s spectrum in run `run` (both from 0): `001.hgrm`, and from the second
 /// run of a `--repeat` on `001-r2.hgrm`, so no run overwrites another's.
 pub fn spectrum_name(index: usize, run: u32) -> String {
@@ -932,6 +945,11 @@ fn point_report(m: &Measured, i: usize, points: usize, of_runs: &str, label: &st
     if let Some(note) = stall_note(m.outcome.stalled_samples, r.samples) {
         s.push_str(&format!("\n  {note}"));
     }
+    if let (Some(stalled), Some(f)) = (r.forwarder_stalled_requests, m.forwarder) {
+        if let Some(note) = forwarder_stall_note(stalled, f.received) {
+            s.push_str(&format!("\n  {note}"));
+        }
+    }
     if !m.shards.is_empty() {
         s.push_str(&format!(
             "\n  completed per GPU (GPU:count): {}",
@@ -1002,6 +1020,11 @@ mod tests {
             .unwrap()
             .contains("200 of 20000 samples (1.0 %)"));
         assert_eq!(stall_note(0, 0), None);
+        assert_eq!(forwarder_stall_note(99, 10_000), None);
+        assert!(forwarder_stall_note(100, 10_000)
+            .unwrap()
+            .contains("100 of 10000 requests (1.0 %) were in the forwarder"));
+        assert_eq!(forwarder_stall_note(0, 0), None);
     }
 
     #[test]
