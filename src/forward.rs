@@ -10,9 +10,9 @@
 //! of its clock reads [`STALL_NS`] or more beyond the quickest is a *stall* (the host ran
 //! something else on the core), and a request in service across one is counted
 //! ([`Stats::stalled_requests`]): its service time includes time the forwarder did not
-//! run. The clock is read where the loop reads it anyway (every 64th round, and at each
-//! request's receipt and answer); the time a backend computes inside `submit` is the
-//! forwarder's own work, never a stall.
+//! run. The clock is read where the loop reads it anyway (about every microsecond of
+//! polling, and at each request's receipt and answer); the time a backend computes inside
+//! `submit` is the forwarder's own work, never a stall.
 #![forbid(unsafe_code)]
 
 use std::collections::VecDeque;
@@ -388,7 +388,7 @@ impl<T: Transport, B: Backend> Forwarder<T, B> {
             } else {
                 (c.status, c.result)
             };
-            send_response(
+            let answered = send_response(
                 transport,
                 tx,
                 stats,
@@ -399,7 +399,9 @@ impl<T: Transport, B: Backend> Forwarder<T, B> {
                 result,
                 entry.received_at,
             );
-            stats.note_stalled(entry.stalls_at_receipt);
+            if answered {
+                stats.note_stalled(entry.stalls_at_receipt);
+            }
         })
     }
 
@@ -430,8 +432,9 @@ impl<T: Transport, B: Backend> Forwarder<T, B> {
             if let Some(e) = self.in_flight[token as usize].as_mut() {
                 e.answered = true;
             }
-            self.answer_error(peer, &header, status::DECODER_TIMEOUT, at);
-            self.stats.note_stalled(stalls_at_receipt);
+            if self.answer_error(peer, &header, status::DECODER_TIMEOUT, at) {
+                self.stats.note_stalled(stalls_at_receipt);
+            }
         }
     }
 
@@ -460,7 +463,14 @@ impl<T: Transport, B: Backend> Forwarder<T, B> {
         Ok(())
     }
 
-    fn answer_error(&mut self, peer: T::Peer, header: &RequestHeader, code: i32, at: Instant) {
+    /// Whether the response went out (else it is counted as dropped).
+    fn answer_error(
+        &mut self,
+        peer: T::Peer,
+        header: &RequestHeader,
+        code: i32,
+        at: Instant,
+    ) -> bool {
         send_response(
             &mut self.transport,
             &mut self.tx,
@@ -471,10 +481,11 @@ impl<T: Transport, B: Backend> Forwarder<T, B> {
             code,
             &[],
             at,
-        );
+        )
     }
 }
 
+/// Writes and sends one response; whether it went out (else it is counted as dropped).
 #[allow(clippy::too_many_arguments)]
 #[inline]
 fn send_response<T: Transport>(
@@ -487,21 +498,25 @@ fn send_response<T: Transport>(
     code: i32,
     result: &[u8],
     received_at: Instant,
-) {
+) -> bool {
     let len = match wire::write_response(tx, code, header.request_id, header.ptp_timestamp, result)
     {
         Ok(n) => n,
         Err(_) => {
             stats.on_dropped(DropKind::SendFailed);
-            return;
+            return false;
         }
     };
     match transport.send(peer, &tx[..len]) {
         Ok(()) => {
             let now = clock.read(stats);
             stats.on_answered(code, now.saturating_duration_since(received_at));
+            true
         }
-        Err(_) => stats.on_dropped(DropKind::SendFailed),
+        Err(_) => {
+            stats.on_dropped(DropKind::SendFailed);
+            false
+        }
     }
 }
 
