@@ -678,25 +678,31 @@ pub fn record(
 /// A warning when at least 1 % of a row's samples were in flight across an emulator
 /// stall: then its p99 may be the host's, not the system under test's.
 pub fn stall_note(stalled: u64, samples: u64) -> Option<String> {
-    (samples > 0 && stalled * 100 >= samples).then(|| {
-        format!(
-            "note: {stalled} of {samples} samples ({:.1} %) were in flight while the emulator's \
-             thread stalled: this row's p99 may be the host's; run it again or on quieter cores \
-             (qfwd doctor --jitter)",
-            stalled as f64 * 100.0 / samples as f64
-        )
-    })
+    one_percent_note(
+        stalled,
+        samples,
+        "samples",
+        "were in flight while the emulator's thread stalled",
+    )
 }
 
 /// The same warning when at least 1 % of the requests the forwarder served (the warm-up's
 /// too) were in service across a stall of its loop.
 pub fn forwarder_stall_note(stalled: u64, served: u64) -> Option<String> {
-    (served > 0 && stalled * 100 >= served).then(|| {
+    one_percent_note(
+        stalled,
+        served,
+        "requests",
+        "were in the forwarder while its loop stalled",
+    )
+}
+
+fn one_percent_note(stalled: u64, of: u64, what: &str, how: &str) -> Option<String> {
+    (of > 0 && stalled * 100 >= of).then(|| {
         format!(
-            "note: {stalled} of {served} requests ({:.1} %) were in the forwarder while its loop \
-             stalled: this row's p99 may be the host's; run it again or on quieter cores \
-             (qfwd doctor --jitter)",
-            stalled as f64 * 100.0 / served as f64
+            "note: {stalled} of {of} {what} ({:.1} %) {how}: this row's p99 may be the host's; \
+             run it again or on quieter cores (qfwd doctor --jitter)",
+            stalled as f64 * 100.0 / of as f64
         )
     })
 }
