@@ -447,7 +447,15 @@ const MEASURED_COUNTS: &[&str] = &[
     "stalled",
     "fwd stalled",
 ];
-const LATENCY_HEADERS: &[&str] = &["min µs", "p50 µs", "p90 µs", "p99 µs", "p99.9 µs", "max µs"];
+const LATENCY_HEADERS: &[&str] = &[
+    "min µs",
+    "p50 µs",
+    "p90 µs",
+    "p99 µs",
+    "p99.9 µs",
+    "max µs",
+    "fwd p50 µs",
+];
 
 fn micros(ns: u64) -> String {
     format!("{:.2}", ns as f64 / 1000.0)
@@ -509,6 +517,9 @@ fn build_table(c: &Comparison) -> Table {
                     micros(ns)
                 }
             }));
+            // The forwarder's own share of the p50 (empty in older files and where the
+            // harness did not start the forwarder).
+            cells.push(r.forwarder_p50_ns.map_or_else(|| "-".into(), micros));
             cells.push(match ratio(r, base, c.metric) {
                 Some(x) => format!("{x:.2}"),
                 None => "-".into(),
@@ -1524,7 +1535,9 @@ mod tests {
         let mean = ratio(&c.entries[1].row, &c.entries[2].row, Metric::Mean).unwrap();
         assert!((mean - 3100.0 / 1100.0).abs() < 1e-12, "{mean}");
 
-        let c = Comparison::new(three(), None, Some("3"), Metric::P999).unwrap();
+        let mut es = three();
+        es[0].row.forwarder_p50_ns = Some(700);
+        let c = Comparison::new(es, None, Some("3"), Metric::P999).unwrap();
         let table = render_table(&c);
         let lines: Vec<&str> = table.lines().collect();
         assert!(
@@ -1537,7 +1550,7 @@ mod tests {
             cells,
             vec![
                 "1", "udp", "1", "100000", "1000", "0", "0", "0", "-", "-", "1.00", "2.00", "4.00",
-                "6.00", "8.00", "20.00", "2.00"
+                "6.00", "8.00", "20.00", "0.70", "2.00"
             ]
         );
         assert_eq!(lines[5].split_whitespace().next(), Some("3*"));
@@ -1556,7 +1569,7 @@ mod tests {
         // The stall counts are `-` where the file had none, numbers where it had them.
         assert_eq!(
             &cells[4..],
-            &["0", "0", "0", "0", "-", "-", "-", "-", "-", "-", "-", "-", "-"]
+            &["0", "0", "0", "0", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-"]
         );
         let cells: Vec<&str> = table.lines().nth(5).unwrap().split_whitespace().collect();
         assert_eq!(cells[8..10], ["7", "3"], "{table}");
@@ -1682,7 +1695,7 @@ mod tests {
             lines[2].starts_with("| # | transport | pollers | achieved_rate_hz |"),
             "{md}"
         );
-        assert!(lines[2].ends_with("| max µs | xp99 |"), "{md}");
+        assert!(lines[2].ends_with("| max µs | fwd p50 µs | xp99 |"), "{md}");
         let unescaped = |l: &str| l.matches('|').count() - l.matches("\\|").count();
         let columns = unescaped(lines[2]) - 1;
         let sep: Vec<&str> = lines[3].trim_matches('|').split('|').collect();

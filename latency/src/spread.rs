@@ -16,6 +16,10 @@
 use crate::report::{self, Entry, Table, CONFIG_COLUMNS};
 use crate::Result;
 
+/// A per-run figure that older files may lack, and how its median is shown.
+type Pick = fn(&Entry) -> Option<u64>;
+type Show = fn(f64) -> String;
+
 /// Configuration columns that name the machine, not the configuration.
 const PROVENANCE_COLUMNS: &[&str] = &["cpu", "gpu", "nic", "pcie_path", "host"];
 
@@ -91,6 +95,7 @@ pub(crate) fn build(
     if let Some(t) = p99_target_ns {
         headers.push(format!("p99<={:.2}", t as f64 / 1000.0));
     }
+    headers.push("fwd p50 med".into());
     headers.push("stalled med".into());
     headers.push("fwd stalled med".into());
     let us = |ns: f64| format!("{:.2}", ns / 1000.0);
@@ -127,16 +132,22 @@ pub(crate) fn build(
                 let met = measured.iter().filter(|e| e.row.p99_ns <= t).count();
                 cells.push(format!("{met}/{}", measured.len()));
             }
-            // Only rows that counted their stalls (newer files) say anything here.
-            for pick in [
-                |e: &&Entry| e.row.stalled_samples,
-                |e: &&Entry| e.row.forwarder_stalled_requests,
-            ] {
-                let mut stalled: Vec<u64> = measured.iter().filter_map(pick).collect();
-                cells.push(match min_median_max(&mut stalled) {
-                    Some((_, med, _)) if stalled.len() == measured.len() => format!("{med:.0}"),
+            // Only rows that measured these (newer files) say anything here; a median of
+            // some of the runs says of how many.
+            let medians: [(Pick, Show); 3] = [
+                (
+                    |e| e.row.forwarder_p50_ns,
+                    |ns| format!("{:.2}", ns / 1000.0),
+                ),
+                (|e| e.row.stalled_samples, |n| format!("{n:.0}")),
+                (|e| e.row.forwarder_stalled_requests, |n| format!("{n:.0}")),
+            ];
+            for (pick, show) in medians {
+                let mut v: Vec<u64> = measured.iter().filter_map(|e| pick(e)).collect();
+                cells.push(match min_median_max(&mut v) {
+                    Some((_, med, _)) if v.len() == measured.len() => show(med),
                     Some((_, med, _)) => {
-                        format!("{med:.0} ({} of {})", stalled.len(), measured.len())
+                        format!("{} ({} of {})", show(med), v.len(), measured.len())
                     }
                     None => "-".into(),
                 });
@@ -249,7 +260,7 @@ mod tests {
             uf,
             [
                 "1", "uf", "3", "0", "3.00", "3.50", "4.00", "9.00", "11.00", "15.00", "1/3", "-",
-                "-"
+                "-", "-"
             ],
             "{text}"
         );
@@ -266,17 +277,22 @@ mod tests {
         ];
         es[0].row.stalled_samples = Some(12);
         es[0].row.forwarder_stalled_requests = Some(2);
+        es[0].row.forwarder_p50_ns = Some(2_500);
         es[1].row.forwarder_stalled_requests = Some(4);
         es[1].row.errors = 1;
         es[2].row.samples = 0;
         let text = render_text(&es, &default_key(), None);
         let cells: Vec<&str> = text.lines().nth(3).unwrap().split_whitespace().collect();
         // 3 runs, 2 unclean (an error; no samples); latencies from the 2 measured; the
-        // stall median from the one row that counted them, saying so; the forwarder's from
-        // both.
+        // forwarder's p50 and the emulator's stalls from the one row that measured them,
+        // saying so; the forwarder's stalls from both.
         assert_eq!(&cells[..3], ["1", "3", "2"], "{text}");
         assert_eq!(cells[3], "3.00", "{text}");
-        assert_eq!(&cells[9..], ["12", "(1", "of", "2)", "3"], "{text}");
+        assert_eq!(
+            &cells[9..],
+            ["2.50", "(1", "of", "2)", "12", "(1", "of", "2)", "3"],
+            "{text}"
+        );
         let md = render_markdown(&es, &default_key(), None);
         assert!(md.contains("| runs | unclean |"), "{md}");
     }
