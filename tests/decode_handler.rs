@@ -94,3 +94,36 @@ fn decoder_handlers_are_shareable_across_threads() {
         t.join().unwrap();
     }
 }
+
+#[test]
+fn bits_past_the_last_detector_are_ignored() {
+    // A five-detector chain: its one syndrome byte has three bits no detector owns. A QPU
+    // may leave garbage there; the answer must be that of the five bits alone (the device
+    // masks them the same way, device/decode.cu `qfwd_dec_word`).
+    let dir = std::env::temp_dir().join(format!("qfwd-padding-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let dem = dir.join("five.dem");
+    std::fs::write(
+        &dem,
+        "error(0.1) D0\nerror(0.1) D0 D1\nerror(0.1) D1 D2 L0\nerror(0.1) D2 D3\n\
+         error(0.1) D3 D4\nerror(0.1) D4\n",
+    )
+    .unwrap();
+    for kind in [DecoderKind::Lut, DecoderKind::Uf] {
+        let h = Handler::decoder(&dem, kind).unwrap();
+        let answer = |byte: u8| {
+            let mut p = vec![byte];
+            p.extend_from_slice(&5u32.to_le_bytes());
+            let mut out = [0u8; 8];
+            h.run(&p, &mut out).map(|n| out[..n].to_vec())
+        };
+        let mut flips = 0;
+        for byte in 0..=255u8 {
+            let clean = answer(byte & 0x1f).unwrap();
+            assert_eq!(answer(byte), Ok(clean.clone()), "{kind} {byte:#04x}");
+            flips += usize::from(clean[0] != 0);
+        }
+        assert!(flips > 0, "{kind}: some syndromes flip the observable");
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}

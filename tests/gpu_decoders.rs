@@ -416,6 +416,115 @@ fn gpu_output_equals_cpu_output_on_every_fixture_shot() {
     assert_eq!(bad, 0, "GPU and CPU decoders disagree");
 }
 
+/// A chain of `n` detectors, each end on the boundary, one observable on the middle edge.
+fn chain_dem(n: usize) -> String {
+    let mut t = String::from("error(0.05) D0\n");
+    for d in 1..n {
+        let obs = if d == n / 2 { " L0" } else { "" };
+        t.push_str(&format!("error(0.05) D{} D{d}{obs}\n", d - 1));
+    }
+    t.push_str(&format!("error(0.05) D{}\n", n - 1));
+    t
+}
+
+/// Chains of 5 and 37 detectors (lut and uf, uf only above 24), each with 512 payloads
+/// that set bits past the last detector: the syndrome's last byte has bits no detector
+/// owns, and the device's 32-bit words hold them and the count's bytes. Most payloads have
+/// few defects (table, split, growth), every fourth many.
+fn padded_chains() -> Vec<Fixture> {
+    // One folder per call: tests run in parallel threads of one process.
+    static CALLS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let call = CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let dir = std::env::temp_dir().join(format!("qfwd-padding-{}-{call}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let mut out = Vec::new();
+    for n in [5usize, 37] {
+        let path = dir.join(format!("chain{n}.dem"));
+        std::fs::write(&path, chain_dem(n)).unwrap();
+        for kind in kinds_for(n) {
+            let dec = Arc::new(Decoder::from_dem_path(&path, kind).unwrap());
+            let nb = dec.detector_bytes();
+            let pad = !((1u8 << (n % 8)) - 1);
+            let mut rng = qfwd::decode::sample::SplitMix64(n as u64);
+            let payloads = (0..512)
+                .map(|i| {
+                    let mut p: Vec<u8> = (0..nb).map(|_| rng.next_u64() as u8).collect();
+                    if i % 4 != 0 {
+                        for b in p.iter_mut() {
+                            *b &= rng.next_u64() as u8 & rng.next_u64() as u8;
+                        }
+                    }
+                    p[nb - 1] |= pad & (rng.next_u64() as u8 | 1 << 7);
+                    p.extend_from_slice(&(n as u32).to_le_bytes());
+                    p
+                })
+                .collect();
+            out.push(Fixture {
+                name: format!("chain{n}"),
+                dec,
+                payloads,
+            });
+        }
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+    out
+}
+
+#[test]
+fn padded_chain_payloads_decode_as_their_detectors_alone_on_the_cpu() {
+    // The CPU half of the device test below: what the device's answers are compared with.
+    for f in padded_chains() {
+        let nb = f.dec.detector_bytes();
+        let n = f.dec.num_detectors();
+        let mut flips = 0;
+        for p in &f.payloads {
+            let mut clean = p.clone();
+            clean[nb - 1] &= (1u8 << (n % 8)) - 1;
+            assert_ne!(&clean, p, "every payload sets a padding bit");
+            let (st, answer) = cpu_answer(&f.dec, p);
+            assert_eq!((st, &answer), (status::OK, &cpu_answer(&f.dec, &clean).1));
+            flips += usize::from(answer.iter().any(|&b| b != 0));
+        }
+        assert!(
+            flips > 0 && flips < f.payloads.len(),
+            "{} {}",
+            f.name,
+            f.dec.kind()
+        );
+    }
+}
+
+#[test]
+#[ignore = "needs an NVIDIA GPU: cargo test --release --test gpu_decoders -- --ignored --nocapture --test-threads=1"]
+fn bits_past_the_last_detector_are_ignored_on_the_device() {
+    let Some(_gpu) = gpu_or_skip("bits_past_the_last_detector_are_ignored_on_the_device") else {
+        return;
+    };
+    // Every payload sets bits past the last detector (`padded_chains`); the CPU ignores
+    // them (tests/decode_handler.rs, and the test above), and so must the device.
+    let mut bad = 0;
+    for f in padded_chains() {
+        let tables = match f.dec.kind() {
+            DecoderKind::Uf => vec![table_k(), Some(0)],
+            DecoderKind::Lut => vec![None],
+        };
+        for table in tables {
+            let o = GpuOptions {
+                uf_table_max_defects: table,
+                ..options()
+            };
+            let mut b = gpu::persistent_backend_with(&o, &[Arc::clone(&f.dec)]).unwrap();
+            let label = match f.dec.kind() {
+                DecoderKind::Uf => format!("padding uf K={}", table_k_of(&f.dec, table)),
+                DecoderKind::Lut => "padding lut".to_string(),
+            };
+            bad += compare(&mut b, &f, &label);
+            b.shutdown(Duration::from_secs(2)).unwrap();
+        }
+    }
+    assert_eq!(bad, 0, "the device read bits past the last detector");
+}
+
 #[test]
 #[ignore = "needs an NVIDIA GPU: cargo test --release --test gpu_decoders -- --ignored --nocapture --test-threads=1"]
 fn baselines_and_global_state_decode_identically() {
