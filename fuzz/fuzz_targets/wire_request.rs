@@ -12,9 +12,17 @@ fuzz_target!(|data: &[u8]| {
     let header_only = parse_request_header(data);
     match parse_request(data) {
         Ok(view) => {
-            let header = header_only.expect("parse_request succeeded but parse_request_header failed");
-            assert_eq!(view.header, header, "header from parse_request != parse_request_header");
-            assert_eq!(view.arg.len(), header.arg_len as usize, "arg.len() != header.arg_len");
+            let header =
+                header_only.expect("parse_request succeeded but parse_request_header failed");
+            assert_eq!(
+                view.header, header,
+                "header from parse_request != parse_request_header"
+            );
+            assert_eq!(
+                view.arg.len(),
+                header.arg_len as usize,
+                "arg.len() != header.arg_len"
+            );
 
             let mut out = vec![0u8; data.len()];
             let n = write_request(
@@ -26,7 +34,11 @@ fuzz_target!(|data: &[u8]| {
             )
             .expect("write_request into a buffer of the input's size failed");
             assert_eq!(n, data.len(), "write_request length != input length");
-            assert_eq!(&out[..n], data, "re-encoded request is not byte-identical to the input");
+            assert_eq!(
+                &out[..n],
+                data,
+                "re-encoded request is not byte-identical to the input"
+            );
         }
         Err(e) => {
             if e.header_parses() {
@@ -50,9 +62,16 @@ fuzz_target!(|data: &[u8]| {
                 assert!(resp.result.is_empty());
             } else {
                 // Truncated or bad magic: the header cannot be trusted either.
-                assert_eq!(header_only, Err(e), "header parser disagrees with the full parser");
+                assert_eq!(
+                    header_only,
+                    Err(e),
+                    "header parser disagrees with the full parser"
+                );
                 assert!(
-                    matches!(e, WireError::TruncatedHeader { .. } | WireError::BadMagic { .. }),
+                    matches!(
+                        e,
+                        WireError::TruncatedHeader { .. } | WireError::BadMagic { .. }
+                    ),
                     "unexpected unanswerable error {e:?}"
                 );
             }

@@ -9,7 +9,11 @@ fuzz_target!(|data: &[u8]| {
     match parse_response(data) {
         Ok(view) => {
             let header = view.header;
-            assert_eq!(view.result.len(), header.result_len as usize, "result.len() != header.result_len");
+            assert_eq!(
+                view.result.len(),
+                header.result_len as usize,
+                "result.len() != header.result_len"
+            );
 
             let mut out = vec![0u8; data.len()];
             let n = write_response(
@@ -21,14 +25,22 @@ fuzz_target!(|data: &[u8]| {
             )
             .expect("write_response into a buffer of the input's size failed");
             assert_eq!(n, data.len(), "write_response length != input length");
-            assert_eq!(&out[..n], data, "re-encoded response is not byte-identical to the input");
+            assert_eq!(
+                &out[..n],
+                data,
+                "re-encoded response is not byte-identical to the input"
+            );
 
             // The in-place path: result bytes already there, header written over them.
             let mut in_place = vec![0u8; data.len()];
             in_place[HEADER_LEN..].copy_from_slice(view.result);
             write_response_header(&mut in_place, &header)
                 .expect("write_response_header failed for a parsed header");
-            assert_eq!(&in_place[..], data, "in-place response is not byte-identical to the input");
+            assert_eq!(
+                &in_place[..],
+                data,
+                "in-place response is not byte-identical to the input"
+            );
         }
         Err(e) => {
             assert!(
@@ -41,7 +53,10 @@ fuzz_target!(|data: &[u8]| {
                 "unexpected parse error {e:?}"
             );
             if e.header_parses() {
-                assert!(data.len() >= HEADER_LEN, "header_parses() on a truncated datagram");
+                assert!(
+                    data.len() >= HEADER_LEN,
+                    "header_parses() on a truncated datagram"
+                );
             }
         }
     }
