@@ -7,7 +7,7 @@
 //! A watchdog answers requests the backend has not completed by their deadline.
 //!
 //! The loop also watches its own thread, as the emulator does its own: a gap between two
-//! of its clock reads [`STALL_NS`] or more beyond the quickest is a *stall* (the host ran
+//! of its clock reads [`STALL_NS`](crate::stats::STALL_NS) or more beyond the quickest is a *stall* (the host ran
 //! something else on the core), and a request in service across one is counted
 //! ([`Stats::stalled_requests`]): its service time includes time the forwarder did not
 //! run. The clock is read where the loop reads it anyway (about every microsecond of
@@ -21,7 +21,7 @@ use std::time::{Duration, Instant};
 
 use crate::backend::{Backend, Completion};
 use crate::handler::{Registry, MAX_RESULT_LEN};
-use crate::stats::{next_polls_per_read, DropKind, Stats, STALL_NS};
+use crate::stats::{next_polls_per_read, DropKind, StallRule, Stats};
 use crate::transport::Transport;
 use crate::wire::{self, status, RequestHeader, WireError, HEADER_LEN};
 
@@ -99,10 +99,10 @@ struct InFlight<P> {
 const MAX_ROUNDS_PER_READ: u32 = 64;
 
 /// The loop's clock: every read ends a gap since the previous one, and a gap
-/// [`STALL_NS`] beyond the quickest is counted as a stall.
+/// [`STALL_NS`](crate::stats::STALL_NS) beyond the quickest is counted as a stall.
 struct StallClock {
     last: Instant,
-    quickest: Duration,
+    rule: StallRule,
     /// The next gap holds the forwarder's own work (a decode inside `submit`).
     own_work: bool,
     /// Off while draining after a stop, where the loop yields on purpose.
@@ -113,7 +113,7 @@ impl StallClock {
     fn new() -> Self {
         StallClock {
             last: Instant::now(),
-            quickest: Duration::MAX,
+            rule: StallRule::default(),
             own_work: false,
             watching: true,
         }
@@ -124,11 +124,11 @@ impl StallClock {
         let now = Instant::now();
         let gap = now.saturating_duration_since(self.last);
         self.last = now;
-        if !std::mem::take(&mut self.own_work) && self.watching {
-            self.quickest = self.quickest.min(gap);
-            if gap >= self.quickest.saturating_add(Duration::from_nanos(STALL_NS)) {
-                stats.stalls += 1;
-            }
+        if !std::mem::take(&mut self.own_work)
+            && self.watching
+            && self.rule.is_stall(gap.as_nanos() as u64)
+        {
+            stats.stalls += 1;
         }
         now
     }

@@ -85,6 +85,30 @@ impl fmt::Display for ShardCounts {
 /// latency harness's emulator both use it.
 pub const STALL_NS: u64 = 5_000;
 
+/// The stall rule of one polling loop: it keeps the quickest gap seen between two clock
+/// reads, and a gap [`STALL_NS`] or more beyond it is a stall.
+#[derive(Debug, Clone, Copy)]
+pub struct StallRule {
+    quickest_ns: u64,
+}
+
+impl Default for StallRule {
+    fn default() -> Self {
+        StallRule {
+            quickest_ns: u64::MAX,
+        }
+    }
+}
+
+impl StallRule {
+    /// Takes the gap (ns) between two clock reads; whether it was a stall.
+    #[inline]
+    pub fn is_stall(&mut self, gap_ns: u64) -> bool {
+        self.quickest_ns = self.quickest_ns.min(gap_ns);
+        gap_ns >= self.quickest_ns.saturating_add(STALL_NS)
+    }
+}
+
 /// A polling loop's next interval between clock reads (in polls), from the last one and
 /// the gap it took: halved above 2 µs, doubled below 0.5 µs, within `1..=max`. Keeps the
 /// reads about a microsecond apart whatever a poll costs (in-process ~20 ns, a UDP `recv`
@@ -344,6 +368,17 @@ mod tests {
         let line = s.status_line(Duration::from_secs(1));
         assert!(line.contains("rx 6"), "{line}");
         assert!(s.interval_ns.is_empty());
+    }
+
+    #[test]
+    fn a_stall_is_a_gap_stall_ns_beyond_the_quickest_so_far() {
+        let mut r = StallRule::default();
+        assert!(!r.is_stall(10_000), "the first gap is the quickest");
+        assert!(!r.is_stall(14_999));
+        assert!(r.is_stall(15_000));
+        assert!(!r.is_stall(200), "a quicker gap lowers the bar");
+        assert!(!r.is_stall(5_199));
+        assert!(r.is_stall(5_200));
     }
 
     #[test]

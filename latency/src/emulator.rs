@@ -17,7 +17,7 @@
 //! due to be sent during one, is counted in [`Outcome::stalled_samples`]: its latency
 //! includes time the emulator did not watch. When a row's slowest 1 % is about as many
 //! samples as it has stalled ones, its p99 is the host's, not the system under test's.
-//! (The forwarder's own core is not watched here: its stalls land in the samples alone.)
+//! (The forwarder watches its own loop by the same rule, `qfwd::forward`.)
 #![forbid(unsafe_code)]
 
 use std::fmt;
@@ -27,7 +27,7 @@ use std::time::{Duration, Instant};
 use hdrhistogram::Histogram;
 use qfwd::decode::sample::SplitMix64;
 use qfwd::handler::parity;
-use qfwd::stats::next_polls_per_read;
+use qfwd::stats::{next_polls_per_read, StallRule};
 use qfwd::transport::Client;
 use qfwd::wire::{self, HEADER_LEN};
 use serde::{Deserialize, Serialize};
@@ -328,7 +328,7 @@ pub fn run<C: Client>(
         last_answer_ns: 0,
         abandoned_after: None,
         last_clock_ns: 0,
-        quickest_gap_ns: u64::MAX,
+        stall_rule: StallRule::default(),
         stalls: 0,
         stalled_samples: 0,
         stall_windows: Vec::new(),
@@ -392,9 +392,9 @@ struct Run {
     tx: Vec<u8>,
     start: Instant,
     last_answer_ns: u64,
-    /// The last [`Run::clock`] read, and the quickest gap between two of them.
+    /// The last [`Run::clock`] read, and the rule its gaps are judged by.
     last_clock_ns: u64,
-    quickest_gap_ns: u64,
+    stall_rule: StallRule,
     stalls: u64,
     stalled_samples: u64,
     /// Every stall's gap, from one clock read to the next, in time order.
@@ -415,10 +415,8 @@ impl Run {
     fn clock(&mut self) -> u64 {
         let now = self.now_ns();
         let prev = self.last_clock_ns;
-        let gap = now.saturating_sub(prev);
         self.last_clock_ns = now;
-        self.quickest_gap_ns = self.quickest_gap_ns.min(gap);
-        if gap >= self.quickest_gap_ns.saturating_add(STALL_NS) {
+        if self.stall_rule.is_stall(now.saturating_sub(prev)) {
             self.stall_windows.push((prev, now));
             if self.sent_n > self.warmup {
                 self.stalls += 1;
