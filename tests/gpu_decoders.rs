@@ -37,6 +37,7 @@ use std::time::{Duration, Instant};
 use gpu_common::{gpu_index, gpu_or_skip};
 use qfwd::backend::Backend;
 use qfwd::decode::cli::{evaluate, DecodeArgs, DecodeBackend, OutputFormat};
+use qfwd::decode::dem::chain_text;
 use qfwd::decode::uf_split::{self, decode_with_path, DecodeGroups, Distances, Path as UfPath};
 use qfwd::decode::uf_table::{self, UfTable};
 use qfwd::decode::{Decoder, DecoderKind, Shots, UfScratch};
@@ -416,33 +417,15 @@ fn gpu_output_equals_cpu_output_on_every_fixture_shot() {
     assert_eq!(bad, 0, "GPU and CPU decoders disagree");
 }
 
-/// A chain of `n` detectors, each end on the boundary, one observable on the middle edge.
-fn chain_dem(n: usize) -> String {
-    let mut t = String::from("error(0.05) D0\n");
-    for d in 1..n {
-        let obs = if d == n / 2 { " L0" } else { "" };
-        t.push_str(&format!("error(0.05) D{} D{d}{obs}\n", d - 1));
-    }
-    t.push_str(&format!("error(0.05) D{}\n", n - 1));
-    t
-}
-
 /// Chains of 5 and 37 detectors (lut and uf, uf only above 24), each with 512 payloads
 /// that set bits past the last detector: the syndrome's last byte has bits no detector
 /// owns, and the device's 32-bit words hold them and the count's bytes. Most payloads have
 /// few defects (table, split, growth), every fourth many.
 fn padded_chains() -> Vec<Fixture> {
-    // One folder per call: tests run in parallel threads of one process.
-    static CALLS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
-    let call = CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    let dir = std::env::temp_dir().join(format!("qfwd-padding-{}-{call}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
     let mut out = Vec::new();
     for n in [5usize, 37] {
-        let path = dir.join(format!("chain{n}.dem"));
-        std::fs::write(&path, chain_dem(n)).unwrap();
         for kind in kinds_for(n) {
-            let dec = Arc::new(Decoder::from_dem_path(&path, kind).unwrap());
+            let dec = Arc::new(Decoder::from_dem_text(&chain_text(n), "chain", kind).unwrap());
             let nb = dec.detector_bytes();
             let pad = !((1u8 << (n % 8)) - 1);
             let mut rng = qfwd::decode::sample::SplitMix64(n as u64);
@@ -466,7 +449,6 @@ fn padded_chains() -> Vec<Fixture> {
             });
         }
     }
-    std::fs::remove_dir_all(&dir).unwrap();
     out
 }
 

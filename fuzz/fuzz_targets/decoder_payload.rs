@@ -9,27 +9,17 @@
 use std::sync::{Arc, OnceLock};
 
 use libfuzzer_sys::fuzz_target;
+use qfwd::decode::dem::chain_text;
 use qfwd::decode::{Decoder, DecoderKind, Dem, MatchingGraph, UfScratch};
 use qfwd::handler::Handler;
 use qfwd::wire::status;
-
-/// A chain of `n` detectors, each end on the boundary, one observable on the middle edge.
-fn chain(n: usize) -> String {
-    let mut t = String::from("error(0.05) D0\n");
-    for d in 1..n {
-        let obs = if d == n / 2 { " L0" } else { "" };
-        t.push_str(&format!("error(0.05) D{} D{d}{obs}\n", d - 1));
-    }
-    t.push_str(&format!("error(0.05) D{}\n", n - 1));
-    t
-}
 
 fn models() -> &'static [(Handler, Arc<Decoder>)] {
     static MODELS: OnceLock<Vec<(Handler, Arc<Decoder>)>> = OnceLock::new();
     MODELS.get_or_init(|| {
         let texts = [
-            ("chain5", chain(5)),
-            ("chain37", chain(37)),
+            ("chain5", chain_text(5)),
+            ("chain37", chain_text(37)),
             (
                 "rep_d3_r3_p005",
                 include_str!("../../tests/fixtures/rep_d3_r3_p005.dem").to_string(),

@@ -406,9 +406,38 @@ fn observable(k: u64) -> std::result::Result<u32, String> {
     Ok(k as u32)
 }
 
+/// `.dem` text of a chain of `n` detectors (`n >= 2`): each end on the boundary, one
+/// observable on the edge into detector `n / 2`, every error at p = 0.05. The smallest
+/// model of any size, with bits past its last detector whenever `n % 8 != 0`: for tests
+/// and fuzzing.
+pub fn chain_text(n: usize) -> String {
+    let mut t = String::from("error(0.05) D0\n");
+    for d in 1..n {
+        let obs = if d == n / 2 { " L0" } else { "" };
+        t.push_str(&format!("error(0.05) D{} D{d}{obs}\n", d - 1));
+    }
+    t.push_str(&format!("error(0.05) D{}\n", n - 1));
+    t
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn chains_have_n_detectors_n_plus_one_edges_and_one_observable() {
+        for n in [2, 5, 37] {
+            let g = crate::decode::MatchingGraph::from_dem(
+                &Dem::parse(&chain_text(n), "chain").unwrap(),
+            )
+            .unwrap();
+            assert_eq!(
+                (g.num_detectors(), g.num_edges(), g.num_observables()),
+                (n, n + 1, 1),
+                "chain of {n}"
+            );
+        }
+    }
 
     fn parse(t: &str) -> Result<Dem> {
         Dem::parse(t, "t.dem")

@@ -148,6 +148,13 @@ impl Decoder {
         Decoder::from_graph(MatchingGraph::from_dem(&dem)?, kind)
     }
 
+    /// Parses `.dem` text (`source` names it in error messages), builds the matching graph
+    /// and the decoder.
+    pub fn from_dem_text(text: &str, source: &str, kind: DecoderKind) -> Result<Decoder> {
+        let dem = Dem::parse(text, source)?;
+        Decoder::from_graph(MatchingGraph::from_dem(&dem)?, kind)
+    }
+
     /// Builds a decoder over an existing graph (the lut, or the uf's observable part, is
     /// computed here).
     pub fn from_graph(graph: MatchingGraph, kind: DecoderKind) -> Result<Decoder> {
