@@ -25,27 +25,7 @@ use crate::stats::{next_polls_per_read, DropKind, StallRule, Stats};
 use crate::transport::Transport;
 use crate::wire::{self, status, RequestHeader, WireError, HEADER_LEN};
 
-/// What to do when a poll finds nothing.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum IdlePolicy {
-    /// Spin (`spin_loop` hint): lowest latency, one core at 100%.
-    #[default]
-    Spin,
-    /// Yield the core between polls: for machines with fewer cores than spinning threads.
-    Yield,
-}
-
-impl std::str::FromStr for IdlePolicy {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        match s {
-            "spin" => Ok(IdlePolicy::Spin),
-            "yield" => Ok(IdlePolicy::Yield),
-            _ => Err(format!("unknown idle policy {s:?}; expected spin or yield")),
-        }
-    }
-}
+pub use crate::idle::IdlePolicy;
 
 /// Tunables of the loop.
 #[derive(Debug, Clone)]
@@ -164,8 +144,7 @@ impl<T: Transport, B: Backend> Forwarder<T, B> {
         let slots = config.max_in_flight.max(1);
         // Room for the largest datagram the transport may deliver plus one byte, so an
         // over-long one shows as longer than the buffer.
-        let rx_len = (HEADER_LEN + config.max_request_bytes + 1)
-            .max(crate::transport::udp::MAX_DATAGRAM + 1);
+        let rx_len = (HEADER_LEN + config.max_request_bytes + 1).max(crate::wire::MAX_DATAGRAM + 1);
         Forwarder {
             transport,
             backend,

@@ -133,14 +133,14 @@ pub fn spawn_softnic_inproc(
 fn softnic_region(
     config: &RunConfig,
     nic: &crate::softnic::SoftNicConfig,
-) -> Result<crate::softnic::NicRegion> {
+) -> Result<crate::softnic::SharedRegion> {
     let len = crate::softnic::NicLayout::new(nic)?.len;
     if config.device_posts() {
         // A clear error (no GPU) before anything starts.
         gpu_for(config)?;
         gpu::mapped_nic_region(config.gpu_device, len)
     } else {
-        crate::softnic::NicRegion::heap(len)
+        crate::softnic::SharedRegion::heap(len)
     }
 }
 

@@ -19,6 +19,8 @@ pub const REQUEST_MAGIC: u32 = 0x4355_5152;
 pub const RESPONSE_MAGIC: u32 = 0x4355_5153;
 /// Size of either header in bytes.
 pub const HEADER_LEN: usize = 24;
+/// Largest UDP payload over IPv4: the largest datagram any transport carries.
+pub const MAX_DATAGRAM: usize = 65_507;
 
 /// 32-bit FNV-1a of a handler name: the `function_id` that selects it.
 pub const fn function_id(name: &str) -> u32 {

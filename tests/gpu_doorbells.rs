@@ -29,7 +29,8 @@ use qfwd::gpu::nvrtc::{self, FORWARD_DOORBELL};
 use qfwd::gpu::{self, DeviceBuffer, GpuOptions, Module, Stream};
 use qfwd::handler::{parity, Registry};
 use qfwd::mlx5::Doorbell;
-use qfwd::softnic::{self, device, DevicePostCounters, NicLayout, SoftNicConfig};
+use qfwd::queues::posting as device;
+use qfwd::softnic::{self, DevicePostCounters, NicLayout, SoftNicConfig};
 use qfwd::transport::Client;
 use qfwd::wire::{self, function_id, status};
 

@@ -17,7 +17,7 @@ use qfwd::forward::{ForwardConfig, Forwarder, IdlePolicy, StopWhen};
 use qfwd::handler::{parity, Registry};
 use qfwd::mailbox::{CpuDouble, Layout, MailboxBackend, RxCompletion};
 use qfwd::mlx5::Doorbell;
-use qfwd::softnic::{self, NicLayout, NicRegion, SoftNicConfig, SoftNicTransport};
+use qfwd::softnic::{self, NicLayout, SharedRegion, SoftNicConfig, SoftNicTransport};
 use qfwd::transport::Client;
 use qfwd::wire::{self, function_id, status};
 
@@ -146,7 +146,7 @@ fn drive(client: &mut dyn Client, n: u32, window: u32, max_arg: usize, overload_
 fn round_trips(doorbell: Doorbell, rx: RxCompletion, pollers: usize, per_slot: usize) {
     const N: u32 = 1200;
     let cfg = nic_config(doorbell);
-    let region = NicRegion::heap(NicLayout::new(&cfg).unwrap().len).unwrap();
+    let region = SharedRegion::heap(NicLayout::new(&cfg).unwrap().len).unwrap();
     let (mut client, transport) = softnic::inproc_in(&cfg, region, true).unwrap();
     let posting = transport
         .device_posting()
@@ -265,7 +265,7 @@ fn device_posts_from_several_groups_and_buffer_completion() {
 #[test]
 fn device_posting_needs_a_doorbell_the_device_rings() {
     let cfg = nic_config(Doorbell::CpuAssisted);
-    let region = NicRegion::heap(NicLayout::new(&cfg).unwrap().len).unwrap();
+    let region = SharedRegion::heap(NicLayout::new(&cfg).unwrap().len).unwrap();
     let e = softnic::inproc_in(&cfg, region, true)
         .err()
         .expect("refused");

@@ -9,9 +9,9 @@ use std::time::{Duration, Instant};
 
 use qfwd::mlx5::layout::opcodes;
 use qfwd::mlx5::{opcode, Cqe, CqeOpcode, Doorbell, Syndrome, Wqe};
-use qfwd::softnic::layout::QP_DBREC;
+use qfwd::queues::layout::QP_DBREC;
 use qfwd::softnic::{
-    CqConsumer, ErrorPolicy, NicLayout, NicRegion, SendQueue, SoftNic, SoftNicConfig,
+    CqConsumer, ErrorPolicy, NicLayout, SendQueue, SharedRegion, SoftNic, SoftNicConfig,
 };
 use qfwd::transport::inproc::{self, InprocClient};
 use qfwd::transport::Client;
@@ -37,7 +37,7 @@ fn wait<T>(what: &str, mut f: impl FnMut() -> Option<T>) -> T {
 struct Bench {
     client: InprocClient,
     nic: SoftNic,
-    region: NicRegion,
+    region: SharedRegion,
     layout: NicLayout,
     sq: SendQueue,
     rx: CqConsumer,
@@ -48,7 +48,7 @@ impl Bench {
     /// write-with-imm CQE is checked.
     fn new(cfg: SoftNicConfig) -> Bench {
         let layout = NicLayout::new(&cfg).unwrap();
-        let region = NicRegion::heap(layout.len).unwrap();
+        let region = SharedRegion::heap(layout.len).unwrap();
         let (mut client, wire) = inproc::channel(64, 8192).unwrap();
         let nic = SoftNic::start(&cfg, region.clone(), wire).unwrap();
         let mode = if cfg.doorbell == Doorbell::CpuAssisted {

@@ -13,7 +13,7 @@ use cudarc::driver::{result, sys};
 
 use super::context::GpuContext;
 use crate::mailbox::region::Region;
-use crate::softnic::NicRegion;
+use crate::softnic::SharedRegion;
 use crate::{Error, Result};
 
 /// Zeroed pinned host memory, mapped for the device (`CU_MEMHOSTALLOC_DEVICEMAP |
@@ -102,20 +102,20 @@ impl MappedHostBuffer {
     }
 }
 
-/// A soft NIC region ([`NicRegion`]) in fresh zeroed pinned memory that GPU `device` can
+/// A soft NIC region ([`SharedRegion`]) in fresh zeroed pinned memory that GPU `device` can
 /// address (for a kernel that rings the soft NIC's doorbells itself). The region owns the
 /// buffer: it is freed when the last clone of the region is dropped, so holders (the NIC
 /// thread, a kernel) keep it alive.
-pub fn mapped_nic_region(device: usize, len: usize) -> Result<NicRegion> {
+pub fn mapped_nic_region(device: usize, len: usize) -> Result<SharedRegion> {
     let ctx = GpuContext::open(device)?;
     let buffer = MappedHostBuffer::new(&ctx, len)?;
     let base = buffer.host_ptr();
     let len = buffer.len();
     // SAFETY: `len` bytes at `base`, page-aligned (checked by `MappedHostBuffer::new`),
     // valid until `buffer` (the owner handed over) is dropped; the NIC and the posters
-    // access them only through `NicRegion`'s atomics and the GPU's aligned volatile
+    // access them only through `SharedRegion`'s atomics and the GPU's aligned volatile
     // accesses of at most 16 bytes.
-    unsafe { NicRegion::from_raw_parts(base, len, Box::new(buffer)) }
+    unsafe { SharedRegion::from_raw_parts(base, len, Box::new(buffer)) }
 }
 
 /// The device address of host memory at `host` (pinned and mapped, e.g. by

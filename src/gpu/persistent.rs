@@ -23,8 +23,8 @@ use crate::backend::Topology;
 use crate::decode::Decoder;
 use crate::mailbox::layout::{COUNTERS_PER_POLLER, STATE_COUNTERS_OFFSET};
 use crate::mailbox::{protocol, Layout, MailboxDevice, PollerCounters, Region, RxCompletion};
-use crate::softnic::device::{BLOCK_BYTES, COUNTERS, COUNTERS_OFFSET};
-use crate::softnic::{DevicePostCounters, DevicePosting, NicRegion};
+use crate::queues::posting::{BLOCK_BYTES, COUNTERS, COUNTERS_OFFSET};
+use crate::softnic::{DevicePostCounters, DevicePosting, SharedRegion};
 use crate::{Error, Result};
 
 /// Kernel entry point in `device/forward.cu`.
@@ -47,7 +47,7 @@ pub struct PersistentKernel {
     state: Option<DeviceBuffer>,
     memory: Option<MappedHostBuffer>,
     /// The device posting block, and the NIC memory the kernel writes (kept alive).
-    nic: Option<(DeviceBuffer, NicRegion)>,
+    nic: Option<(DeviceBuffer, SharedRegion)>,
     /// The decoder models and per-warp state the kernel reads.
     decoders: Option<DeviceDecoders>,
     ctx: Arc<GpuContext>,

@@ -18,7 +18,7 @@ use rdma_sys::ibv_wc_opcode;
 
 use super::control::{ControlSocket, Endpoint};
 use super::verbs::{Context, Cq, Mr, Pd, Qp, QpKind};
-use crate::softnic::NicRegion;
+use crate::softnic::SharedRegion;
 use crate::transport::{Client, Transport};
 use crate::{Error, Result};
 
@@ -80,7 +80,7 @@ pub struct RdmaCounters {
 /// The verbs objects one side needs.
 struct Link {
     ctx: Arc<Context>,
-    region: NicRegion,
+    region: SharedRegion,
     mr: Mr,
     send_cq: Arc<Cq>,
     recv_cq: Arc<Cq>,
@@ -121,7 +121,7 @@ impl Link {
             .unwrap_or_else(|| ctx.default_gid_index(cfg.port));
         let gid = ctx.query_gid(cfg.port, gid_index)?;
         let pd = Pd::new(&ctx)?;
-        let region = NicRegion::heap(bytes)?;
+        let region = SharedRegion::heap(bytes)?;
         let mr = Mr::register(&pd, &region)?;
         let sq_depth = (2 * cfg.signal_every).max(64);
         let send_cq = Cq::new(&ctx, sq_depth)?;

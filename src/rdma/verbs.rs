@@ -17,7 +17,7 @@ use rdma_sys::*;
 
 use super::control::Endpoint;
 use super::sysfs;
-use crate::softnic::NicRegion;
+use crate::softnic::SharedRegion;
 use crate::{Error, Result};
 
 /// The error of a verbs call that returned `ret` (an errno, or -1 with errno set).
@@ -254,10 +254,10 @@ impl Drop for Pd {
     }
 }
 
-/// A memory registration over a [`NicRegion`], which it keeps alive.
+/// A memory registration over a [`SharedRegion`], which it keeps alive.
 pub struct Mr {
     mr: NonNull<ibv_mr>,
-    _region: NicRegion,
+    _region: SharedRegion,
     _pd: Arc<Pd>,
 }
 
@@ -269,7 +269,7 @@ unsafe impl Sync for Mr {}
 impl Mr {
     /// Registers all of `region` for local writes and remote writes (the request ring:
     /// the QPU's WRITE-with-imm lands in it).
-    pub fn register(pd: &Arc<Pd>, region: &NicRegion) -> Result<Mr> {
+    pub fn register(pd: &Arc<Pd>, region: &SharedRegion) -> Result<Mr> {
         let access = ibv_access_flags::IBV_ACCESS_LOCAL_WRITE.0
             | ibv_access_flags::IBV_ACCESS_REMOTE_WRITE.0;
         // SAFETY: the region's memory stays valid while `self` holds a clone of it, and

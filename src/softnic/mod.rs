@@ -2,7 +2,7 @@
 //! softnic`), so the doorbell paths (host and GPU) can be built and tested without a
 //! ConnectX.
 //!
-//! - [`NicRegion`]: the memory (base + length, allocated by the caller: a page-aligned
+//! - [`SharedRegion`]: the memory (base + length, allocated by the caller: a page-aligned
 //!   heap allocation for CPU tests, pinned GPU-mapped host memory on a GPU host). It holds
 //!   the UAR page, doorbell records, SQ, RQ, CQs and rings at the offsets of
 //!   [`NicLayout`].
@@ -22,17 +22,13 @@
 //! Threads yield when idle and stop (bounded wait) when their owner is dropped. Only
 //! [`region`] contains `unsafe` code.
 
-pub mod device;
-pub mod layout;
 mod nic;
-pub mod poster;
-pub mod region;
 mod transport;
 mod worker;
 
-pub use device::{DevicePostCounters, DevicePosting};
-pub use layout::{device_params, ErrorPolicy, NicLayout, SoftNicConfig};
+pub use crate::queues::host::{CqConsumer, RespConsumer, RespProducer, SendCounters, SendQueue};
+pub use crate::queues::layout::{device_params, ErrorPolicy, NicLayout, SoftNicConfig};
+pub use crate::queues::posting::{DevicePostCounters, DevicePosting};
+pub use crate::shm::SharedRegion;
 pub use nic::{NicCounters, NicStats, SoftNic};
-pub use poster::{CqConsumer, RespConsumer, RespProducer, SendCounters, SendQueue};
-pub use region::NicRegion;
 pub use transport::{inproc, inproc_in, udp, udp_in, SoftNicTransport, TransportCounters};

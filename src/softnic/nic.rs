@@ -37,17 +37,17 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::layout::{
-    ErrorPolicy, NicLayout, SoftNicConfig, BF_HALVES, BF_POISON, BF_POISON_HI, QP_DBREC,
-    RX_CQ_DBREC, TX_CQ_DBREC,
-};
-use super::poster::RespConsumer;
-use super::region::NicRegion;
 use super::worker::Worker;
-use crate::forward::IdlePolicy;
+use crate::idle::IdlePolicy;
 use crate::mlx5::layout::{cqe as cqel, qp_dbrec, uar, wqebbs_for_ds, WQEBB};
 use crate::mlx5::wqe::{self, Payload, WqeOp, MAX_DS, MAX_WQE_BYTES};
 use crate::mlx5::{Cqe, CqeOpcode, Syndrome};
+use crate::queues::host::RespConsumer;
+use crate::queues::layout::{
+    ErrorPolicy, NicLayout, SoftNicConfig, BF_HALVES, BF_POISON, BF_POISON_HI, QP_DBREC,
+    RX_CQ_DBREC, TX_CQ_DBREC,
+};
+use crate::shm::SharedRegion;
 use crate::transport::Transport;
 use crate::Result;
 
@@ -145,7 +145,7 @@ struct Held {
 
 /// The NIC's thread state.
 struct Nic<W: Transport> {
-    region: NicRegion,
+    region: SharedRegion,
     l: NicLayout,
     cfg: SoftNicConfig,
     wire: W,
@@ -176,7 +176,7 @@ struct Nic<W: Transport> {
 pub struct SoftNic {
     worker: Worker,
     stats: Arc<NicStats>,
-    region: NicRegion,
+    region: SharedRegion,
     layout: NicLayout,
 }
 
@@ -184,7 +184,7 @@ impl SoftNic {
     /// Initializes the region for `config` (every CQE invalid, BlueFlame halves idle,
     /// doorbell records zero) and starts the NIC thread, with `wire` as its link toward the
     /// QPU side. The QP "connects" to the first peer whose request arrives.
-    pub fn start<W>(config: &SoftNicConfig, region: NicRegion, wire: W) -> Result<SoftNic>
+    pub fn start<W>(config: &SoftNicConfig, region: SharedRegion, wire: W) -> Result<SoftNic>
     where
         W: Transport + Send + 'static,
         W::Peer: PartialEq + Send,
@@ -197,7 +197,7 @@ impl SoftNic {
     /// it finds. No cpu-assisted proxy may run on the same region.
     pub fn start_with_host_path<W>(
         config: &SoftNicConfig,
-        region: NicRegion,
+        region: SharedRegion,
         wire: W,
     ) -> Result<SoftNic>
     where
@@ -209,7 +209,7 @@ impl SoftNic {
 
     fn start_inner<W>(
         config: &SoftNicConfig,
-        region: NicRegion,
+        region: SharedRegion,
         wire: W,
         host_path: bool,
     ) -> Result<SoftNic>
@@ -238,7 +238,7 @@ impl SoftNic {
             rq_ci: 0,
             rx_seq: 0,
             qp_error: false,
-            wire_buf: vec![0; crate::transport::udp::MAX_DATAGRAM + 1],
+            wire_buf: vec![0; crate::wire::MAX_DATAGRAM + 1],
             payload: vec![
                 0;
                 layout
@@ -275,7 +275,7 @@ impl SoftNic {
         &self.layout
     }
 
-    pub fn region(&self) -> &NicRegion {
+    pub fn region(&self) -> &SharedRegion {
         &self.region
     }
 
@@ -753,7 +753,7 @@ where
 
 /// Writes a CQE: the first 56 bytes, then the word holding `op_own` with Release, so a
 /// consumer that sees the new owner bit (Acquire) sees the whole CQE.
-pub(crate) fn publish_cqe(region: &NicRegion, at: usize, bytes: &[u8; cqel::SIZE]) {
+pub(crate) fn publish_cqe(region: &SharedRegion, at: usize, bytes: &[u8; cqel::SIZE]) {
     region.write(at, &bytes[..56]);
     let mut last = [0u8; 8];
     last.copy_from_slice(&bytes[56..]);

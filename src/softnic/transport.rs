@@ -23,15 +23,15 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::device::DevicePosting;
-use super::layout::{NicLayout, SoftNicConfig, QP_DBREC};
 use super::nic::{NicCounters, SoftNic};
-use super::poster::{CqConsumer, RespConsumer, RespProducer, SendCounters, SendQueue};
-use super::region::NicRegion;
 use super::worker::Worker;
-use crate::forward::IdlePolicy;
+use crate::idle::IdlePolicy;
 use crate::mlx5::layout::{data, qp_dbrec};
 use crate::mlx5::{CqeOpcode, DataSeg, Doorbell};
+use crate::queues::host::{CqConsumer, RespConsumer, RespProducer, SendCounters, SendQueue};
+use crate::queues::layout::{NicLayout, SoftNicConfig, QP_DBREC};
+use crate::queues::posting::DevicePosting;
+use crate::shm::SharedRegion;
 use crate::transport::inproc::{self, InprocClient};
 use crate::transport::udp::{AllowedPeer, UdpTransport};
 use crate::transport::Transport;
@@ -86,7 +86,7 @@ pub struct SoftNicTransport {
     // Field order is drop order: the proxy (inside `tx`) stops before the NIC.
     tx: Tx,
     nic: SoftNic,
-    region: NicRegion,
+    region: SharedRegion,
     layout: NicLayout,
     doorbell: Doorbell,
     rx_cq: CqConsumer,
@@ -98,8 +98,12 @@ pub struct SoftNicTransport {
 
 impl SoftNicTransport {
     /// Starts a soft NIC in `region` (at least [`NicLayout::len`] bytes; see
-    /// [`NicRegion::heap`]) with `wire` toward the QPU side, and returns the forwarder's end.
-    pub fn start<W>(config: &SoftNicConfig, region: NicRegion, wire: W) -> Result<SoftNicTransport>
+    /// [`SharedRegion::heap`]) with `wire` toward the QPU side, and returns the forwarder's end.
+    pub fn start<W>(
+        config: &SoftNicConfig,
+        region: SharedRegion,
+        wire: W,
+    ) -> Result<SoftNicTransport>
     where
         W: Transport + Send + 'static,
         W::Peer: PartialEq + Send,
@@ -114,7 +118,7 @@ impl SoftNicTransport {
     /// through the NIC's host path. For a GPU, `region` is pinned GPU-mapped memory.
     pub fn start_device_posted<W>(
         config: &SoftNicConfig,
-        region: NicRegion,
+        region: SharedRegion,
         wire: W,
     ) -> Result<SoftNicTransport>
     where
@@ -128,7 +132,7 @@ impl SoftNicTransport {
 
     fn assemble(
         config: &SoftNicConfig,
-        region: NicRegion,
+        region: SharedRegion,
         nic: SoftNic,
         device: Option<DevicePosting>,
     ) -> Result<SoftNicTransport> {
@@ -195,7 +199,7 @@ impl SoftNicTransport {
         &self.layout
     }
 
-    pub fn region(&self) -> &NicRegion {
+    pub fn region(&self) -> &SharedRegion {
         &self.region
     }
 
@@ -387,14 +391,14 @@ fn proxy_loop(
 }
 
 fn ring_capacity(_ring: &RespConsumer) -> usize {
-    crate::transport::udp::MAX_DATAGRAM + 1
+    crate::wire::MAX_DATAGRAM + 1
 }
 
 /// A soft NIC in a fresh heap region whose wire is an in-process ring: returns the
 /// emulator's client and the forwarder's transport.
 pub fn inproc(config: &SoftNicConfig) -> Result<(InprocClient, SoftNicTransport)> {
     let layout = NicLayout::new(config)?;
-    inproc_in(config, NicRegion::heap(layout.len)?, false)
+    inproc_in(config, SharedRegion::heap(layout.len)?, false)
 }
 
 /// [`inproc()`] in `region` (at least [`NicLayout::len`] bytes: GPU-mapped memory for a
@@ -402,7 +406,7 @@ pub fn inproc(config: &SoftNicConfig) -> Result<(InprocClient, SoftNicTransport)
 /// (see [`SoftNicTransport::start_device_posted`]).
 pub fn inproc_in(
     config: &SoftNicConfig,
-    region: NicRegion,
+    region: SharedRegion,
     device_posted: bool,
 ) -> Result<(InprocClient, SoftNicTransport)> {
     let layout = NicLayout::new(config)?;
@@ -429,7 +433,7 @@ pub fn udp(
         config,
         listen,
         allowlist,
-        NicRegion::heap(layout.len)?,
+        SharedRegion::heap(layout.len)?,
         false,
     )
 }
@@ -439,7 +443,7 @@ pub fn udp_in(
     config: &SoftNicConfig,
     listen: SocketAddr,
     allowlist: Vec<AllowedPeer>,
-    region: NicRegion,
+    region: SharedRegion,
     device_posted: bool,
 ) -> Result<(SocketAddr, SoftNicTransport)> {
     let wire = UdpTransport::bind(listen, allowlist)?;

@@ -14,8 +14,7 @@ use socket2::{Domain, Protocol, Socket, Type};
 use super::{Client, Transport};
 use crate::{Error, Result};
 
-/// Largest UDP payload over IPv4.
-pub const MAX_DATAGRAM: usize = 65_507;
+pub use crate::wire::MAX_DATAGRAM;
 
 /// Kernel socket buffer size asked for: room for bursts in open-loop runs.
 const SOCKET_BUFFER_BYTES: usize = 4 << 20;

@@ -13,11 +13,11 @@
 //! ([`DevicePostCounters`]). The offsets are mirrored by hand in `device/doorbell.cu`.
 #![forbid(unsafe_code)]
 
+use super::host::SendQueue;
 use super::layout::{NicLayout, SoftNicConfig, BF_HALVES, QP_DBREC, TX_CQ_DBREC};
-use super::poster::SendQueue;
-use super::region::NicRegion;
 use crate::mlx5::layout::uar;
 use crate::mlx5::Doorbell;
+use crate::shm::SharedRegion;
 use crate::{Error, Result};
 
 /// Description words at the start of the device block.
@@ -39,7 +39,7 @@ const _: () = assert!(COUNTERS_OFFSET + COUNTERS * 8 <= BLOCK_BYTES);
 /// A soft NIC whose send queue a device side posts to: its memory and settings.
 #[derive(Debug, Clone)]
 pub struct DevicePosting {
-    region: NicRegion,
+    region: SharedRegion,
     config: SoftNicConfig,
     layout: NicLayout,
 }
@@ -47,7 +47,7 @@ pub struct DevicePosting {
 impl DevicePosting {
     /// The SQ of the NIC in `region` laid out by `config`, whose doorbell mode must be
     /// `regular` or `blueflame`.
-    pub fn new(region: NicRegion, config: &SoftNicConfig) -> Result<DevicePosting> {
+    pub fn new(region: SharedRegion, config: &SoftNicConfig) -> Result<DevicePosting> {
         if config.doorbell == Doorbell::CpuAssisted {
             return Err(Error::InvalidSetting {
                 key: "doorbell",
@@ -64,7 +64,7 @@ impl DevicePosting {
         })
     }
 
-    pub fn region(&self) -> &NicRegion {
+    pub fn region(&self) -> &SharedRegion {
         &self.region
     }
 
@@ -211,7 +211,7 @@ mod tests {
     fn block_describes_the_sq_and_refuses_cpu_assisted() {
         let cfg = SoftNicConfig::new(Doorbell::BlueFlame);
         let l = NicLayout::new(&cfg).unwrap();
-        let region = NicRegion::heap(l.len).unwrap();
+        let region = SharedRegion::heap(l.len).unwrap();
         let p = DevicePosting::new(region.clone(), &cfg).unwrap();
         let b = p.block(0x7000_0000);
         assert_eq!(b[0], 0x7000_0000 + l.sq as u64);

@@ -2,7 +2,7 @@
 //! BlueFlame), consuming CQEs, and the cpu-assisted response ring.
 //!
 //! The same sequences run against a real ConnectX (the SQ, doorbell record and UAR from
-//! `mlx5dv_init_obj`) and against the soft NIC (the same things in a [`NicRegion`]).
+//! `mlx5dv_init_obj`) and against the soft NIC (the same things in a [`SharedRegion`]).
 #![forbid(unsafe_code)]
 
 use std::sync::atomic::{fence, Ordering};
@@ -12,15 +12,15 @@ use super::layout::{
     NicLayout, SoftNicConfig, BF_HALVES, BF_POISON, QP_DBREC, RESP_CHUNK_DATA, RESP_CI,
     RESP_FIRST_CHUNK_DATA, RX_CQ_DBREC, TX_CQ_DBREC,
 };
-use super::region::NicRegion;
 use crate::mlx5::layout::{cqe as cqel, qp_dbrec, uar, WQEBB};
 use crate::mlx5::wqe::MAX_SEND_INLINE;
 use crate::mlx5::{opcode, CqCursor, Cqe, CqeOpcode, Doorbell, Wqe};
+use crate::shm::SharedRegion;
 use crate::{Error, Result};
 
 /// Consumes a CQ: owner-bit parity, then the consumer index into the CQ doorbell record.
 pub struct CqConsumer {
-    region: NicRegion,
+    region: SharedRegion,
     base: usize,
     dbrec: usize,
     cursor: CqCursor,
@@ -28,7 +28,7 @@ pub struct CqConsumer {
 
 impl CqConsumer {
     /// The send completion queue of `layout`.
-    pub fn tx(region: &NicRegion, layout: &NicLayout) -> CqConsumer {
+    pub fn tx(region: &SharedRegion, layout: &NicLayout) -> CqConsumer {
         CqConsumer {
             region: region.clone(),
             base: layout.tx_cq,
@@ -38,7 +38,7 @@ impl CqConsumer {
     }
 
     /// The receive completion queue of `layout`.
-    pub fn rx(region: &NicRegion, layout: &NicLayout) -> CqConsumer {
+    pub fn rx(region: &SharedRegion, layout: &NicLayout) -> CqConsumer {
         CqConsumer {
             region: region.clone(),
             base: layout.rx_cq,
@@ -108,7 +108,7 @@ pub struct SendCounters {
 /// 8-byte control word (regular) or the whole WQE in 64-byte chunks (BlueFlame) into the
 /// current BlueFlame half; sfence; flip the half.
 pub struct SendQueue {
-    region: NicRegion,
+    region: SharedRegion,
     l: NicLayout,
     mode: Doorbell,
     cq: CqConsumer,
@@ -130,7 +130,7 @@ pub struct SendQueue {
 impl SendQueue {
     /// A poster for the SQ of `layout` in `region`, ringing with `mode` (`regular` or
     /// `blueflame`; `cpu-assisted` is a proxy that uses one of those).
-    pub fn new(region: &NicRegion, config: &SoftNicConfig, mode: Doorbell) -> Result<SendQueue> {
+    pub fn new(region: &SharedRegion, config: &SoftNicConfig, mode: Doorbell) -> Result<SendQueue> {
         if mode == Doorbell::CpuAssisted {
             return Err(Error::InvalidSetting {
                 key: "doorbell",
@@ -431,14 +431,14 @@ pub fn resp_chunks(len: usize) -> usize {
 /// consumer needs no fence from the producer: it accepts a response when every chunk's
 /// tag matches. The consumer returns slots through a consumer index in the doorbell page.
 pub struct RespProducer {
-    region: NicRegion,
+    region: SharedRegion,
     l: NicLayout,
     seq: u32,
     cached_ci: u32,
 }
 
 impl RespProducer {
-    pub fn new(region: &NicRegion, layout: &NicLayout) -> RespProducer {
+    pub fn new(region: &SharedRegion, layout: &NicLayout) -> RespProducer {
         RespProducer {
             region: region.clone(),
             l: *layout,
@@ -507,7 +507,7 @@ impl RespProducer {
 
 /// Consumer of the cpu-assisted response ring (the proxy thread).
 pub struct RespConsumer {
-    region: NicRegion,
+    region: SharedRegion,
     l: NicLayout,
     seq: u32,
     /// Polls spent waiting for chunks still in flight.
@@ -517,7 +517,7 @@ pub struct RespConsumer {
 }
 
 impl RespConsumer {
-    pub fn new(region: &NicRegion, layout: &NicLayout) -> RespConsumer {
+    pub fn new(region: &SharedRegion, layout: &NicLayout) -> RespConsumer {
         RespConsumer {
             region: region.clone(),
             l: *layout,
@@ -590,7 +590,7 @@ mod tests {
             ..Default::default()
         };
         let l = NicLayout::new(&cfg).unwrap();
-        let r = NicRegion::heap(l.len).unwrap();
+        let r = SharedRegion::heap(l.len).unwrap();
         l.init(&r).unwrap();
         let mut p = RespProducer::new(&r, &l);
         let mut c = RespConsumer::new(&r, &l);

@@ -1,9 +1,9 @@
 //! The memory the soft NIC shares with its posters: a base pointer and a length, allocated
 //! by the caller.
 //!
-//! For CPU tests it is a zeroed, page-aligned heap allocation ([`NicRegion::heap`]); on a
+//! For CPU tests it is a zeroed, page-aligned heap allocation ([`SharedRegion::heap`]); on a
 //! GPU host it is pinned, GPU-mapped host memory, so the same UAR page, send queue, CQs
-//! and doorbell records can be written by a kernel ([`NicRegion::from_raw_parts`], with an
+//! and doorbell records can be written by a kernel ([`SharedRegion::from_raw_parts`], with an
 //! owner that keeps the allocation alive).
 //!
 //! Every access is an aligned atomic load or store of 1, 4 or 8 bytes (the NIC model's
@@ -38,13 +38,13 @@ unsafe impl Sync for Inner {}
 /// A shared view of the NIC's memory; clones share it, and it stays allocated until the
 /// last clone is dropped (so a thread that has not stopped yet never touches freed memory).
 #[derive(Clone)]
-pub struct NicRegion {
+pub struct SharedRegion {
     inner: Arc<Inner>,
 }
 
-impl std::fmt::Debug for NicRegion {
+impl std::fmt::Debug for SharedRegion {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("NicRegion")
+        f.debug_struct("SharedRegion")
             .field("base", &self.inner.base)
             .field("len", &self.inner.len)
             .finish()
@@ -57,7 +57,7 @@ struct HeapAlloc {
     layout: Layout,
 }
 
-// SAFETY: plain owned memory; access goes through NicRegion's atomics.
+// SAFETY: plain owned memory; access goes through SharedRegion's atomics.
 unsafe impl Send for HeapAlloc {}
 // SAFETY: as above.
 unsafe impl Sync for HeapAlloc {}
@@ -69,9 +69,9 @@ impl Drop for HeapAlloc {
     }
 }
 
-impl NicRegion {
+impl SharedRegion {
     /// `len` zeroed bytes on the heap, page-aligned (rounded up to whole pages).
-    pub fn heap(len: usize) -> Result<NicRegion> {
+    pub fn heap(len: usize) -> Result<SharedRegion> {
         let len = len.max(REGION_ALIGN).next_multiple_of(REGION_ALIGN);
         let layout =
             Layout::from_size_align(len, REGION_ALIGN).map_err(|e| Error::SoftNicLayout {
@@ -83,7 +83,7 @@ impl NicRegion {
             alloc::handle_alloc_error(layout);
         };
         let owner = HeapAlloc { ptr, layout };
-        Ok(NicRegion {
+        Ok(SharedRegion {
             inner: Arc::new(Inner {
                 base: ptr,
                 len,
@@ -106,13 +106,13 @@ impl NicRegion {
         base: NonNull<u8>,
         len: usize,
         owner: Box<dyn Any + Send + Sync>,
-    ) -> Result<NicRegion> {
+    ) -> Result<SharedRegion> {
         if base.as_ptr() as usize % REGION_ALIGN != 0 {
             return Err(Error::SoftNicLayout {
                 detail: format!("region base {base:p} is not {REGION_ALIGN}-byte aligned"),
             });
         }
-        Ok(NicRegion {
+        Ok(SharedRegion {
             inner: Arc::new(Inner {
                 base,
                 len,
@@ -274,7 +274,7 @@ mod tests {
 
     #[test]
     fn unaligned_copies_round_trip_and_bounds_are_checked() {
-        let r = NicRegion::heap(100).unwrap();
+        let r = SharedRegion::heap(100).unwrap();
         assert_eq!(r.len(), 4096);
         assert_eq!(r.host_addr(0) % REGION_ALIGN as u64, 0);
         let data: Vec<u8> = (0..45u8).collect();
@@ -300,7 +300,7 @@ mod tests {
     #[test]
     #[should_panic(expected = "outside")]
     fn out_of_bounds_panics() {
-        NicRegion::heap(4096)
+        SharedRegion::heap(4096)
             .unwrap()
             .load_u64(4096, Ordering::Relaxed);
     }

@@ -19,9 +19,10 @@
 
 use std::time::Duration;
 
-use crate::forward::IdlePolicy;
+use crate::idle::IdlePolicy;
 use crate::mlx5::layout::{cqe, uar, WQEBB};
 use crate::mlx5::Doorbell;
+use crate::shm::SharedRegion;
 use crate::wire::HEADER_LEN;
 use crate::{Error, Result};
 
@@ -273,7 +274,7 @@ impl NicLayout {
 
     /// Puts a fresh region in the state a NIC expects before anything is posted: every
     /// CQE invalid (owner 0), both BlueFlame halves poisoned, doorbell records zero.
-    pub fn init(&self, region: &super::NicRegion) -> Result<()> {
+    pub fn init(&self, region: &SharedRegion) -> Result<()> {
         use std::sync::atomic::Ordering;
         if region.len() < self.len {
             return Err(Error::SoftNicLayout {
