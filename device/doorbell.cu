@@ -15,9 +15,8 @@
 //
 // The same code runs against a ConnectX (SQ, doorbell record and UAR from mlx5dv_init_obj,
 // the UAR mapped with cuMemHostRegister(CU_MEMHOSTREGISTER_IOMEMORY)) and against qfwd's
-// soft NIC (all of it in pinned, GPU-mapped host memory; src/softnic). The soft NIC's
-// register is one write deep: with `softnic` set, a poster first waits until the NIC has
-// taken the previous write to the half (its first word is the poison value again).
+// soft NIC (all of it in pinned, GPU-mapped host memory; src/softnic). Like a ConnectX,
+// the soft NIC accepts doorbells back to back: a poster never reads the register back.
 //
 // Fences: one __threadfence_system() per post, after the WQE and doorbell-record stores
 // and before the doorbell, so the NIC that sees the doorbell sees both. DESIGN §5 lesson 0
@@ -60,7 +59,6 @@
 // ---- results ---------------------------------------------------------------------------
 #define QFWD_DB_OK 0u
 #define QFWD_DB_ERR_TOO_LONG 1u
-#define QFWD_DB_ERR_REGISTER_BUSY 2u
 #define QFWD_DB_ERR_CQ_TIMEOUT 3u
 #define QFWD_DB_ERR_RING_FULL 4u
 #define QFWD_DB_ERR_BAD_MODE 5u
@@ -79,7 +77,6 @@ struct QfwdSq {
     unsigned int cqe_cnt;      // CQ entries, a power of two
     unsigned int qpn;
     unsigned int bf_size;      // bytes per BlueFlame half (256)
-    unsigned int softnic;      // 1: one-deep soft NIC register (wait for the half to be free)
     unsigned int pi;           // producer counter, WQEBBs (16 bits go to the record)
     unsigned int half;         // BlueFlame half to write next
     unsigned int ci;           // CQ consumer index
@@ -110,13 +107,6 @@ static __device__ __forceinline__ void qfwd_db_st8(unsigned long long addr, unsi
 static __device__ __forceinline__ void qfwd_db_st4(unsigned long long addr, unsigned int v)
 {
     asm volatile("st.volatile.global.u32 [%0], %1;" : : "l"(addr), "r"(v) : "memory");
-}
-
-static __device__ __forceinline__ unsigned long long qfwd_db_ld8(unsigned long long addr)
-{
-    unsigned long long v;
-    asm volatile("ld.volatile.global.u64 %0, [%1];" : "=l"(v) : "l"(addr) : "memory");
-    return v;
 }
 
 static __device__ __forceinline__ void qfwd_db_ld16(unsigned long long addr, unsigned int* a,
@@ -222,16 +212,6 @@ static __device__ __forceinline__ unsigned int qfwd_db_poll_cq(struct QfwdSq* q,
 
 // ---- posting ---------------------------------------------------------------------------
 
-// The first word of the BlueFlame half the next doorbell goes to. With the soft NIC this is
-// the "has the NIC taken my last write here" check: load it before writing the WQE, so its
-// PCIe round trip overlaps the WQE stores and the fence (which waits for it anyway).
-static __device__ __forceinline__ unsigned long long qfwd_db_half_word(const struct QfwdSq* q)
-{
-    if (!q->softnic)
-        return QFWD_DB_BF_POISON;
-    return qfwd_db_ld8(q->bf + (unsigned long long)(q->half & 1u) * q->bf_size);
-}
-
 // Step 1: the WQE (inline SEND of `len` bytes, `bbs` WQEBBs) into the send queue at the
 // producer counter (both modes: the SQ copy is what a NIC falls back on), then the doorbell
 // record dbrec[1] = BE32(next WQEBB counter & 0xffff).
@@ -250,45 +230,26 @@ static __device__ __forceinline__ void qfwd_db_write_wqe(const struct QfwdSq* q,
     qfwd_db_st4(q->dbrec + 4ull, qfwd_db_bswap32((q->pi + bbs) & 0xffffu));
 }
 
-// Step 3 (after the fence): waits until the soft NIC took the last write to this half
-// (`half_word` is its first word, loaded before step 1), rings (8-byte control word, or
-// the whole WQE as a BlueFlame copy) and flips the half. Advances the producer counter
-// even when the register stays busy: the WQE and record are written, so the next doorbell
-// (it arms the SQ up to its own WQE) sends this one too.
-static __device__ unsigned int qfwd_db_ring(struct QfwdSq* q, unsigned int mode, const unsigned char* payload,
-                                           unsigned int len, unsigned int signaled, unsigned int ds,
-                                           unsigned int bbs, unsigned long long half_word,
-                                           unsigned long long* busy_spins)
+// Step 3 (after the fence): rings (8-byte control word, or the whole WQE as a BlueFlame
+// copy), flips the half and advances the producer counter.
+static __device__ void qfwd_db_ring(struct QfwdSq* q, unsigned int mode, const unsigned char* payload,
+                                   unsigned int len, unsigned int signaled, unsigned int ds,
+                                   unsigned int bbs)
 {
     unsigned long long half = q->bf + (unsigned long long)(q->half & 1u) * q->bf_size;
-    unsigned int status = QFWD_DB_OK;
-    if (q->softnic && half_word != QFWD_DB_BF_POISON) {
-        // The soft NIC's register is one write deep: wait until it took the last one.
-        long long start = clock64();
-        while (qfwd_db_ld8(half) != QFWD_DB_BF_POISON) {
-            *busy_spins += 1ull;
-            if ((unsigned long long)(clock64() - start) > QFWD_DB_SPIN_LIMIT) {
-                status = QFWD_DB_ERR_REGISTER_BUSY;
-                break;
-            }
+    unsigned int w[4];
+    if (mode == QFWD_DB_MODE_BLUEFLAME && bbs * QFWD_DB_WQEBB <= q->bf_size) {
+        for (unsigned int c = 0u; c < bbs * 4u; c++) {
+            qfwd_db_send_chunk(c, q->pi, q->qpn, ds, signaled, payload, len, w);
+            qfwd_db_st16(half + 16ull * c, w[0], w[1], w[2], w[3]);
         }
+    } else {
+        qfwd_db_send_chunk(0u, q->pi, q->qpn, ds, signaled, payload, len, w);
+        qfwd_db_st8(half, ((unsigned long long)w[1] << 32) | (unsigned long long)w[0]);
     }
-    if (status == QFWD_DB_OK) {
-        unsigned int w[4];
-        if (mode == QFWD_DB_MODE_BLUEFLAME && bbs * QFWD_DB_WQEBB <= q->bf_size) {
-            for (unsigned int c = 0u; c < bbs * 4u; c++) {
-                qfwd_db_send_chunk(c, q->pi, q->qpn, ds, signaled, payload, len, w);
-                qfwd_db_st16(half + 16ull * c, w[0], w[1], w[2], w[3]);
-            }
-        } else {
-            qfwd_db_send_chunk(0u, q->pi, q->qpn, ds, signaled, payload, len, w);
-            qfwd_db_st8(half, ((unsigned long long)w[1] << 32) | (unsigned long long)w[0]);
-        }
-        // Alternate the halves.
-        q->half ^= 1u;
-    }
+    // Alternate the halves.
+    q->half ^= 1u;
     q->pi += bbs;
-    return status;
 }
 
 // Posts one SEND with `len` bytes inline and rings the doorbell (`mode` regular or
@@ -303,14 +264,13 @@ static __device__ unsigned int qfwd_db_post_send_inline(struct QfwdSq* q, unsign
         return QFWD_DB_ERR_BAD_MODE;
     unsigned int ds = qfwd_db_send_ds(len);
     unsigned int bbs = (ds * 16u + QFWD_DB_WQEBB - 1u) / QFWD_DB_WQEBB;
-    unsigned long long half_word = qfwd_db_half_word(q);
     // 1-2. The WQE into the send queue, then the doorbell record.
     qfwd_db_write_wqe(q, payload, len, signaled, ds, bbs);
     // 3. Make the WQE and the record visible to the NIC before the doorbell.
     __threadfence_system();
     // 4-5. The doorbell, then alternate the halves.
-    unsigned long long spins = 0ull;
-    return qfwd_db_ring(q, mode, payload, len, signaled, ds, bbs, half_word, &spins);
+    qfwd_db_ring(q, mode, payload, len, signaled, ds, bbs);
+    return QFWD_DB_OK;
 }
 
 // Waits (bounded) until the SQ has room for `bbs` WQEBBs, reaping completions; every WQE
@@ -372,7 +332,7 @@ static __device__ unsigned int qfwd_db_resp_push(unsigned long long ring, unsign
 // device memory (qfwd::softnic::DevicePosting::block writes the description; the state
 // starts zeroed):
 //   u64 [0] sq  [1] qp dbrec  [2] BlueFlame half 0  [3] send CQ  [4] send CQ dbrec
-//       [5] wqe_cnt  [6] cqe_cnt  [7] qpn  [8] bf_size  [9] softnic  [10] mode
+//       [5] wqe_cnt  [6] cqe_cnt  [7] qpn  [8] bf_size  [9] reserved  [10] mode
 //       [11] signal_every
 //   byte QFWD_DB_NIC_LOCK: the posting lock (u32, 0 free / 1 held)
 //   byte QFWD_DB_NIC_STATE: u32 pi, half, ci, done, posts (read and written under the lock)
@@ -392,10 +352,8 @@ static __device__ unsigned int qfwd_db_resp_push(unsigned long long ring, unsign
 #define QFWD_DB_CTR_FALLBACKS 1u
 #define QFWD_DB_CTR_LOCK_SPINS 2u
 #define QFWD_DB_CTR_ROOM_WAITS 3u
-#define QFWD_DB_CTR_BUSY_SPINS 4u
-#define QFWD_DB_CTR_CQES 5u
-#define QFWD_DB_CTR_ERROR_CQES 6u
-#define QFWD_DB_CTR_RING_TIMEOUTS 7u
+#define QFWD_DB_CTR_CQES 4u
+#define QFWD_DB_CTR_ERROR_CQES 5u
 #define QFWD_DB_ERR_LOCK_TIMEOUT 6u
 // About 2^26 clock cycles (~35 ms at 1.9 GHz): the longest a poster waits for the lock.
 #define QFWD_DB_LOCK_LIMIT 0x4000000ull
@@ -438,7 +396,6 @@ struct QfwdNicPost {
     unsigned int signaled;
     unsigned int reap;
     unsigned int cqe_tail;
-    unsigned long long half_word;
 };
 
 // Step 1 of a post of `len` bytes (a whole CUQS datagram, one inline SEND) from one
@@ -477,7 +434,6 @@ static __device__ unsigned int qfwd_db_nic_begin(unsigned long long nic, unsigne
     q->cqe_cnt = (unsigned int)p[6];
     q->qpn = (unsigned int)p[7];
     q->bf_size = (unsigned int)p[8];
-    q->softnic = (unsigned int)p[9];
     q->pi = st[0];
     q->half = st[1];
     q->ci = st[2];
@@ -507,15 +463,13 @@ static __device__ unsigned int qfwd_db_nic_begin(unsigned long long nic, unsigne
 }
 
 // Step 2: the WQE into the send queue and the doorbell record. Loads issued first and
-// consumed in step 3, after the fence, so their round trips overlap it (a system fence
-// waits for them anyway): the BlueFlame half's first word (the soft NIC's one-deep
-// register) and, when the SQ is half full, the next send CQE (completions are reaped
-// before the SQ runs out of room).
+// consumed in step 3, after the fence, so its round trip overlaps it (a system fence
+// waits for it anyway): when the SQ is half full, the next send CQE (completions are
+// reaped before the SQ runs out of room).
 static __device__ __forceinline__ void qfwd_db_nic_write(struct QfwdNicPost* post, const unsigned char* payload,
                                                         unsigned int len)
 {
     struct QfwdSq* q = &post->q;
-    post->half_word = qfwd_db_half_word(q);
     post->reap = ((q->pi - q->done) & 0xffffu) * 2u >= q->wqe_cnt ? 1u : 0u;
     post->cqe_tail = post->reap ? qfwd_db_load_cqe_tail(q) : 0u;
     qfwd_db_write_wqe(q, payload, len, post->signaled, post->ds, post->bbs);
@@ -532,11 +486,7 @@ static __device__ void qfwd_db_nic_ring(unsigned long long nic, struct QfwdNicPo
     __threadfence_system();
     if (post->reap)
         qfwd_db_reap_one(q, post->cqe_tail, ctr);
-    unsigned long long busy = 0ull;
-    if (qfwd_db_ring(q, post->mode, payload, len, post->signaled, post->ds, post->bbs, post->half_word, &busy) !=
-        QFWD_DB_OK)
-        ctr[QFWD_DB_CTR_RING_TIMEOUTS] += 1ull;
-    ctr[QFWD_DB_CTR_BUSY_SPINS] += busy;
+    qfwd_db_ring(q, post->mode, payload, len, post->signaled, post->ds, post->bbs);
     ctr[QFWD_DB_CTR_POSTED] += 1ull;
     volatile unsigned int* st = (volatile unsigned int*)(nic + QFWD_DB_NIC_STATE);
     st[0] = q->pi;
@@ -548,9 +498,8 @@ static __device__ void qfwd_db_nic_ring(unsigned long long nic, struct QfwdNicPo
 }
 
 // The three steps at once: sends `len` bytes as one inline SEND under the posting lock.
-// QFWD_DB_OK once the WQE is in the send queue and the doorbell rung (or, with a register
-// that stayed busy, left to the next doorbell: counted); another QFWD_DB_* when nothing
-// was written.
+// QFWD_DB_OK once the WQE is in the send queue and the doorbell rung; another QFWD_DB_*
+// when nothing was written.
 static __device__ unsigned int qfwd_db_nic_post(unsigned long long nic, const unsigned char* payload,
                                                unsigned int len)
 {
@@ -571,7 +520,7 @@ static __device__ unsigned int qfwd_db_nic_post(unsigned long long nic, const un
 // qfwd::softnic::device_params):
 //   [0] sq  [1] qp dbrec  [2] BlueFlame half 0  [3] send CQ  [4] send CQ dbrec
 //   [5] response ring  [6] response-ring consumer index  [7] scratch (>= 236 B, device memory)
-//   [8] wqe_cnt  [9] cqe_cnt  [10] qpn  [11] bf_size  [12] softnic  [13] mode  [14] n
+//   [8] wqe_cnt  [9] cqe_cnt  [10] qpn  [11] bf_size  [12] reserved  [13] mode  [14] n
 //   [15] payload_len  [16] response slots  [17] response slot bytes
 // result (u32): [0] posted  [1] completions  [2] error CQEs  [3] status (QFWD_DB_*).
 extern "C" __global__ void qfwd_doorbell_post_sends(const unsigned long long* params, unsigned int* result)
@@ -588,7 +537,6 @@ extern "C" __global__ void qfwd_doorbell_post_sends(const unsigned long long* pa
     q.cqe_cnt = (unsigned int)params[9];
     q.qpn = (unsigned int)params[10];
     q.bf_size = (unsigned int)params[11];
-    q.softnic = (unsigned int)params[12];
     q.pi = 0u;
     q.half = 0u;
     q.ci = 0u;

@@ -1,15 +1,17 @@
-//! The memory the soft NIC shares with its posters: a base pointer and a length, allocated
-//! by the caller.
+//! Memory that several agents share: host threads, a NIC (the soft NIC's thread, or a
+//! ConnectX's DMA) and a device (a GPU kernel). A [`SharedRegion`] is a base pointer and a
+//! length, allocated by the caller and kept alive by the region's last clone.
 //!
-//! For CPU tests it is a zeroed, page-aligned heap allocation ([`SharedRegion::heap`]); on a
-//! GPU host it is pinned, GPU-mapped host memory, so the same UAR page, send queue, CQs
-//! and doorbell records can be written by a kernel ([`SharedRegion::from_raw_parts`], with an
-//! owner that keeps the allocation alive).
+//! For CPU tests it is a zeroed, page-aligned heap allocation ([`SharedRegion::heap`]); on
+//! a GPU host it is pinned, GPU-mapped host memory ([`SharedRegion::from_raw_parts`], with
+//! an owner that frees it), so the NIC queues and rings in it can be read and written by a
+//! kernel.
 //!
-//! Every access is an aligned atomic load or store of 1, 4 or 8 bytes (the NIC model's
-//! "DMA" and "MMIO"), bounds- and alignment-checked; no Rust reference to the bytes is ever
-//! handed out, because other agents (threads, a GPU) write them concurrently. Byte copies
-//! are made of such accesses. This file holds the module's only `unsafe` code.
+//! Every access is an aligned atomic load or store of 1, 4 or 8 bytes, or an aligned
+//! 16-byte chunk access that a device reading over PCIe sees whole; all are bounds- and
+//! alignment-checked; no Rust reference to the bytes is ever handed out, because other
+//! agents write them concurrently. Byte copies are made of such accesses. This file holds
+//! the only `unsafe` code of the NIC queue layers.
 
 use std::alloc::{self, Layout};
 use std::any::Any;
@@ -24,7 +26,6 @@ pub const REGION_ALIGN: usize = 4096;
 
 struct Inner {
     base: NonNull<u8>,
-    len: usize,
     /// Keeps the memory alive for as long as any clone of the region exists.
     _owner: Box<dyn Any + Send + Sync>,
 }
@@ -40,13 +41,17 @@ unsafe impl Sync for Inner {}
 #[derive(Clone)]
 pub struct SharedRegion {
     inner: Arc<Inner>,
+    /// This view's first byte within the allocation (a multiple of [`REGION_ALIGN`]).
+    start: usize,
+    /// This view's length (`start + len` is within the allocation).
+    len: usize,
 }
 
 impl std::fmt::Debug for SharedRegion {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("SharedRegion")
-            .field("base", &self.inner.base)
-            .field("len", &self.inner.len)
+            .field("base", &self.base_ptr())
+            .field("len", &self.len)
             .finish()
     }
 }
@@ -86,9 +91,10 @@ impl SharedRegion {
         Ok(SharedRegion {
             inner: Arc::new(Inner {
                 base: ptr,
-                len,
                 _owner: Box::new(owner),
             }),
+            start: 0,
+            len,
         })
     }
 
@@ -115,38 +121,64 @@ impl SharedRegion {
         Ok(SharedRegion {
             inner: Arc::new(Inner {
                 base,
-                len,
                 _owner: owner,
             }),
+            start: 0,
+            len,
         })
     }
 
+    /// The `len` bytes at `offset` (a multiple of [`REGION_ALIGN`]) as a region of their
+    /// own, sharing this one's memory and keeping it alive (a link's queue set within
+    /// several links' memory).
+    pub fn view(&self, offset: usize, len: usize) -> Result<SharedRegion> {
+        if offset % REGION_ALIGN != 0 || offset > self.len || self.len - offset < len {
+            return Err(Error::SoftNicLayout {
+                detail: format!(
+                    "view of {len} bytes at {offset} is outside 0..{} or not page-aligned",
+                    self.len
+                ),
+            });
+        }
+        Ok(SharedRegion {
+            inner: Arc::clone(&self.inner),
+            start: self.start + offset,
+            len,
+        })
+    }
+
+    #[inline]
+    fn base_ptr(&self) -> *mut u8 {
+        // In bounds of the allocation: `start + len` is within it (constructors, `view`).
+        self.inner.base.as_ptr().wrapping_add(self.start)
+    }
+
     pub fn len(&self) -> usize {
-        self.inner.len
+        self.len
     }
 
     pub fn is_empty(&self) -> bool {
-        self.inner.len == 0
+        self.len == 0
     }
 
     /// The host address of byte `offset`: the "DMA address" data segments carry.
     pub fn host_addr(&self, offset: usize) -> u64 {
-        self.inner.base.as_ptr() as u64 + offset as u64
+        self.base_ptr() as u64 + offset as u64
     }
 
     /// The offset of host address `addr` when `len` bytes from it lie in the region.
     pub fn offset_of(&self, addr: u64, len: usize) -> Option<usize> {
-        let base = self.inner.base.as_ptr() as u64;
+        let base = self.base_ptr() as u64;
         let off = addr.checked_sub(base)? as usize;
-        (off <= self.inner.len && self.inner.len - off >= len).then_some(off)
+        (off <= self.len && self.len - off >= len).then_some(off)
     }
 
     #[inline]
     fn check(&self, offset: usize, size: usize) {
         assert!(
-            offset % size == 0 && offset <= self.inner.len && self.inner.len - offset >= size,
+            offset % size == 0 && offset <= self.len && self.len - offset >= size,
             "soft NIC region access of {size} bytes at {offset} is outside 0..{} or misaligned",
-            self.inner.len
+            self.len
         );
     }
 
@@ -157,21 +189,21 @@ impl SharedRegion {
         // lives as long as `self.inner` (from_raw_parts/heap contract); AtomicU64 has
         // u64's layout and every agent accesses these bytes atomically or with aligned
         // hardware accesses of the same granularity.
-        unsafe { &*(self.inner.base.as_ptr().add(offset) as *const AtomicU64) }
+        unsafe { &*(self.base_ptr().add(offset) as *const AtomicU64) }
     }
 
     #[inline]
     fn u32_at(&self, offset: usize) -> &AtomicU32 {
         self.check(offset, 4);
         // SAFETY: as in `u64_at`, for 4 bytes at a 4-aligned offset.
-        unsafe { &*(self.inner.base.as_ptr().add(offset) as *const AtomicU32) }
+        unsafe { &*(self.base_ptr().add(offset) as *const AtomicU32) }
     }
 
     #[inline]
     fn u8_at(&self, offset: usize) -> &AtomicU8 {
         self.check(offset, 1);
         // SAFETY: as in `u64_at`, for one byte.
-        unsafe { &*(self.inner.base.as_ptr().add(offset) as *const AtomicU8) }
+        unsafe { &*(self.base_ptr().add(offset) as *const AtomicU8) }
     }
 
     #[inline]
@@ -256,6 +288,68 @@ impl SharedRegion {
         }
     }
 
+    /// Stores the 16 bytes at `offset` (16-aligned) so that no reader sees part of them:
+    /// one aligned 16-byte store (`movdqa`) on x86-64, which AVX-capable CPUs perform
+    /// single-copy atomically and which a device's 16-byte read over PCIe sees whole. The
+    /// compiler keeps it after every earlier store (a Release compiler fence), so a
+    /// sequence of chunk stores becomes visible in program order (x86 is TSO).
+    /// Elsewhere: two u64 stores, the second Release; readers of such targets must not
+    /// rely on the chunk being whole.
+    #[inline]
+    pub fn store_chunk(&self, offset: usize, bytes: [u8; 16]) {
+        self.check(offset, 16);
+        std::sync::atomic::compiler_fence(Ordering::Release);
+        #[cfg(target_arch = "x86_64")]
+        {
+            use std::arch::x86_64::{__m128i, _mm_loadu_si128, _mm_store_si128};
+            // SAFETY: SSE2 is part of the x86-64 baseline. `offset` is in bounds and
+            // 16-aligned (checked; the base is page-aligned), so this is one aligned
+            // `movdqa`; the region's contract says every other agent uses aligned
+            // accesses of at most 16 bytes, never Rust references. The source is a local.
+            unsafe {
+                let v = _mm_loadu_si128(bytes.as_ptr() as *const __m128i);
+                _mm_store_si128(self.base_ptr().add(offset) as *mut __m128i, v);
+            }
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        {
+            let mut lo = [0u8; 8];
+            let mut hi = [0u8; 8];
+            lo.copy_from_slice(&bytes[..8]);
+            hi.copy_from_slice(&bytes[8..]);
+            self.store_u64(offset, u64::from_ne_bytes(lo), Ordering::Relaxed);
+            self.store_u64(offset + 8, u64::from_ne_bytes(hi), Ordering::Release);
+        }
+    }
+
+    /// Loads the 16 bytes at `offset` (16-aligned) in one aligned 16-byte load on x86-64
+    /// (single-copy atomic on AVX-capable CPUs: never half of one store and half of
+    /// another), ordered before every later load (an Acquire compiler fence).
+    #[inline]
+    pub fn load_chunk(&self, offset: usize) -> [u8; 16] {
+        self.check(offset, 16);
+        let mut out = [0u8; 16];
+        #[cfg(target_arch = "x86_64")]
+        {
+            use std::arch::x86_64::{__m128i, _mm_load_si128, _mm_storeu_si128};
+            // SAFETY: as in `store_chunk`: one aligned `movdqa` load in bounds; the
+            // destination is a local array of 16 bytes.
+            unsafe {
+                let v = _mm_load_si128(self.base_ptr().add(offset) as *const __m128i);
+                _mm_storeu_si128(out.as_mut_ptr() as *mut __m128i, v);
+            }
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        {
+            let hi = self.load_u64(offset + 8, Ordering::Acquire);
+            let lo = self.load_u64(offset, Ordering::Relaxed);
+            out[..8].copy_from_slice(&lo.to_ne_bytes());
+            out[8..].copy_from_slice(&hi.to_ne_bytes());
+        }
+        std::sync::atomic::compiler_fence(Ordering::Acquire);
+        out
+    }
+
     /// Sets `len` bytes at `offset` to zero (Relaxed).
     pub fn zero(&self, offset: usize, len: usize) {
         const ZEROS: [u8; 256] = [0; 256];
@@ -295,6 +389,13 @@ mod tests {
         );
         r.zero(0, 4096);
         assert_eq!(r.load_u64(8, Ordering::Relaxed), 0);
+        let chunk: [u8; 16] = std::array::from_fn(|i| i as u8 + 1);
+        r.store_chunk(32, chunk);
+        assert_eq!(r.load_chunk(32), chunk);
+        assert_eq!(
+            r.load_u64(40, Ordering::Relaxed),
+            u64::from_ne_bytes([9, 10, 11, 12, 13, 14, 15, 16])
+        );
     }
 
     #[test]

@@ -22,14 +22,17 @@ pub enum DropKind {
     NotAllowed = 2,
     /// The response could not be handed to the transport.
     SendFailed = 3,
+    /// The NIC completed the receive with an error CQE (gpu-direct): no request to answer.
+    RxError = 4,
 }
 
 impl DropKind {
-    pub const ALL: [DropKind; 4] = [
+    pub const ALL: [DropKind; 5] = [
         DropKind::TruncatedHeader,
         DropKind::BadMagic,
         DropKind::NotAllowed,
         DropKind::SendFailed,
+        DropKind::RxError,
     ];
 
     pub fn name(&self) -> &'static str {
@@ -38,6 +41,7 @@ impl DropKind {
             DropKind::BadMagic => "bad_magic",
             DropKind::NotAllowed => "not_allowed",
             DropKind::SendFailed => "send_failed",
+            DropKind::RxError => "rx_error",
         }
     }
 }

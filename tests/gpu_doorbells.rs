@@ -84,13 +84,9 @@ fn persistent_kernel_rings_the_soft_nic_in_both_doorbell_modes() {
             let (counters, nic, p50) = exchange(doorbell, pollers, per_slot, 20_000);
             eprintln!(
                 "{doorbell}, {pollers} pollers ({per_slot} per slot): ping-pong p50 {:.2} us; \
-                 device {counters:?}; NIC doorbells {} (regular {}, blueflame {}), WQEs from \
-                 BlueFlame {}, SQ reads {}",
+                 device {counters:?}; NIC doorbells {}, SQ reads {}",
                 p50 as f64 / 1e3,
                 nic.doorbells,
-                nic.doorbells_regular,
-                nic.doorbells_blueflame,
-                nic.bf_wqes,
                 nic.sq_dma_reads
             );
         }
@@ -198,24 +194,13 @@ fn exchange(
     let nic = fwd.transport().nic_counters();
     assert_eq!(nic.wire_sent, n as u64, "{nic:?}");
     assert_eq!(nic.wqes_executed, n as u64, "{nic:?}");
-    assert_eq!(
-        nic.error_cqes + nic.bf_incomplete + nic.bf_half_violations + nic.host_sends,
-        0,
-        "{nic:?}"
-    );
-    match doorbell {
-        Doorbell::Regular => assert_eq!(nic.doorbells_blueflame, 0, "{nic:?}"),
-        _ => assert_eq!(nic.doorbells_regular, 0, "{nic:?}"),
-    }
+    assert_eq!(nic.error_cqes + nic.host_sends, 0, "{nic:?}");
+    assert!(nic.doorbells >= 1 && nic.doorbells <= n as u64, "{nic:?}");
     let mut backend = fwd.into_backend();
     backend.shutdown(Duration::from_secs(2)).unwrap();
     let counters = backend.device().nic_counters().expect("kernel counters");
     assert_eq!(counters.posted, n as u64, "{counters:?}");
-    assert_eq!(
-        counters.fallbacks + counters.error_cqes + counters.ring_timeouts,
-        0,
-        "{counters:?}"
-    );
+    assert_eq!(counters.fallbacks + counters.error_cqes, 0, "{counters:?}");
     rtts.sort_unstable();
     (counters, nic, rtts[rtts.len() / 2])
 }
@@ -309,9 +294,9 @@ fn concurrent_warps_post_every_message_exactly_once() {
         block.read_u64s(&mut cw).unwrap();
         let c = DevicePostCounters::from_words(&cw[device::COUNTERS_OFFSET / 8..]);
         assert_eq!(c.posted, (WARPS * PER_WARP) as u64, "{c:?}");
-        assert_eq!(c.fallbacks + c.error_cqes + c.ring_timeouts, 0, "{c:?}");
+        assert_eq!(c.fallbacks + c.error_cqes, 0, "{c:?}");
         let nic_c = transport.nic_counters();
-        assert_eq!(nic_c.error_cqes + nic_c.bf_half_violations, 0, "{nic_c:?}");
+        assert_eq!(nic_c.error_cqes, 0, "{nic_c:?}");
         eprintln!(
             "{doorbell}: {WARPS} warps x {PER_WARP} posts in {took:?} ({:.2} us per post, \
              posts serialized by the lock): {c:?}",

@@ -215,21 +215,11 @@ fn round_trips(doorbell: Doorbell, rx: RxCompletion, pollers: usize, per_slot: u
     assert_eq!(c.host_sends, host_answers, "{c:?}");
     assert_eq!(c.wqes_executed, device_answers, "{c:?}");
     assert_eq!(
-        c.error_cqes + c.host_torn + c.wire_send_failures + c.bf_incomplete + c.bf_half_violations,
+        c.error_cqes + c.host_torn + c.wire_send_failures,
         0,
         "{c:?}"
     );
-    match doorbell {
-        Doorbell::Regular => {
-            assert_eq!(c.doorbells_blueflame, 0, "{c:?}");
-            assert_eq!(c.sq_dma_reads, device_answers, "{c:?}");
-        }
-        _ => {
-            assert_eq!(c.doorbells_regular, 0, "{c:?}");
-            assert_eq!(c.bf_wqes + c.sq_dma_reads, device_answers, "{c:?}");
-            assert!(c.bf_wqes * 2 >= device_answers, "{c:?}");
-        }
-    }
+    assert_eq!(c.sq_dma_reads, device_answers, "{c:?}");
     let mut backend = fwd.into_backend();
     let d = backend.device().nic_counters().expect("the double posts");
     assert_eq!(d.posted, device_answers, "{d:?}");

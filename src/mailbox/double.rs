@@ -238,8 +238,6 @@ impl CpuDouble {
             posted: nic.posted.load(Ordering::Relaxed),
             fallbacks: nic.fallbacks.load(Ordering::Relaxed),
             room_waits: sq.full_spins,
-            busy_spins: sq.bf_busy_spins,
-            ring_timeouts: sq.ring_failures,
             cqes: sq.completions + sq.errors,
             error_cqes: sq.errors,
             ..DevicePostCounters::default()

@@ -9,8 +9,8 @@ use std::sync::atomic::{fence, Ordering};
 use std::time::Instant;
 
 use super::layout::{
-    NicLayout, SoftNicConfig, BF_HALVES, BF_POISON, QP_DBREC, RESP_CHUNK_DATA, RESP_CI,
-    RESP_FIRST_CHUNK_DATA, RX_CQ_DBREC, TX_CQ_DBREC,
+    NicLayout, SoftNicConfig, BF_HALVES, QP_DBREC, RESP_CHUNK_DATA, RESP_CI, RESP_FIRST_CHUNK_DATA,
+    RX_CQ_DBREC, TX_CQ_DBREC,
 };
 use crate::mlx5::layout::{cqe as cqel, qp_dbrec, uar, WQEBB};
 use crate::mlx5::wqe::MAX_SEND_INLINE;
@@ -96,11 +96,6 @@ pub struct SendCounters {
     pub last_syndrome: u8,
     /// Polls spent waiting for room in the SQ.
     pub full_spins: u64,
-    /// Polls spent waiting for the NIC to take the previous write to a BlueFlame half.
-    pub bf_busy_spins: u64,
-    /// Doorbells not rung because the register stayed busy (`post_send_notify`: the WQE
-    /// goes with the next doorbell).
-    pub ring_failures: u64,
 }
 
 /// Posts send WQEs and rings the doorbell, the way libmlx5 does (DESIGN §6):
@@ -195,18 +190,14 @@ impl SendQueue {
     /// [`post_send`](Self::post_send), running `notify` after the WQE and the doorbell
     /// record are written and before the doorbell: what a poster wants visible no later
     /// than the NIC sends (the GPU-doorbell path publishes its completion there). `Err`
-    /// means nothing was written and `notify` did not run; once it ran the WQE goes out
-    /// (a doorbell the busy register refused is left to the next one, counted in
-    /// [`SendCounters::ring_failures`]).
+    /// means nothing was written and `notify` did not run; once it ran the WQE goes out.
     pub fn post_send_notify(&mut self, payload: &[u8], notify: impl FnOnce()) -> Result<()> {
         let wqe = self.build_send(payload)?;
         self.wait_for_room(wqe.wqebbs())?;
         let wqe = self.write_wqe(wqe);
         self.publish();
         notify();
-        if self.ring(&wqe).is_err() {
-            self.counters.ring_failures += 1;
-        }
+        self.ring(&wqe);
         Ok(())
     }
 
@@ -255,7 +246,7 @@ impl SendQueue {
         self.wait_for_room(wqe.wqebbs())?;
         let wqe = self.write_wqe(wqe);
         self.publish();
-        self.ring(&wqe)?;
+        self.ring(&wqe);
         Ok(wqe.ctrl().wqe_index)
     }
 
@@ -306,38 +297,13 @@ impl SendQueue {
     }
 
     /// Step 3: the doorbell for `wqe` (as returned by `write_wqe`), then flip the half.
-    ///
-    /// The soft NIC's register is one write deep: first wait (bounded) until the NIC has
-    /// taken the previous write to this half (its first word is poison again). On a
-    /// ConnectX the write is queued by the device and this wait is not needed.
-    pub fn ring(&mut self, wqe: &Wqe) -> Result<()> {
+    /// Doorbells may follow each other at once: a ConnectX queues them, and the soft NIC
+    /// takes a changed first word as a doorbell (a later one covers an earlier one).
+    pub fn ring(&mut self, wqe: &Wqe) {
         let half = BF_HALVES[self.half];
-        if self.region.load_u64(half, Ordering::Acquire) != BF_POISON {
-            let started = Instant::now();
-            let mut polls = 0u64;
-            while self.region.load_u64(half, Ordering::Acquire) != BF_POISON {
-                polls += 1;
-                if polls % 64 == 0 && started.elapsed() >= self.timeout {
-                    self.counters.bf_busy_spins += polls;
-                    return Err(Error::SoftNicQueueFull {
-                        queue: "BlueFlame register half",
-                        waited_us: started.elapsed().as_micros() as u64,
-                        polls,
-                    });
-                }
-                if polls % 16 == 0 {
-                    std::thread::yield_now();
-                } else {
-                    std::hint::spin_loop();
-                }
-            }
-            self.counters.bf_busy_spins += polls;
-        }
         let bytes = wqe.as_wqebbs();
         if self.mode == Doorbell::BlueFlame && bytes.len() <= uar::BF_SIZE {
-            // The copy in 8-byte words, the control word last with Release: a NIC that
-            // sees it sees the whole copy (a GPU writes 16 B chunks in any order and the
-            // NIC waits for each).
+            // The copy in 8-byte words, the control word last with Release.
             for (i, w) in bytes.chunks_exact(8).enumerate().skip(1) {
                 let mut b = [0u8; 8];
                 b.copy_from_slice(w);
@@ -352,7 +318,6 @@ impl SendQueue {
             self.half ^= 1;
         }
         self.counters.doorbells += 1;
-        Ok(())
     }
 
     /// Reaps completions: frees SQ space up to each CQE's WQE (unsignaled WQEs before it

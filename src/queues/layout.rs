@@ -63,12 +63,17 @@ pub struct SoftNicConfig {
     pub resp_slots: u32,
     /// Ask for a CQE every this many WQEs (1..=sq_wqebbs/2): selective signaling.
     pub signal_every: u32,
+    /// Messages of at most 32 bytes land in the receive CQE itself
+    /// (`MLX5_INLINE_SCATTER_32`, a SEND completion) instead of a receive buffer: the
+    /// `gpu-direct` data path reads them with the CQE, in one PCIe read.
+    pub cqe_inline_scatter: bool,
     /// What the NIC and proxy threads do when idle (`yield` on small machines).
     pub idle: IdlePolicy,
     pub error_policy: ErrorPolicy,
     /// How long a poster waits for room in the SQ or the response ring.
     pub send_timeout: Duration,
-    /// How long the NIC waits for the rest of a BlueFlame copy after its first chunk.
+    /// How long a reader of the tagged response ring waits for the rest of a response
+    /// whose first chunk it has seen.
     pub bf_wait: Duration,
     /// How long dropping the NIC waits for its threads to stop.
     pub stop_timeout: Duration,
@@ -93,6 +98,7 @@ impl Default for SoftNicConfig {
             max_response_bytes: msg,
             resp_slots: 64,
             signal_every: 16,
+            cqe_inline_scatter: false,
             idle: IdlePolicy::Yield,
             error_policy: ErrorPolicy::Continue,
             send_timeout: Duration::from_millis(200),
@@ -335,7 +341,7 @@ pub fn device_params(
         layout.tx_cqes as u64,
         layout.qpn as u64,
         uar::BF_SIZE as u64,
-        1,
+        0, // reserved
         mode.device_code() as u64,
         n as u64,
         payload_len as u64,

@@ -19,8 +19,10 @@
 //!   counters beside them.
 #![forbid(unsafe_code)]
 
+pub mod direct;
 pub mod host;
 pub mod layout;
+pub mod links;
 pub mod posting;
 
 pub use host::{CqConsumer, RespConsumer, RespProducer, SendCounters, SendQueue};

@@ -29,7 +29,7 @@ pub const STATE_OFFSET: usize = 384;
 /// Byte offset of the u64 counters (`QFWD_DB_NIC_COUNTERS`).
 pub const COUNTERS_OFFSET: usize = 512;
 /// Number of u64 counters.
-pub const COUNTERS: usize = 8;
+pub const COUNTERS: usize = 6;
 /// Bytes of the whole device block (`QFWD_DB_NIC_BYTES`).
 pub const BLOCK_BYTES: usize = 640;
 
@@ -95,7 +95,7 @@ impl DevicePosting {
             l.tx_cqes as u64,
             l.qpn as u64,
             uar::BF_SIZE as u64,
-            1,
+            0, // reserved
             self.config.doorbell.device_code() as u64,
             self.config.signal_every as u64,
         ]
@@ -121,14 +121,10 @@ pub struct DevicePostCounters {
     pub lock_spins: u64,
     /// Posts that found the SQ short of room and reaped completions first.
     pub room_waits: u64,
-    /// Polls of a BlueFlame half the soft NIC had not taken yet (one-deep register).
-    pub busy_spins: u64,
     /// Send CQEs reaped.
     pub cqes: u64,
     /// Of which error CQEs.
     pub error_cqes: u64,
-    /// Doorbells not rung because the register stayed busy (left to the next doorbell).
-    pub ring_timeouts: u64,
 }
 
 impl DevicePostCounters {
@@ -140,10 +136,8 @@ impl DevicePostCounters {
             fallbacks: at(1),
             lock_spins: at(2),
             room_waits: at(3),
-            busy_spins: at(4),
-            cqes: at(5),
-            error_cqes: at(6),
-            ring_timeouts: at(7),
+            cqes: at(4),
+            error_cqes: at(5),
         }
     }
 
@@ -154,10 +148,8 @@ impl DevicePostCounters {
             ("fallbacks", self.fallbacks),
             ("lock_spins", self.lock_spins),
             ("room_waits", self.room_waits),
-            ("busy_spins", self.busy_spins),
             ("cqes", self.cqes),
             ("error_cqes", self.error_cqes),
-            ("ring_timeouts", self.ring_timeouts),
         ]
     }
 }
@@ -194,16 +186,14 @@ mod tests {
             "FALLBACKS",
             "LOCK_SPINS",
             "ROOM_WAITS",
-            "BUSY_SPINS",
             "CQES",
             "ERROR_CQES",
-            "RING_TIMEOUTS",
         ];
         for (i, n) in names.iter().enumerate() {
             assert_eq!(define(&format!("QFWD_DB_CTR_{n}")), i as u64, "{n}");
         }
-        let c = DevicePostCounters::from_words(&[1, 2, 3, 4, 5, 6, 7, 8]);
-        assert_eq!(c.pairs()[7], ("ring_timeouts", 8));
+        let c = DevicePostCounters::from_words(&[1, 2, 3, 4, 5, 6]);
+        assert_eq!(c.pairs()[5], ("error_cqes", 6));
         assert_eq!(c.fallbacks, 2);
     }
 

@@ -1,36 +1,32 @@
-//! The NIC itself: one host thread that behaves like a ConnectX for the subset qfwd uses.
+//! The NIC itself: an engine that behaves like a ConnectX for the subset qfwd uses
+//! ([`NicEngine`]), and the host thread that runs one between a wire and its queues
+//! ([`SoftNic`]).
 //!
-//! Send side. A doorbell is an 8-byte write of a WQE's first control-segment word into
-//! one half of the UAR page's BlueFlame register (regular), or a copy of the whole WQE
-//! into it (BlueFlame). A write-only MMIO register is modelled with memory: every word of
-//! an idle half holds a poison value that no valid control segment has
-//! ([`super::layout::BF_POISON`]). The NIC sees a doorbell when the first word is no longer
-//! poison, tells a BlueFlame copy from a regular doorbell by the second word, takes each
-//! word of a copy by swapping it back to poison (waiting, bounded, for words still in
-//! flight: a GPU's 16-byte stores may land in any order), and frees the register by
-//! poisoning the first word last. A hardware register queues writes; this one is one deep,
-//! so a poster waits until the first word of the half it is about to write is poison again
-//! (a load of a line the NIC owns; see `SendQueue::ring`). A doorbell
-//! arms the send queue up to the WQE it names; the NIC then executes WQEs up to that point
-//! but never past the doorbell record's producer counter. WQEs come from the BlueFlame
-//! copy when it holds the next index, otherwise from the send queue (a DMA read). Each
-//! completes with a CQE when signaled; a malformed one always completes with an error CQE
-//! whose syndrome names the fault, and the NIC goes on (or flushes, see
-//! [`super::ErrorPolicy`]). CQEs carry the owner bit of their lap and are published by a
-//! Release store of the word holding `op_own`; the NIC never writes past the CQ doorbell
+//! Send side. A doorbell is a write into one half of the UAR page's BlueFlame register:
+//! the 8-byte first word of a WQE's control segment (regular), or the whole WQE
+//! (BlueFlame). As on a ConnectX, doorbells may come back to back: the engine keeps the
+//! last first word it saw in each half and takes any change as a doorbell, so a poster
+//! never reads the register back. A doorbell arms the send queue up to the end of the WQE
+//! it names (a later doorbell covers an earlier one it overwrote); the engine then
+//! executes WQEs from the send queue (a DMA read: the poster's system fence made them
+//! visible before the doorbell) up to that point, never past the doorbell record's
+//! producer counter. A BlueFlame copy spares a ConnectX that DMA read; this engine reads
+//! host memory either way, so here the modes differ only in what the poster writes. Each
+//! WQE completes with a CQE when signaled; a malformed one always completes with an error
+//! CQE whose syndrome names the fault, and the engine goes on (or flushes, see
+//! [`super::ErrorPolicy`]). CQEs carry the owner bit of their lap, are written as four
+//! 16-byte chunks with the one holding `op_own` last, and never past the CQ doorbell
 //! record's consumer index.
 //!
-//! Host path. When a device side owns the send queue (GPU-initiated doorbells), the host's
-//! own answers (malformed requests, overload, watchdog) cannot go through that SQ: two
-//! producers would race for its producer index. They go through the tagged response ring
-//! instead, which the NIC thread drains and puts on the wire directly, standing for a
-//! second QP that the host owns on a ConnectX ([`SoftNic::start_with_host_path`]).
+//! Host path. When a device side owns the send queue, the host's own answers go through
+//! the tagged response ring, which the engine drains and puts on the wire directly,
+//! standing for a second QP that the host owns on a ConnectX.
 //!
-//! Receive side. A request from the wire (the emulator-facing transport) consumes one
-//! receive WQE (credit from the RQ doorbell record), is written into the next request-ring
-//! slot as an RDMA WRITE-with-immediate would, and completes with a `RESP_WR_IMM` CQE whose
-//! immediate is the slot index. Without credit or CQ room the NIC leaves requests in the
-//! wire (backpressure).
+//! Receive side. A request consumes one receive credit (the QP doorbell record's receive
+//! counter, ahead of the engine's own) and lands in the next receive buffer as an RDMA
+//! WRITE-with-immediate would (`RESP_WR_IMM`, immediate = the buffer), or, with
+//! `cqe_inline_scatter` and at most 32 bytes, inside the CQE (`RESP_SEND`,
+//! `MLX5_INLINE_SCATTER_32`). Without credit or CQ room the request stays in the wire.
 #![forbid(unsafe_code)]
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -38,14 +34,13 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::worker::Worker;
-use crate::idle::IdlePolicy;
+use crate::idle::IdleWait;
 use crate::mlx5::layout::{cqe as cqel, qp_dbrec, uar, wqebbs_for_ds, WQEBB};
 use crate::mlx5::wqe::{self, Payload, WqeOp, MAX_DS, MAX_WQE_BYTES};
 use crate::mlx5::{Cqe, CqeOpcode, Syndrome};
 use crate::queues::host::RespConsumer;
 use crate::queues::layout::{
-    ErrorPolicy, NicLayout, SoftNicConfig, BF_HALVES, BF_POISON, BF_POISON_HI, QP_DBREC,
-    RX_CQ_DBREC, TX_CQ_DBREC,
+    ErrorPolicy, NicLayout, SoftNicConfig, BF_HALVES, QP_DBREC, RX_CQ_DBREC, TX_CQ_DBREC,
 };
 use crate::shm::SharedRegion;
 use crate::transport::Transport;
@@ -77,27 +72,12 @@ macro_rules! counters {
 }
 
 counters! {
-    /// UAR doorbell writes taken (regular and BlueFlame).
+    /// Doorbells taken (a changed first word in a BlueFlame half).
     doorbells,
-    /// Of which 8-byte control-word writes.
-    doorbells_regular,
-    /// Of which BlueFlame copies.
-    doorbells_blueflame,
-    /// Doorbells written to the half that was not next (the poster did not alternate).
-    bf_half_violations,
-    /// BlueFlame copies whose words did not all arrive within `bf_wait` (the WQE was read
-    /// from the SQ instead).
-    bf_incomplete,
-    /// BlueFlame copies for a WQE already executed (read from the SQ earlier).
-    bf_stale,
-    /// Polls of a BlueFlame word still in flight.
-    bf_wait_spins,
     /// WQEs executed (success or error).
     wqes_executed,
     /// WQEs read from the send queue (DMA reads).
     sq_dma_reads,
-    /// WQEs taken from a BlueFlame copy.
-    bf_wqes,
     /// Doorbell records that claimed more than the SQ holds (clamped).
     dbrec_clamped,
     /// CQEs written to the send CQ (success).
@@ -118,10 +98,14 @@ counters! {
     wire_send_retries,
     /// SENDs executed before any peer connected (lost).
     wire_no_peer,
-    /// Requests received into the request ring.
+    /// Requests received (into a buffer or a CQE).
     rx_messages,
-    /// Requests longer than a ring slot (truncated to it).
+    /// Of which scattered into the CQE.
+    rx_scattered,
+    /// Requests longer than a receive buffer (truncated to it).
     rx_truncated,
+    /// Times a request waited for a receive credit or CQ room.
+    rx_no_credit,
     /// Datagrams from a peer other than the connected one, or not allowed (dropped).
     rx_foreign_drops,
     /// Receive errors reported by the wire.
@@ -135,21 +119,18 @@ counters! {
     idle_polls,
 }
 
-/// A held BlueFlame copy, waiting for its index to come up.
-#[derive(Clone, Copy)]
-struct Held {
-    index: u16,
-    bytes: [u8; MAX_WQE_BYTES],
-    len: usize,
+#[inline]
+fn bump(c: &AtomicU64) {
+    c.fetch_add(1, Ordering::Relaxed);
 }
 
-/// The NIC's thread state.
-struct Nic<W: Transport> {
+/// One QP's NIC: its receive engine, doorbells, send engine and host path, driven by
+/// whoever owns it (the [`SoftNic`] thread, or an emulator thread standing for a link's
+/// NIC). Sends go to the sink given to [`NicEngine::poll_send`].
+pub struct NicEngine {
     region: SharedRegion,
     l: NicLayout,
     cfg: SoftNicConfig,
-    wire: W,
-    peer: Option<W::Peer>,
     stats: Arc<NicStats>,
     clock: Instant,
     /// SQ consumer counter (WQEBBs, 16 bits as on hardware).
@@ -157,114 +138,48 @@ struct Nic<W: Transport> {
     /// The SQ is armed up to here by doorbells.
     rung_upto: u16,
     armed: bool,
-    next_half: usize,
-    held: [Option<Held>; 2],
+    /// The first word last seen in each BlueFlame half.
+    last_doorbell: [u64; 2],
     tx_cq_pi: u32,
     rx_cq_pi: u32,
     rq_ci: u16,
     rx_seq: u32,
     qp_error: bool,
-    wire_buf: Vec<u8>,
     payload: Vec<u8>,
     wqe: [u8; MAX_WQE_BYTES],
     /// The host path (a device side owns the SQ).
     host: Option<RespConsumer>,
 }
 
-/// A running soft NIC: its thread and counters. Dropping it stops the thread (waiting at
-/// most the configured `stop_timeout`).
-pub struct SoftNic {
-    worker: Worker,
-    stats: Arc<NicStats>,
-    region: SharedRegion,
-    layout: NicLayout,
-}
-
-impl SoftNic {
-    /// Initializes the region for `config` (every CQE invalid, BlueFlame halves idle,
-    /// doorbell records zero) and starts the NIC thread, with `wire` as its link toward the
-    /// QPU side. The QP "connects" to the first peer whose request arrives.
-    pub fn start<W>(config: &SoftNicConfig, region: SharedRegion, wire: W) -> Result<SoftNic>
-    where
-        W: Transport + Send + 'static,
-        W::Peer: PartialEq + Send,
-    {
-        SoftNic::start_inner(config, region, wire, false)
-    }
-
-    /// [`SoftNic::start`] for a NIC whose send queue a device side owns: the NIC thread
-    /// also drains the response ring (the host path, see the module docs) and sends what
-    /// it finds. No cpu-assisted proxy may run on the same region.
-    pub fn start_with_host_path<W>(
-        config: &SoftNicConfig,
-        region: SharedRegion,
-        wire: W,
-    ) -> Result<SoftNic>
-    where
-        W: Transport + Send + 'static,
-        W::Peer: PartialEq + Send,
-    {
-        SoftNic::start_inner(config, region, wire, true)
-    }
-
-    fn start_inner<W>(
-        config: &SoftNicConfig,
-        region: SharedRegion,
-        wire: W,
-        host_path: bool,
-    ) -> Result<SoftNic>
-    where
-        W: Transport + Send + 'static,
-        W::Peer: PartialEq + Send,
-    {
-        let layout = NicLayout::new(config)?;
-        layout.init(&region)?;
-        let stats = Arc::new(NicStats::default());
-        let mut nic = Nic {
-            region: region.clone(),
-            l: layout,
+impl NicEngine {
+    /// An engine over `region`, which must already be initialised for `config` (the NIC's
+    /// power-on state: [`NicLayout::init`], or a link set's init). With `host_path`, it
+    /// also drains the response ring (a device side owns the SQ).
+    pub fn new(config: &SoftNicConfig, region: SharedRegion, host_path: bool) -> Result<NicEngine> {
+        let l = NicLayout::new(config)?;
+        let host = host_path.then(|| RespConsumer::new(&region, &l));
+        Ok(NicEngine {
+            last_doorbell: [
+                region.load_u64(BF_HALVES[0], Ordering::Acquire),
+                region.load_u64(BF_HALVES[1], Ordering::Acquire),
+            ],
+            region,
+            l,
             cfg: config.clone(),
-            wire,
-            peer: None,
-            stats: stats.clone(),
+            stats: Arc::new(NicStats::default()),
             clock: Instant::now(),
             sq_ci: 0,
             rung_upto: 0,
             armed: false,
-            next_half: 0,
-            held: [None, None],
             tx_cq_pi: 0,
             rx_cq_pi: 0,
             rq_ci: 0,
             rx_seq: 0,
             qp_error: false,
-            wire_buf: vec![0; crate::wire::MAX_DATAGRAM + 1],
-            payload: vec![
-                0;
-                layout
-                    .tx_buf_bytes
-                    .max(MAX_WQE_BYTES)
-                    .max(layout.resp_slot_bytes)
-            ],
+            payload: vec![0; l.tx_buf_bytes.max(MAX_WQE_BYTES).max(l.resp_slot_bytes)],
             wqe: [0; MAX_WQE_BYTES],
-            host: host_path.then(|| RespConsumer::new(&region, &layout)),
-        };
-        let worker = Worker::spawn(
-            "qfwd-softnic",
-            config.stop_timeout,
-            config.nic_core,
-            move |stop| nic.run(&stop),
-        )?;
-        Ok(SoftNic {
-            worker,
-            stats,
-            region,
-            layout,
+            host,
         })
-    }
-
-    pub fn counters(&self) -> NicCounters {
-        self.stats.snapshot()
     }
 
     pub fn stats(&self) -> &Arc<NicStats> {
@@ -272,133 +187,73 @@ impl SoftNic {
     }
 
     pub fn layout(&self) -> &NicLayout {
-        &self.layout
+        &self.l
     }
-
-    pub fn region(&self) -> &SharedRegion {
-        &self.region
-    }
-
-    /// Whether the NIC thread is still running.
-    pub fn is_running(&self) -> bool {
-        self.worker.is_running()
-    }
-
-    /// Stops the thread (bounded wait) and returns the final counters.
-    pub fn stop(mut self) -> Result<NicCounters> {
-        self.worker.stop()?;
-        Ok(self.stats.snapshot())
-    }
-}
-
-#[inline]
-fn bump(c: &AtomicU64) {
-    c.fetch_add(1, Ordering::Relaxed);
-}
-
-impl<W: Transport> Nic<W>
-where
-    W::Peer: PartialEq,
-{
-    fn run(&mut self, stop: &AtomicBool) {
-        let mut spins = 0u32;
-        loop {
-            let mut worked = self.receive();
-            worked |= self.take_doorbells();
-            worked |= self.execute();
-            worked |= self.host_sends();
-            if stop.load(Ordering::Acquire) {
-                break;
-            }
-            if worked {
-                spins = 0;
-                continue;
-            }
-            bump(&self.stats.idle_polls);
-            match self.cfg.idle {
-                IdlePolicy::Spin => std::hint::spin_loop(),
-                IdlePolicy::Yield => {
-                    // Yield at once on a busy machine; a short nap after a long idle spell
-                    // keeps an idle NIC from burning a core.
-                    spins = spins.saturating_add(1);
-                    if spins > 20_000 {
-                        std::thread::sleep(Duration::from_micros(50));
-                    } else {
-                        std::thread::yield_now();
-                    }
-                }
-            }
-        }
-    }
-
-    // ---- receive side ------------------------------------------------------------------
 
     fn cq_has_room(&self, dbrec: usize, pi: u32, cnt: u32) -> bool {
         let ci = self.region.load_be32(dbrec, Ordering::Acquire) & 0x00ff_ffff;
         (pi.wrapping_sub(ci) & 0x00ff_ffff) < cnt
     }
 
-    fn receive(&mut self) -> bool {
-        let mut worked = false;
-        for _ in 0..16 {
-            let posted = self
-                .region
-                .load_be32(QP_DBREC + 4 * qp_dbrec::RCV, Ordering::Acquire)
-                as u16;
-            if posted == self.rq_ci || !self.cq_has_room(RX_CQ_DBREC, self.rx_cq_pi, self.l.rx_cqes)
-            {
-                return worked;
-            }
-            let (n, peer) = match self.wire.try_recv(&mut self.wire_buf) {
-                Ok(Some(got)) => got,
-                Ok(None) => return worked,
-                Err(_) => {
-                    bump(&self.stats.wire_recv_errors);
-                    return worked;
-                }
-            };
-            worked = true;
-            if !self.wire.is_allowed(&peer) {
-                bump(&self.stats.rx_foreign_drops);
-                continue;
-            }
-            match &self.peer {
-                None => self.peer = Some(peer),
-                Some(p) if *p != peer => {
-                    bump(&self.stats.rx_foreign_drops);
-                    continue;
-                }
-                Some(_) => {}
-            }
-            let slot = self.rx_seq & (self.l.rx_slots - 1);
-            let copy = n.min(self.l.rx_slot_bytes).min(self.wire_buf.len());
+    /// Whether a request could land now: a receive credit and CQ room.
+    pub fn can_receive(&self) -> bool {
+        let posted = self
+            .region
+            .load_be32(QP_DBREC + 4 * qp_dbrec::RCV, Ordering::Acquire) as u16;
+        let credit = posted.wrapping_sub(self.rq_ci) as i16 > 0;
+        credit && self.cq_has_room(RX_CQ_DBREC, self.rx_cq_pi, self.l.rx_cqes)
+    }
+
+    /// Lands one request from the wire (see the module docs); `false` when it cannot now
+    /// (no receive credit or CQ room: the caller keeps it and tries again).
+    pub fn receive(&mut self, msg: &[u8]) -> bool {
+        if !self.can_receive() {
+            bump(&self.stats.rx_no_credit);
+            return false;
+        }
+        let n = msg.len();
+        let slot = self.rx_seq & (self.l.rx_slots - 1);
+        let scatter = self.cfg.cqe_inline_scatter && n <= crate::queues::direct::CQE_INLINE_BYTES;
+        let mut c = if scatter {
+            Cqe::new(CqeOpcode::RespSend, self.l.qpn, self.rq_ci)
+        } else {
+            let mut c = Cqe::new(CqeOpcode::RespWrImm, self.l.qpn, self.rq_ci);
+            c.imm = slot;
+            c
+        };
+        c.byte_cnt = n as u32;
+        c.timestamp = self.clock.elapsed().as_nanos() as u64;
+        let mut bytes = c.encode(crate::mlx5::cqe::owner_for(self.rx_cq_pi, self.l.rx_cqes));
+        if scatter {
+            bytes[..n].copy_from_slice(msg);
+            bytes[cqel::OP_OWN] |= (crate::abi::CQE_FORMAT_INLINE_32 as u8) << 2;
+            bump(&self.stats.rx_scattered);
+        } else {
+            let copy = n.min(self.l.rx_slot_bytes);
             if copy < n {
                 bump(&self.stats.rx_truncated);
             }
-            self.region
-                .write(self.l.rx_slot(slot), &self.wire_buf[..copy]);
-            let mut c = Cqe::new(CqeOpcode::RespWrImm, self.l.qpn, self.rq_ci);
-            c.imm = slot;
-            c.byte_cnt = n as u32;
-            c.timestamp = self.clock.elapsed().as_nanos() as u64;
-            let at = self.l.rx_cqe(self.rx_cq_pi);
-            publish_cqe(
-                &self.region,
-                at,
-                &c.encode(crate::mlx5::cqe::owner_for(self.rx_cq_pi, self.l.rx_cqes)),
-            );
-            self.rx_cq_pi = self.rx_cq_pi.wrapping_add(1);
-            self.rq_ci = self.rq_ci.wrapping_add(1);
-            self.rx_seq = self.rx_seq.wrapping_add(1);
-            bump(&self.stats.rx_messages);
+            write_chunks(&self.region, self.l.rx_slot(slot), &msg[..copy]);
         }
+        publish_cqe(&self.region, self.l.rx_cqe(self.rx_cq_pi), &bytes);
+        self.rx_cq_pi = self.rx_cq_pi.wrapping_add(1);
+        self.rq_ci = self.rq_ci.wrapping_add(1);
+        self.rx_seq = self.rx_seq.wrapping_add(1);
+        bump(&self.stats.rx_messages);
+        true
+    }
+
+    /// Takes doorbells, executes what they armed and drains the host path; every message
+    /// to send goes to `sink`. Returns whether anything happened.
+    pub fn poll_send(&mut self, sink: &mut dyn FnMut(&[u8])) -> bool {
+        let mut worked = self.take_doorbells();
+        worked |= self.execute(sink);
+        worked |= self.host_sends(sink);
         worked
     }
 
-    // ---- host path ---------------------------------------------------------------------
-
     /// Sends what the host put in the response ring (only when a device side owns the SQ).
-    fn host_sends(&mut self) -> bool {
+    fn host_sends(&mut self, sink: &mut dyn FnMut(&[u8])) -> bool {
         let Some(mut ring) = self.host.take() else {
             return false;
         };
@@ -408,7 +263,7 @@ where
             match ring.pop(&mut self.payload, self.cfg.bf_wait) {
                 Some(n) => {
                     bump(&self.stats.host_sends);
-                    self.transmit(n);
+                    sink(&self.payload[..n]);
                     worked = true;
                 }
                 None if ring.torn != torn => {
@@ -424,52 +279,44 @@ where
 
     // ---- doorbells ---------------------------------------------------------------------
 
-    /// Takes the doorbells waiting in the two halves, oldest first.
+    /// Takes a doorbell from each half whose first word changed, older index first.
     fn take_doorbells(&mut self) -> bool {
-        let e = self.next_half;
-        let o = e ^ 1;
-        let mut we = self.region.load_u64(BF_HALVES[e], Ordering::Acquire);
-        let wo = self.region.load_u64(BF_HALVES[o], Ordering::Acquire);
-        if wo != BF_POISON && we == BF_POISON {
-            // A poster that alternates wrote the expected half before the other: having
-            // seen the other (Acquire), a second look sees the first if it is there.
-            we = self.region.load_u64(BF_HALVES[e], Ordering::Acquire);
-        }
+        let words = [
+            self.region.load_u64(BF_HALVES[0], Ordering::Acquire),
+            self.region.load_u64(BF_HALVES[1], Ordering::Acquire),
+        ];
         let index = |w: u64| {
             let b = w.to_ne_bytes();
             u16::from_be_bytes([b[1], b[2]])
         };
-        match (we != BF_POISON, wo != BF_POISON) {
-            (false, false) => false,
-            (true, false) => self.take_doorbell(e),
-            (false, true) => self.take_doorbell(o),
-            (true, true) => {
-                if index(wo).wrapping_sub(index(we)) as i16 >= 0 {
-                    self.take_doorbell(e);
-                    self.take_doorbell(o)
-                } else {
-                    self.take_doorbell(o);
-                    self.take_doorbell(e)
-                }
+        let new = [
+            words[0] != self.last_doorbell[0],
+            words[1] != self.last_doorbell[1],
+        ];
+        let order =
+            if new[0] && new[1] && (index(words[0]).wrapping_sub(index(words[1])) as i16) > 0 {
+                [1, 0]
+            } else {
+                [0, 1]
+            };
+        let mut worked = false;
+        for h in order {
+            if new[h] {
+                self.last_doorbell[h] = words[h];
+                self.arm(words[h]);
+                worked = true;
             }
         }
+        worked
     }
 
-    fn take_doorbell(&mut self, h: usize) -> bool {
-        let base = BF_HALVES[h];
-        let w0 = self.region.load_u64(base, Ordering::Acquire);
-        if w0 == BF_POISON {
-            return false;
-        }
+    /// Arms the SQ up to the end of the WQE whose first control word is `w0`, unless it
+    /// names a WQE already executed (a stale or repeated doorbell).
+    fn arm(&mut self, w0: u64) {
         bump(&self.stats.doorbells);
-        if h != self.next_half {
-            bump(&self.stats.bf_half_violations);
-        }
-        self.next_half = h ^ 1;
-        let ctrl0 = w0.to_ne_bytes();
-        let index = u16::from_be_bytes([ctrl0[1], ctrl0[2]]);
-        let ds = ctrl0[7];
-        // Arm the SQ up to the end of the WQE this doorbell names, unless it is stale.
+        let b = w0.to_ne_bytes();
+        let index = u16::from_be_bytes([b[1], b[2]]);
+        let ds = b[7];
         let bbs = if (1..=MAX_DS).contains(&ds) {
             wqebbs_for_ds(ds)
         } else {
@@ -484,74 +331,11 @@ where
             }
             self.armed = true;
         }
-        let w1 = self.region.load_u64(base + 8, Ordering::Acquire);
-        if w1 == BF_POISON_HI {
-            bump(&self.stats.doorbells_regular);
-            // Word 0 back to poison last: the register is free for the next write.
-            self.region.store_u64(base, BF_POISON, Ordering::Release);
-            return true;
-        }
-        bump(&self.stats.doorbells_blueflame);
-        // A BlueFlame copy: take the body words (swapping each back to poison, waiting
-        // for words still in flight), then word 1, then word 0 last.
-        let mut held = Held {
-            index,
-            bytes: [0; MAX_WQE_BYTES],
-            len: bbs as usize * WQEBB,
-        };
-        held.bytes[..8].copy_from_slice(&ctrl0);
-        held.bytes[8..16].copy_from_slice(&w1.to_ne_bytes());
-        let deadline = Instant::now() + self.cfg.bf_wait;
-        let mut complete = true;
-        for w in (16..held.len).step_by(8) {
-            let mut polls = 0u32;
-            let v = loop {
-                let v = self.region.swap_u64(base + w, BF_POISON, Ordering::AcqRel);
-                if v != BF_POISON {
-                    break Some(v);
-                }
-                bump(&self.stats.bf_wait_spins);
-                polls += 1;
-                if polls % 64 == 0 && Instant::now() >= deadline {
-                    break None;
-                }
-                std::hint::spin_loop();
-            };
-            match v {
-                Some(v) => held.bytes[w..w + 8].copy_from_slice(&v.to_ne_bytes()),
-                None => {
-                    complete = false;
-                    break;
-                }
-            }
-        }
-        self.region
-            .store_u64(base + 8, BF_POISON_HI, Ordering::Relaxed);
-        self.region.store_u64(base, BF_POISON, Ordering::Release);
-        if !complete {
-            bump(&self.stats.bf_incomplete);
-            return true;
-        }
-        if index.wrapping_sub(self.sq_ci) as u32 >= self.l.sq_wqebbs {
-            bump(&self.stats.bf_stale);
-            return true;
-        }
-        if self.held[h].is_some() {
-            // A copy the NIC had not reached yet (CQ full): its WQE will come from the SQ.
-            bump(&self.stats.bf_stale);
-        }
-        if self.held[h ^ 1].is_some_and(|o| o.index == index) {
-            // An older copy for the same position (a poster rang it twice): the newer wins.
-            self.held[h ^ 1] = None;
-            bump(&self.stats.bf_stale);
-        }
-        self.held[h] = Some(held);
-        true
     }
 
     // ---- send queue --------------------------------------------------------------------
 
-    fn execute(&mut self) -> bool {
+    fn execute(&mut self, sink: &mut dyn FnMut(&[u8])) -> bool {
         if !self.armed {
             return false;
         }
@@ -571,72 +355,49 @@ where
                 bump(&self.stats.cq_full_stalls);
                 return worked;
             }
-            let used = self.execute_one(budget as u16);
+            let used = self.execute_one(budget as u16, sink);
             self.sq_ci = self.sq_ci.wrapping_add(used);
             budget = budget.saturating_sub(used as u32);
             worked = true;
         }
-        if self.rung_upto.wrapping_sub(self.sq_ci) as u32 == 0
-            || self.rung_upto.wrapping_sub(self.sq_ci) as u32 > self.l.sq_wqebbs
-        {
+        let left = self.rung_upto.wrapping_sub(self.sq_ci) as u32;
+        if left == 0 || left > self.l.sq_wqebbs {
             self.armed = false;
-        }
-        // Copies whose WQE was not reached stay held; ones left behind are dropped.
-        for h in 0..2 {
-            if let Some(held) = &self.held[h] {
-                if held.index.wrapping_sub(self.sq_ci) as u32 >= self.l.sq_wqebbs {
-                    self.held[h] = None;
-                    bump(&self.stats.bf_stale);
-                }
-            }
         }
         worked
     }
 
+    /// WQEBBs a WQE whose control segment says `ds` occupies, at most `room`.
+    fn used_bbs(ds: u8, room: u16) -> u16 {
+        if (1..=MAX_DS).contains(&ds) {
+            wqebbs_for_ds(ds).min(room)
+        } else {
+            1
+        }
+    }
+
     /// Executes the WQE at `sq_ci` (at most `room` WQEBBs are posted); returns the WQEBBs
     /// it used.
-    fn execute_one(&mut self, room: u16) -> u16 {
+    fn execute_one(&mut self, room: u16, sink: &mut dyn FnMut(&[u8])) -> u16 {
         let index = self.sq_ci;
-        let mut len = 0;
-        for h in 0..2 {
-            if let Some(held) = self.held[h].take_if(|held| held.index == index) {
-                self.wqe[..held.len].copy_from_slice(&held.bytes[..held.len]);
-                len = held.len;
-                bump(&self.stats.bf_wqes);
-                break;
-            }
+        // DMA-read the first WQEBB, then as many more as its ds says (wrapping).
+        self.region
+            .read(self.l.sq_bb(index), &mut self.wqe[..WQEBB]);
+        let bbs = Self::used_bbs(self.wqe[7], room);
+        for k in 1..bbs {
+            let at = self.l.sq_bb(index.wrapping_add(k));
+            self.region.read(
+                at,
+                &mut self.wqe[k as usize * WQEBB..(k as usize + 1) * WQEBB],
+            );
         }
-        if len == 0 {
-            // DMA-read the first WQEBB, then as many more as its ds says (wrapping).
-            let first = self.l.sq_bb(index);
-            self.region.read(first, &mut self.wqe[..WQEBB]);
-            let ds = self.wqe[7];
-            let bbs = if (1..=MAX_DS).contains(&ds) {
-                wqebbs_for_ds(ds).min(room)
-            } else {
-                1
-            };
-            for k in 1..bbs {
-                let at = self.l.sq_bb(index.wrapping_add(k));
-                self.region.read(
-                    at,
-                    &mut self.wqe[k as usize * WQEBB..(k as usize + 1) * WQEBB],
-                );
-            }
-            len = bbs as usize * WQEBB;
-            bump(&self.stats.sq_dma_reads);
-        }
+        let len = bbs as usize * WQEBB;
+        bump(&self.stats.sq_dma_reads);
         bump(&self.stats.wqes_executed);
         let opcode = self.wqe[3];
         if self.qp_error {
-            let ds = self.wqe[7];
-            let used = if (1..=MAX_DS).contains(&ds) {
-                wqebbs_for_ds(ds).min(room)
-            } else {
-                1
-            };
             self.complete_error(index, opcode, Syndrome::WrFlush);
-            return used;
+            return bbs;
         }
         let parsed = match wqe::parse(&self.wqe[..len], index, self.l.qpn, MAX_DS) {
             Ok(p) if wqebbs_for_ds(p.ctrl.ds) > room => Err(Syndrome::LocalQpOp),
@@ -646,20 +407,16 @@ where
         let p = match parsed {
             Ok(p) => p,
             Err(syndrome) => {
-                let ds = self.wqe[7];
-                let used = if (1..=MAX_DS).contains(&ds) {
-                    wqebbs_for_ds(ds).min(room)
-                } else {
-                    1
-                };
                 self.complete_error(index, opcode, syndrome);
-                return used;
+                return bbs;
             }
         };
         let used = wqebbs_for_ds(p.ctrl.ds);
         let result = match p.op {
             WqeOp::Nop => Ok(0),
-            WqeOp::Send { payload, .. } => self.gather(&payload).inspect(|&n| self.transmit(n)),
+            WqeOp::Send { payload, .. } => {
+                self.gather(&payload).inspect(|&n| sink(&self.payload[..n]))
+            }
             // The far side (an emulator behind a datagram wire) exposes no memory: a
             // responder would NAK with a remote access error.
             WqeOp::Write { .. } => Err(Syndrome::RemoteAccess),
@@ -705,32 +462,6 @@ where
         }
     }
 
-    /// Puts `self.payload[..n]` on the wire to the connected peer.
-    fn transmit(&mut self, n: usize) {
-        let Some(peer) = self.peer else {
-            bump(&self.stats.wire_no_peer);
-            return;
-        };
-        let deadline = Instant::now() + self.cfg.send_timeout;
-        loop {
-            match self.wire.send(peer, &self.payload[..n]) {
-                Ok(()) => {
-                    bump(&self.stats.wire_sent);
-                    self.stats.wire_bytes.fetch_add(n as u64, Ordering::Relaxed);
-                    return;
-                }
-                Err(_) if Instant::now() < deadline => {
-                    bump(&self.stats.wire_send_retries);
-                    std::thread::yield_now();
-                }
-                Err(_) => {
-                    bump(&self.stats.wire_send_failures);
-                    return;
-                }
-            }
-        }
-    }
-
     fn complete_error(&mut self, index: u16, wqe_opcode: u8, syndrome: Syndrome) {
         let c = Cqe::error(CqeOpcode::ReqErr, self.l.qpn, index, wqe_opcode, syndrome);
         self.write_tx_cqe(&c);
@@ -751,13 +482,253 @@ where
     }
 }
 
-/// Writes a CQE: the first 56 bytes, then the word holding `op_own` with Release, so a
-/// consumer that sees the new owner bit (Acquire) sees the whole CQE.
+/// Writes `bytes` at `at` (16-aligned) as whole 16-byte chunks, the last one zero-padded.
+fn write_chunks(region: &SharedRegion, at: usize, bytes: &[u8]) {
+    for (k, part) in bytes.chunks(16).enumerate() {
+        let mut c = [0u8; 16];
+        c[..part.len()].copy_from_slice(part);
+        region.store_chunk(at + 16 * k, c);
+    }
+}
+
+/// Writes a CQE as four 16-byte chunks, the one holding `op_own` last: a consumer that sees
+/// the new owner bit (Acquire, or a later read) sees the whole CQE.
 pub(crate) fn publish_cqe(region: &SharedRegion, at: usize, bytes: &[u8; cqel::SIZE]) {
-    region.write(at, &bytes[..56]);
-    let mut last = [0u8; 8];
-    last.copy_from_slice(&bytes[56..]);
-    region.store_u64(at + 56, u64::from_ne_bytes(last), Ordering::Release);
+    for k in 0..4 {
+        let mut c = [0u8; 16];
+        c.copy_from_slice(&bytes[16 * k..16 * k + 16]);
+        region.store_chunk(at + 16 * k, c);
+    }
+}
+
+/// The soft NIC's thread: an engine between a wire and its queues.
+struct NicThread<W: Transport> {
+    engine: NicEngine,
+    wire: W,
+    peer: Option<W::Peer>,
+    wire_buf: Vec<u8>,
+    /// A request taken from the wire that found no credit yet.
+    pending: Option<usize>,
+}
+
+/// A running soft NIC: its thread and counters. Dropping it stops the thread (waiting at
+/// most the configured `stop_timeout`).
+pub struct SoftNic {
+    worker: Worker,
+    stats: Arc<NicStats>,
+    region: SharedRegion,
+    layout: NicLayout,
+}
+
+impl SoftNic {
+    /// Initializes the region for `config` (every CQE invalid, BlueFlame halves idle,
+    /// doorbell records zero) and starts the NIC thread, with `wire` as its link toward the
+    /// QPU side. The QP "connects" to the first peer whose request arrives.
+    pub fn start<W>(config: &SoftNicConfig, region: SharedRegion, wire: W) -> Result<SoftNic>
+    where
+        W: Transport + Send + 'static,
+        W::Peer: PartialEq + Send,
+    {
+        NicLayout::new(config)?.init(&region)?;
+        SoftNic::start_prepared(config, region, wire, false)
+    }
+
+    /// [`SoftNic::start`] for a NIC whose send queue a device side owns: the NIC thread
+    /// also drains the response ring (the host path, see the module docs) and sends what
+    /// it finds. No cpu-assisted proxy may run on the same region.
+    pub fn start_with_host_path<W>(
+        config: &SoftNicConfig,
+        region: SharedRegion,
+        wire: W,
+    ) -> Result<SoftNic>
+    where
+        W: Transport + Send + 'static,
+        W::Peer: PartialEq + Send,
+    {
+        NicLayout::new(config)?.init(&region)?;
+        SoftNic::start_prepared(config, region, wire, true)
+    }
+
+    /// Starts the NIC thread on a region its owner has already initialised (a link of a
+    /// [`crate::queues::links::LinkSet`]).
+    pub fn start_prepared<W>(
+        config: &SoftNicConfig,
+        region: SharedRegion,
+        wire: W,
+        host_path: bool,
+    ) -> Result<SoftNic>
+    where
+        W: Transport + Send + 'static,
+        W::Peer: PartialEq + Send,
+    {
+        let engine = NicEngine::new(config, region.clone(), host_path)?;
+        let stats = engine.stats().clone();
+        let layout = *engine.layout();
+        let mut nic = NicThread {
+            engine,
+            wire,
+            peer: None,
+            wire_buf: vec![0; crate::wire::MAX_DATAGRAM + 1],
+            pending: None,
+        };
+        let (idle, timeout) = (config.idle, config.send_timeout);
+        let worker = Worker::spawn(
+            "qfwd-softnic",
+            config.stop_timeout,
+            config.nic_core,
+            move |stop| nic.run(&stop, IdleWait::new(idle), timeout),
+        )?;
+        Ok(SoftNic {
+            worker,
+            stats,
+            region,
+            layout,
+        })
+    }
+
+    pub fn counters(&self) -> NicCounters {
+        self.stats.snapshot()
+    }
+
+    pub fn stats(&self) -> &Arc<NicStats> {
+        &self.stats
+    }
+
+    pub fn layout(&self) -> &NicLayout {
+        &self.layout
+    }
+
+    pub fn region(&self) -> &SharedRegion {
+        &self.region
+    }
+
+    /// Whether the NIC thread is still running.
+    pub fn is_running(&self) -> bool {
+        self.worker.is_running()
+    }
+
+    /// Stops the thread (bounded wait) and returns the final counters.
+    pub fn stop(mut self) -> Result<NicCounters> {
+        self.worker.stop()?;
+        Ok(self.stats.snapshot())
+    }
+}
+
+impl<W: Transport> NicThread<W>
+where
+    W::Peer: PartialEq,
+{
+    fn run(&mut self, stop: &AtomicBool, mut idle: IdleWait, send_timeout: Duration) {
+        loop {
+            let mut worked = self.receive();
+            let NicThread {
+                engine, wire, peer, ..
+            } = self;
+            let stats = engine.stats().clone();
+            worked |=
+                engine.poll_send(&mut |bytes| transmit(wire, *peer, bytes, &stats, send_timeout));
+            if stop.load(Ordering::Acquire) {
+                break;
+            }
+            if worked {
+                idle.worked();
+                continue;
+            }
+            bump(&self.engine.stats().idle_polls);
+            idle.idle();
+        }
+    }
+
+    /// Moves up to 16 requests from the wire into the queues.
+    fn receive(&mut self) -> bool {
+        let mut worked = false;
+        for _ in 0..16 {
+            let n = match self.pending.take() {
+                Some(n) => n,
+                None => {
+                    if !self.engine.can_receive() {
+                        return worked;
+                    }
+                    match self.wire.try_recv(&mut self.wire_buf) {
+                        Ok(Some((n, peer))) => {
+                            worked = true;
+                            if !self.accept(peer) {
+                                continue;
+                            }
+                            n
+                        }
+                        Ok(None) => return worked,
+                        Err(_) => {
+                            bump(&self.engine.stats().wire_recv_errors);
+                            return worked;
+                        }
+                    }
+                }
+            };
+            let n = n.min(self.wire_buf.len());
+            if !self.engine.receive(&self.wire_buf[..n]) {
+                self.pending = Some(n);
+                return worked;
+            }
+            worked = true;
+        }
+        worked
+    }
+
+    /// Whether a datagram from `peer` is for this QP: allowed, and from the peer the QP
+    /// connected to (the first allowed one).
+    fn accept(&mut self, peer: W::Peer) -> bool {
+        if !self.wire.is_allowed(&peer) {
+            bump(&self.engine.stats().rx_foreign_drops);
+            return false;
+        }
+        match &self.peer {
+            None => {
+                self.peer = Some(peer);
+                true
+            }
+            Some(p) if *p != peer => {
+                bump(&self.engine.stats().rx_foreign_drops);
+                false
+            }
+            Some(_) => true,
+        }
+    }
+}
+
+/// Puts `bytes` on the wire to the connected peer, retrying a refused send until
+/// `timeout`.
+fn transmit<W: Transport>(
+    wire: &mut W,
+    peer: Option<W::Peer>,
+    bytes: &[u8],
+    stats: &NicStats,
+    timeout: Duration,
+) {
+    let Some(peer) = peer else {
+        bump(&stats.wire_no_peer);
+        return;
+    };
+    let deadline = Instant::now() + timeout;
+    loop {
+        match wire.send(peer, bytes) {
+            Ok(()) => {
+                bump(&stats.wire_sent);
+                stats
+                    .wire_bytes
+                    .fetch_add(bytes.len() as u64, Ordering::Relaxed);
+                return;
+            }
+            Err(_) if Instant::now() < deadline => {
+                bump(&stats.wire_send_retries);
+                std::thread::yield_now();
+            }
+            Err(_) => {
+                bump(&stats.wire_send_failures);
+                return;
+            }
+        }
+    }
 }
 
 const _: () = assert!(BF_HALVES[1] + uar::BF_SIZE <= uar::PAGE);

@@ -1,0 +1,391 @@
+//! The interface between host and device code, written once: the constants and the
+//! `#[repr(C)]` parameter structs that Rust and the CUDA kernels share.
+//!
+//! Every item is declared here with [`abi_consts!`] or [`abi_struct!`], which define the
+//! Rust item and record how to print it in C. [`header`] renders them all as
+//! `qfwd_abi.h`, which every NVRTC compilation receives as a named header (so a kernel can
+//! never see other values than the host), and which is also committed as
+//! `device/qfwd_abi.h` for readers and for `scripts/check-kernels.sh`;
+//! `committed_header_is_current` fails when the committed copy is stale
+//! (`QFWD_BLESS=1 cargo test -p qfwd --lib abi` rewrites it).
+//!
+//! A struct's C rendering carries `static_assert`s of its size and of each field's offset,
+//! so a layout mismatch fails the NVRTC compile rather than corrupting a launch.
+#![forbid(unsafe_code)]
+
+use std::fmt::Write as _;
+
+/// How a Rust field type is written in C.
+pub trait CType {
+    /// The C element type.
+    const C: &'static str;
+    /// Array length, when the field is an array.
+    const LEN: Option<usize> = None;
+}
+
+impl CType for u32 {
+    const C: &'static str = "unsigned int";
+}
+impl CType for i32 {
+    const C: &'static str = "int";
+}
+impl CType for u64 {
+    const C: &'static str = "unsigned long long";
+}
+impl<const N: usize> CType for [u32; N] {
+    const C: &'static str = "unsigned int";
+    const LEN: Option<usize> = Some(N);
+}
+
+/// A constant as C prints it.
+pub trait CConst {
+    fn c_literal(&self) -> String;
+}
+impl CConst for u32 {
+    fn c_literal(&self) -> String {
+        if *self < 0x10000 {
+            format!("{self}u")
+        } else {
+            format!("{self:#x}u")
+        }
+    }
+}
+impl CConst for u64 {
+    fn c_literal(&self) -> String {
+        format!("{self:#x}ull")
+    }
+}
+impl CConst for i32 {
+    fn c_literal(&self) -> String {
+        format!("({self})")
+    }
+}
+
+/// Declares constants and records them for the header: `NAME: TYPE = VALUE;` becomes
+/// `pub const NAME` here and `#define QFWD_NAME VALUE` there.
+macro_rules! abi_consts {
+    ($group:ident { $( $(#[doc = $doc:expr])* $name:ident : $ty:ty = $val:expr; )* }) => {
+        $( $(#[doc = $doc])* pub const $name: $ty = $val; )*
+
+        /// Renders this group's constants as C `#define`s.
+        fn $group(out: &mut String) {
+            $(
+                let _ = writeln!(
+                    out,
+                    "#define QFWD_{} {}",
+                    stringify!($name),
+                    CConst::c_literal(&$name)
+                );
+            )*
+        }
+    };
+}
+
+/// Declares a `#[repr(C)]` struct and records its C rendering (struct, size and field
+/// offset `static_assert`s). Fields are u32, i32, u64 or `[u32; N]`, ordered so that C and
+/// Rust insert no padding (checked by the assertions in both languages).
+macro_rules! abi_struct {
+    ($(#[doc = $doc:expr])* $name:ident : $cname:literal { $( $(#[doc = $fdoc:expr])* $field:ident : $fty:ty, )* }) => {
+        $(#[doc = $doc])*
+        #[repr(C)]
+        #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+        pub struct $name { $( $(#[doc = $fdoc])* pub $field: $fty, )* }
+
+        impl $name {
+            /// Renders the struct in C with its layout assertions.
+            pub fn render(out: &mut String) {
+                let _ = writeln!(out, "struct {} {{", $cname);
+                $(
+                    let len = <$fty as CType>::LEN.map(|n| format!("[{n}]")).unwrap_or_default();
+                    let _ = writeln!(out, "    {} {}{};", <$fty as CType>::C, stringify!($field), len);
+                )*
+                let _ = writeln!(out, "}};");
+                let _ = writeln!(
+                    out,
+                    "static_assert(sizeof(struct {}) == {}, \"{} size\");",
+                    $cname, std::mem::size_of::<$name>(), $cname
+                );
+                $(
+                    let _ = writeln!(
+                        out,
+                        "static_assert(__builtin_offsetof(struct {}, {}) == {}, \"{}.{}\");",
+                        $cname,
+                        stringify!($field),
+                        std::mem::offset_of!($name, $field),
+                        $cname,
+                        stringify!($field)
+                    );
+                )*
+            }
+
+            /// The struct's bytes, as the device reads them (little-endian, no padding).
+            pub fn to_bytes(&self) -> Vec<u8> {
+                let mut out = Vec::with_capacity(std::mem::size_of::<$name>());
+                $( AbiBytes::put(&self.$field, &mut out); )*
+                assert_eq!(out.len(), std::mem::size_of::<$name>(), "{} has padding", $cname);
+                out
+            }
+        }
+    };
+}
+
+/// Little-endian bytes of a field.
+trait AbiBytes {
+    fn put(&self, out: &mut Vec<u8>);
+}
+impl AbiBytes for u32 {
+    fn put(&self, out: &mut Vec<u8>) {
+        out.extend_from_slice(&self.to_le_bytes());
+    }
+}
+impl AbiBytes for i32 {
+    fn put(&self, out: &mut Vec<u8>) {
+        out.extend_from_slice(&self.to_le_bytes());
+    }
+}
+impl AbiBytes for u64 {
+    fn put(&self, out: &mut Vec<u8>) {
+        out.extend_from_slice(&self.to_le_bytes());
+    }
+}
+impl<const N: usize> AbiBytes for [u32; N] {
+    fn put(&self, out: &mut Vec<u8>) {
+        for w in self {
+            out.extend_from_slice(&w.to_le_bytes());
+        }
+    }
+}
+
+abi_consts!(render_wire {
+    /// CUQR request magic.
+    REQUEST_MAGIC: u32 = crate::wire::REQUEST_MAGIC;
+    /// CUQS response magic.
+    RESPONSE_MAGIC: u32 = crate::wire::RESPONSE_MAGIC;
+    /// Bytes of either header.
+    WIRE_HEADER_BYTES: u32 = crate::wire::HEADER_LEN as u32;
+    STATUS_OK: i32 = crate::wire::status::OK;
+    STATUS_BAD_ARGUMENT: i32 = crate::wire::status::BAD_ARGUMENT;
+    STATUS_LENGTH_MISMATCH: i32 = crate::wire::status::LENGTH_MISMATCH;
+    STATUS_UNKNOWN_FUNCTION: i32 = crate::wire::status::UNKNOWN_FUNCTION;
+    STATUS_OVERSIZED: i32 = crate::wire::status::OVERSIZED;
+    /// Handler codes the kernels dispatch on (`Handler::device_code`).
+    CODE_PARITY: u32 = 1;
+    CODE_LUT: u32 = 2;
+    CODE_UF: u32 = 3;
+});
+
+abi_consts!(render_mlx5 {
+    /// Bytes of a send WQE basic block.
+    WQEBB: u32 = crate::mlx5::layout::WQEBB as u32;
+    /// Bytes of a CQE (64-byte CQEs).
+    CQE_BYTES: u32 = crate::mlx5::layout::cqe::SIZE as u32;
+    OPCODE_SEND: u32 = crate::mlx5::layout::opcodes::SEND as u32;
+    CTRL_CQ_UPDATE: u32 = crate::mlx5::layout::ctrl::CQ_UPDATE as u32;
+    INLINE_SEG: u32 = crate::mlx5::layout::inline::FLAG;
+    /// Largest inline SEND payload: a 256-byte BlueFlame half less ctrl and inline header.
+    MAX_INLINE: u32 = crate::mlx5::wqe::MAX_SEND_INLINE as u32;
+    CQE_OPCODE_REQ: u32 = crate::mlx5::CqeOpcode::Req as u32;
+    CQE_OPCODE_RESP_WR_IMM: u32 = crate::mlx5::CqeOpcode::RespWrImm as u32;
+    CQE_OPCODE_RESP_SEND: u32 = crate::mlx5::CqeOpcode::RespSend as u32;
+    CQE_OPCODE_REQ_ERR: u32 = crate::mlx5::CqeOpcode::ReqErr as u32;
+    CQE_OPCODE_RESP_ERR: u32 = crate::mlx5::CqeOpcode::RespErr as u32;
+    CQE_OPCODE_INVALID: u32 = crate::mlx5::CqeOpcode::Invalid as u32;
+    /// `op_own` bits 3:2 = 1: the message (at most 32 bytes) is in the CQE's first 32
+    /// bytes (`MLX5_INLINE_SCATTER_32`).
+    CQE_FORMAT_INLINE_32: u32 = 1;
+    /// Doorbell modes (`Doorbell::device_code`).
+    DB_MODE_CPU_ASSISTED: u32 = 0;
+    DB_MODE_REGULAR: u32 = 1;
+    DB_MODE_BLUEFLAME: u32 = 2;
+});
+
+abi_consts!(render_direct {
+    /// A 16-byte chunk of a receive buffer or of a CQE's first 48 bytes that the device
+    /// side has consumed is overwritten with this word four times (`queues::direct`).
+    POISON_WORD: u32 = u32::MAX;
+    /// The stop sentinel: the host writes a CQE whose last chunk is
+    /// `{STOP_WORD, STOP_WORD, STOP_WORD, INVALID << 28}` into every slot of every receive
+    /// CQ; a NIC never writes the INVALID opcode.
+    STOP_WORD: u32 = 0x5354_4f50;
+    /// Most links (receive queues) one kernel serves.
+    MAX_LINKS: u32 = 64;
+    /// Most poller warps per link (one block per link).
+    MAX_WARPS_PER_LINK: u32 = 16;
+    /// Most functions in the device's function table.
+    MAX_FUNCTIONS: u32 = 32;
+    /// Most receive slots per link (the credit bitmap's size).
+    MAX_RX_SLOTS: u32 = 1024;
+    /// u64 counters per poller warp, at [`LinkDesc::counters`] + 128 x warp.
+    WARP_COUNTERS: u32 = 16;
+    /// Polls between two heartbeat writes of a warp's poll counter.
+    HEARTBEAT_POLLS: u32 = 4096;
+    /// cpu-assisted: receive credits are published (behind a system fence) when this many
+    /// have accumulated, or when a poll finds nothing.
+    CREDIT_BATCH: u32 = 16;
+    CTR_POLLS: u32 = 0;
+    CTR_RECEIVED: u32 = 1;
+    CTR_OK: u32 = 2;
+    CTR_BAD_ARGUMENT: u32 = 3;
+    CTR_LENGTH_MISMATCH: u32 = 4;
+    CTR_UNKNOWN_FUNCTION: u32 = 5;
+    CTR_OVERSIZED: u32 = 6;
+    CTR_OTHER_ERROR: u32 = 7;
+    CTR_TRUNCATED_HEADER: u32 = 8;
+    CTR_BAD_MAGIC: u32 = 9;
+    CTR_RX_ERROR: u32 = 10;
+    CTR_SEND_FAILED: u32 = 11;
+    CTR_TORN: u32 = 12;
+    CTR_POSTED: u32 = 13;
+    CTR_TX_ERRORS: u32 = 14;
+    CTR_LOST_CLAIMS: u32 = 15;
+});
+
+abi_struct!(
+    /// One link's queues as a device side sees them: addresses in the device's view of
+    /// the shared region, sizes, and where its warps' counters go.
+    LinkDesc: "QfwdLinkDesc" {
+        /// Receive CQ (`rx_cqes` x 64 B).
+        rx_cq: u64,
+        /// Receive CQ doorbell record (`[0]` = BE32 consumer index).
+        rx_cq_dbrec: u64,
+        /// QP doorbell record (`[0]` = BE32 receive counter, `[1]` = BE32 send counter).
+        qp_dbrec: u64,
+        /// Receive buffers (`rx_slots` x `rx_slot_bytes`); receive WQE i points at slot i.
+        rx_ring: u64,
+        /// Send queue (`sq_wqebbs` x 64 B).
+        sq: u64,
+        /// BlueFlame register, half 0 (half 1 at + `bf_size`).
+        bf: u64,
+        /// Send CQ and its doorbell record.
+        tx_cq: u64,
+        tx_cq_dbrec: u64,
+        /// cpu-assisted: the tagged response ring and its consumer index.
+        resp_ring: u64,
+        resp_ci: u64,
+        /// The warps' counters (`WARP_COUNTERS` u64 per warp, 128 B apart).
+        counters: u64,
+        rx_cqes: u32,
+        rx_slots: u32,
+        rx_slot_bytes: u32,
+        sq_wqebbs: u32,
+        tx_cqes: u32,
+        qpn: u32,
+        bf_size: u32,
+        signal_every: u32,
+        resp_slots: u32,
+        resp_slot_bytes: u32,
+        /// `DB_MODE_*`.
+        doorbell: u32,
+        reserved: u32,
+    }
+);
+
+abi_struct!(
+    /// The `gpu-direct` kernel's one parameter (passed by value).
+    DirectParams: "QfwdDirectParams" {
+        /// Device address of `nlinks` [`LinkDesc`]s.
+        links: u64,
+        nlinks: u32,
+        /// Poller warps per link (the block size / 32).
+        warps_per_link: u32,
+        /// Warps that poll each position together (divides `warps_per_link`).
+        pollers_per_slot: u32,
+        /// Largest request argument accepted (larger: `OVERSIZED`).
+        max_request_bytes: u32,
+        /// Chunks (16 B) of a receive buffer read with each CQE poll.
+        poll_chunks: u32,
+        /// Entries of the function table.
+        nfunctions: u32,
+        function_ids: [u32; 32],
+        function_codes: [u32; 32],
+    }
+);
+
+/// The whole header, as NVRTC and `device/qfwd_abi.h` receive it.
+pub fn header() -> String {
+    let mut out = String::new();
+    out.push_str(
+        "// Generated from src/abi.rs by qfwd: the constants and parameter structs that the\n\
+         // host and the kernels share. Do not edit: change src/abi.rs, then run\n\
+         // `QFWD_BLESS=1 cargo test -p qfwd --lib abi` to rewrite this file.\n\
+         #pragma once\n\n",
+    );
+    out.push_str("// ---- wire ----\n");
+    render_wire(&mut out);
+    out.push_str("\n// ---- mlx5 ----\n");
+    render_mlx5(&mut out);
+    out.push_str("\n// ---- gpu-direct ----\n");
+    render_direct(&mut out);
+    out.push('\n');
+    LinkDesc::render(&mut out);
+    out.push('\n');
+    DirectParams::render(&mut out);
+    out
+}
+
+/// Where the committed copy lives, relative to the repository root.
+pub const HEADER_FILE: &str = "device/qfwd_abi.h";
+
+/// The NVRTC include name of the header.
+pub const HEADER_NAME: &str = "qfwd_abi.h";
+
+const _: () = assert!(MAX_FUNCTIONS as usize == 32);
+const _: () = assert!(std::mem::size_of::<LinkDesc>() == 11 * 8 + 12 * 4);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn committed_header_is_current() {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(HEADER_FILE);
+        let generated = header();
+        if std::env::var_os("QFWD_BLESS").is_some() {
+            std::fs::write(&path, &generated).unwrap();
+        }
+        let committed = std::fs::read_to_string(&path).unwrap_or_default();
+        assert!(
+            committed == generated,
+            "{HEADER_FILE} is stale: run `QFWD_BLESS=1 cargo test -p qfwd --lib abi`"
+        );
+    }
+
+    #[test]
+    fn header_renders_constants_and_layouts() {
+        let h = header();
+        assert!(h.contains("#define QFWD_REQUEST_MAGIC 0x43555152u"));
+        assert!(h.contains("#define QFWD_STATUS_OVERSIZED (-5)"));
+        assert!(h.contains("    unsigned int function_ids[32];"));
+        assert!(h.contains(&format!(
+            "static_assert(sizeof(struct QfwdDirectParams) == {}",
+            std::mem::size_of::<DirectParams>()
+        )));
+        let p = DirectParams {
+            links: 0x1122,
+            nlinks: 3,
+            ..Default::default()
+        };
+        let b = p.to_bytes();
+        assert_eq!(b.len(), std::mem::size_of::<DirectParams>());
+        assert_eq!(&b[..8], &0x1122u64.to_le_bytes());
+        assert_eq!(&b[8..12], &3u32.to_le_bytes());
+    }
+
+    #[test]
+    fn device_codes_match_the_handlers() {
+        use crate::handler::Handler;
+        assert_eq!(Handler::Parity.device_code(), CODE_PARITY);
+        assert_eq!(
+            crate::mlx5::Doorbell::BlueFlame.device_code(),
+            DB_MODE_BLUEFLAME
+        );
+        assert_eq!(
+            crate::mlx5::Doorbell::Regular.device_code(),
+            DB_MODE_REGULAR
+        );
+        assert_eq!(
+            crate::mlx5::Doorbell::CpuAssisted.device_code(),
+            DB_MODE_CPU_ASSISTED
+        );
+    }
+}
