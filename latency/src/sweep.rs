@@ -773,9 +773,9 @@ pub struct SweepArgs {
     #[arg(long, value_name = "FWD,EMU", value_parser = parse_core_pair, conflicts_with = "unpinned")]
     pub cores: Option<(usize, usize)>,
     /// Sweep the whole scenario N times into the one CSV (every point once, then again, so
-    /// each point's runs are spread over the session), then print the spread of each point
-    /// over its runs (`report --spread`): a p99 from one run is the host's moment as much
-    /// as the code's.
+    /// each point's runs are spread over the whole sweep), then print the spread of each
+    /// point over its runs (`report --spread`): a p99 from one run is the host's moment as
+    /// much as the code's.
     #[arg(long, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=1000))]
     pub repeat: u32,
 }
