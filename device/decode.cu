@@ -254,7 +254,7 @@ extern __shared__ __align__(16) u8 qfwd_dec_smem[];
 // Every split and full decode is printed, and about one in 8 of the others (the device's
 // printf buffer holds ~1 MB). scripts/uf-trace.py summarizes the lines per path. With the
 // sampled ones, a "QL" line: the L1 and L2 load latencies in this kernel's context (H200:
-// ~65 and ~310 cycles, results/h200-split-group-sum.txt).
+// ~65 and ~310 cycles, results/archive/h200-split-group-sum.txt).
 #ifdef QFWD_DEC_TRACE
 #define QFWD_TRACE_STAMPS 20u
 struct QfwdTrace {
