@@ -254,7 +254,7 @@ extern __shared__ __align__(16) u8 qfwd_dec_smem[];
 // Every split and full decode is printed, and about one in 8 of the others (the device's
 // printf buffer holds ~1 MB). scripts/uf-trace.py summarizes the lines per path. With the
 // sampled ones, a "QL" line: the L1 and L2 load latencies in this kernel's context (H200:
-// ~65 and ~310 cycles, results/h200-split-group-sum.txt).
+// ~65 and ~310 cycles, results/archive/h200-split-group-sum.txt).
 #ifdef QFWD_DEC_TRACE
 #define QFWD_TRACE_STAMPS 20u
 struct QfwdTrace {
@@ -744,9 +744,9 @@ static __device__ __forceinline__ void qfwd_split_entry(u32 at, u64* obs, u32* t
 // base[ndef] + sum over the sorted defects d_0 < d_1 < ... of C(d_pos, pos + 1). STAGED:
 // the index, and the entries of the smallest groups, from the block's copy (the split
 // path's image): a first request's loads then hit shared memory (~30 cycles) where the
-// global copy's were cold (the dispatch trace: a table-path call ~2 300-3 000 cycles,
-// its repeat ~1 250-1 500, results/h200-uf-session8.txt). False when the index is out of
-// the table (never: the host sizes it), `*out` untouched.
+// global copy's were cold (the dispatch trace: a table-path call ~2 300-3 000 cycles, its
+// repeat ~1 250-1 500, results/archive/h200-uf-register-answer.txt). False when the index
+// is out of the table (never: the host sizes it), `*out` untouched.
 template <bool STAGED>
 static __device__ __forceinline__ bool qfwd_uf_table(const u32* arg, u32 lane, u32 ndef,
                                                       u64* out)
@@ -1439,8 +1439,8 @@ static __device__ __forceinline__ bool qfwd_uf_lanes(u8* s, const QfwdGraph& gr,
 // Steps 1e (isolated defects) and 2-4 (the full decoder) of qfwd_uf_run, for `ndef` > 0
 // defects, the graph read from the block's copy (GS) or global memory. Not inlined: the
 // rare path (d = 7: 13 % of shots, d = 5: under 1 %) then leaves the kernel body, and the
-// common paths' code, compact (H200 probe, results/h200-session10.txt: inlined, the d = 5
-// split path's p50 was 0.2 us slower).
+// common paths' code, compact (H200 probe, results/archive/h200-uf-potentials.txt: inlined,
+// the d = 5 split path's p50 was 0.2 us slower).
 // SS: the state `s` is in shared memory, at `s_shared` bytes into the block's dynamic
 // shared memory (else at `s_global`); the request `arg` is, at `arg_shared`. Offsets, not
 // pointers, so that the compiler knows the state space of every access here (LDS / STS,

@@ -1,4 +1,4 @@
-// qfwd device code: GPU-initiated mlx5 doorbells (DESIGN §6, `doorbell`).
+// qfwd device code: GPU-initiated mlx5 doorbells (`doorbell` in docs/architecture.md).
 //
 // A kernel that has a response ready announces it to the NIC itself:
 //   * regular:    write the SEND WQE (payload inline) into the send queue, update the
@@ -9,8 +9,8 @@
 //                 each written as four 16 B `st.volatile.global.v4.u32`, ascending) into
 //                 the current BlueFlame half; the NIC does not read the send queue.
 //   * cpu-assisted: the kernel writes the response into a tagged response ring in host
-//                 memory (every 16 B chunk carries the tag: DESIGN §5 lesson 0) and a CPU
-//                 proxy thread posts it.
+//                 memory (every 16 B chunk carries the tag: docs/architecture.md, "Mailbox
+//                 rules") and a CPU proxy thread posts it.
 // Both doorbell modes alternate the two BlueFlame halves, as libmlx5 does.
 //
 // The same code runs against a ConnectX (SQ, doorbell record and UAR from mlx5dv_init_obj,
@@ -18,12 +18,12 @@
 // soft NIC (all of it in pinned, GPU-mapped host memory; src/softnic). Like a ConnectX,
 // the soft NIC accepts doorbells back to back: a poster never reads the register back.
 //
-// Fences: one __threadfence_system() per post, after the WQE and doorbell-record stores
-// and before the doorbell, so the NIC that sees the doorbell sees both. DESIGN §5 lesson 0
-// keeps system fences out of kernels whose warps poll host memory; a post needs this one
-// (the mlx5 doorbell sequence), so the persistent kernel that posts (device/forward.cu with
-// QFWD_DEVICE_DOORBELL) is a separate program, and runs one poller warp per block so the
-// fence waits only for its own SM's outstanding host loads.
+// Fences: one __threadfence_system() per post, after the WQE and doorbell-record stores and
+// before the doorbell, so the NIC that sees the doorbell sees both. The mailbox rules
+// (docs/architecture.md) keep system fences out of kernels whose warps poll host memory; a
+// post needs this one (the mlx5 doorbell sequence), so the persistent kernel that posts
+// (device/forward.cu with QFWD_DEVICE_DOORBELL) is a separate program, and runs one poller
+// warp per block so the fence waits only for its own SM's outstanding host loads.
 //
 // Posting from the persistent kernel: qfwd_db_nic_begin / _write / _ring (below) serialize
 // the poller warps on one send queue with a lock in device memory; the posting lane stores
@@ -475,9 +475,9 @@ static __device__ __forceinline__ void qfwd_db_nic_write(struct QfwdNicPost* pos
     qfwd_db_write_wqe(q, payload, len, post->signaled, post->ds, post->bbs);
 }
 
-// Step 3: one system fence (the WQE, the record, and whatever the caller stored since
-// step 2 reach host memory before the doorbell: DESIGN §6 doorbell sequence), then the
-// doorbell, and the lock is released.
+// Step 3: one system fence (the WQE, the record, and whatever the caller stored since step
+// 2 reach host memory before the doorbell: the mlx5 doorbell sequence,
+// docs/architecture.md), then the doorbell, and the lock is released.
 static __device__ void qfwd_db_nic_ring(unsigned long long nic, struct QfwdNicPost* post,
                                        const unsigned char* payload, unsigned int len)
 {

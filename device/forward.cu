@@ -8,7 +8,7 @@
 // The slot protocol is documented in src/mailbox/layout.rs; the constants marked
 // "mirror" must equal the Rust ones (a unit test there reads this file and checks).
 //
-// Memory-ordering rules (DESIGN §5, lessons 0-3):
+// Memory-ordering rules (docs/architecture.md, "Mailbox rules"):
 //   * requests are polled with one `ld.volatile.global.v4.u32` per 16 B chunk; in
 //     `inline` mode every chunk carries the slot's sequence tag, so one read says both
 //     "is it there" and "what is it";
@@ -17,7 +17,7 @@
 //     chunk's tag matches, so ordering is a property of the data;
 //   * the claim word lives in device memory (an L2 atomic, not a PCIe round trip).
 //
-// GPU-initiated doorbells (DESIGN §6 `regular` / `blueflame`): built with
+// GPU-initiated doorbells (`regular` / `blueflame`, docs/architecture.md): built with
 // QFWD_DEVICE_DOORBELL defined and device/doorbell.cu before this file (src/gpu/nvrtc.rs,
 // FORWARD_DOORBELL), and launched with a NIC block (`nic` != 0), the persistent kernel
 // sends each response to the QPU itself: it builds the CUQS datagram (requests then carry
@@ -643,12 +643,12 @@ static __device__ __forceinline__ u64 load_ticket(const unsigned long long* t)
 // The persistent kernel. `pollers` warps form `pollers / pollers_per_slot` groups; group g
 // serves sequence numbers g, g + G, g + 2G, ... (an ownership scheme, so G requests are
 // served in parallel and throughput is not one request per PCIe round trip), and the
-// `pollers_per_slot` warps of a group all poll the group's next slot, out of phase (DESIGN
-// §5 lesson 2: several warps polling one slot cut the detection delay). Within a group the
-// first warp to see a complete request claims it with a CAS on the group's ticket (in shared
-// memory when `claim_in_block`: every group lies within one block; else in device memory);
-// a monotonic ticket means a warp that lags behind can never re-serve an old request. A
-// group of one warp needs no CAS.
+// `pollers_per_slot` warps of a group all poll the group's next slot, out of phase (several
+// warps polling one slot cut the detection delay: docs/architecture.md, "Mailbox rules").
+// Within a group the first warp to see a complete request claims it with a CAS on the
+// group's ticket (in shared memory when `claim_in_block`: every group lies within one
+// block; else in device memory); a monotonic ticket means a warp that lags behind can never
+// re-serve an old request. A group of one warp needs no CAS.
 // Runs until the host writes the stop tag into the slots (every slot, so every warp sees it).
 //
 // state (device memory): group g's ticket (u64, requests it has claimed) at
@@ -813,7 +813,8 @@ extern "C" __global__ void QFWD_PERSISTENT_BOUNDS qfwd_persistent(u64 req_ring, 
             }
             // Claim and serve at once: a side-effect-free handler runs without waiting for
             // the claim's answer, and only the winner publishes. (The compiled CAS, generic
-            // or ATOMS, is still waited for right after it is issued: results/h200-session9.txt.)
+            // or ATOMS, is still waited for right after it is issued:
+            // results/archive/h200-request-staging.txt.)
             u64 previous = pos.k;
             if (needs_claim && lane == 0u) {
                 previous = atomicCAS(claim, pos.k, pos.k + 1ull);

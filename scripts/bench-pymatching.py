@@ -23,8 +23,9 @@ cpu, host.
 With --qfwd, each fixture also gets one row per qfwd decoder (uf, and lut when the model
 has at most 24 detectors) from `qfwd decode --format json`. The machine is shared, so the
 whole measurement runs --runs times (3), PyMatching and qfwd interleaved fixture by
-fixture, and each number printed is the median over the runs. The first line is a
-`#` comment with the host, its load average before and after, and this method.
+fixture, and each number printed is the median over the runs. The CSV on stdout starts
+with its header line; a `#` line on stderr gives the host, its load average before and
+after, and this method.
 """
 import argparse
 import glob
@@ -167,7 +168,8 @@ def main():
         f"fixture by fixture, each column the median over the runs; batch_ns_per_shot = fastest "
         f"of {args.repeat} back-to-back passes over all shots / shots (pymatching decode_batch, "
         f"bit-packed in; qfwd decode: fastest of {passes} passes); p50/p99/mean: one clock read "
-        f"per decode (pymatching: Python decode() on {args.per_shot} shots; qfwd: every shot)"
+        f"per decode (pymatching: Python decode() on {args.per_shot} shots; qfwd: every shot)",
+        file=sys.stderr,
     )
     print("fixture,decoder,shots,mistakes,batch_ns_per_shot,p50_ns,p99_ns,mean_ns,cpu,host")
     for name, _, _, _, _, _, _, decoders in fixtures:

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Round trip over UDP loopback: qfwd (udp, parity handler) against sockperf's own
 # ping-pong server, measured in one run on this machine. Prints p50/p99 of each and
-# their ratio, and writes the same to results/bench-udp.txt (plus the qfwd CSV row).
+# their ratio, and writes the same to results/cpu-udp-vs-sockperf.txt (plus the qfwd CSV row).
 #
 # Usage: scripts/bench-udp.sh [seconds-per-sockperf-run] [qfwd-samples]
 # Needs: sockperf (Debian package `sockperf`; installed here if apt-get is available).
@@ -11,7 +11,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 secs=${1:-10}
 samples=${2:-300000}
-out=results/bench-udp.txt
+out=results/cpu-udp-vs-sockperf.txt
 port_sp=11911
 port_q=11912
 
@@ -63,10 +63,10 @@ target/release/qfwd run --listen 127.0.0.1:$port_q --cores $srv_core --stats-int
 qpid=$!
 for _ in $(seq 50); do grep -q "serving" /tmp/qfwd-bench.log 2>/dev/null && break; sleep 0.1; done
 target/release/qfwd-latency emulate --target 127.0.0.1:$port_q --samples "$samples" --warmup 10000 \
-    --emulator-core $cli_core --csv results/bench-udp-qfwd.csv >/tmp/qfwd-emulate.log
+    --emulator-core $cli_core --csv results/cpu-udp-vs-sockperf.csv >/tmp/qfwd-emulate.log
 kill -TERM $qpid; wait $qpid 2>/dev/null || true; qpid=
 # p50_ns and p99_ns are columns 19 and 21 of the summary CSV.
-read -r q_p50 q_p99 < <(awk -F, 'NR==2 {printf "%.3f %.3f\n", $19/1000, $21/1000}' results/bench-udp-qfwd.csv)
+read -r q_p50 q_p99 < <(awk -F, 'NR==2 {printf "%.3f %.3f\n", $19/1000, $21/1000}' results/cpu-udp-vs-sockperf.csv)
 
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "n/a" }'; }
 {

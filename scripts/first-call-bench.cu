@@ -1,6 +1,6 @@
 // First call vs repeat of a code block in a warp served ping-pong from host memory, as the persistent
-// kernel serves requests (results/h200-session13.txt, run C). nvcc -O2 -arch=sm_90 -o first-call-bench
-// scripts/first-call-bench.cu && ./first-call-bench
+// kernel serves requests (results/archive/h200-decoder-first-call.txt, run C).
+// nvcc -O2 -arch=sm_90 -o first-call-bench scripts/first-call-bench.cu && ./first-call-bench
 // mode 0: warp 0 polls the host word (ld.volatile over PCIe); mode 1: as 0 with __nanosleep(200) between polls;
 // mode 2: no host: warp 0 spins on clock64 for ~3 us between "requests". `others`: extra warps that poll another
 // host word over PCIe all the time (as the other pollers do).

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Writes icache.cu, the instruction-cache microbenchmark (results/h200-session13.txt, run A).
+"""Writes icache.cu, the instruction-cache microbenchmark (results/archive/h200-decoder-first-call.txt, run A).
 
 Straight-line blocks of S KB (4 independent IMAD chains, 16 B an instruction), each its own
 function, timed by one warp with clock64: cold (after a 512 KB evictor), at once again, after a

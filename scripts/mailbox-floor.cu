@@ -1,9 +1,9 @@
 // The host<->GPU mailbox floor on this machine: the smallest round trip through mapped,
-// pinned host memory with nothing but a sequence tag in the data (DESIGN §5's
-// microbenchmark), to compare with qfwd's persistent kernel on the same machine
-// (tests/gpu_latency_probe.rs). No forwarder, no claim, no handler: W warps poll one
-// request slot; every warp that sees a new tag answers it (the same bytes, so duplicates
-// are harmless); the host writes the request and spins on the response tag.
+// pinned host memory with nothing but a sequence tag in the data (the microbenchmark behind
+// docs/architecture.md's mailbox rules), to compare with qfwd's persistent kernel on the
+// same machine (tests/gpu_latency_probe.rs). No forwarder, no claim, no handler: W warps
+// poll one request slot; every warp that sees a new tag answers it (the same bytes, so
+// duplicates are harmless); the host writes the request and spins on the response tag.
 //
 //   nvcc -O3 -arch=sm_90 -o /tmp/mailbox-floor scripts/mailbox-floor.cu
 //   /tmp/mailbox-floor [samples] [core]

@@ -17,7 +17,7 @@ per probe row, request kind and defect count (12 and more together), the median 
 repeat cycles and the cycles outside both (the kernel's own request path) at p10 / median /
 p90, and under it the medians of the spans between the marks the path has ("marks").
 The traced build's first calls cost more than the served build's: on the H200 the served
-d5 paths cost what the traced repeats do (results/h200-session13.txt), so compare repeats
+d5 paths cost what the traced repeats do (results/archive/h200-decoder-first-call.txt), so compare repeats
 across paths, not first calls.
 """
 

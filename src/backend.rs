@@ -1,4 +1,4 @@
-//! Backends: where a request is computed (the `topology` of DESIGN §6).
+//! Backends: where a request is computed (the `topology`, docs/architecture.md).
 //!
 //! The forwarding loop hands each well-formed request to a [`Backend`] and reaps the
 //! completions; it neither knows nor cares whether a host thread, a kernel launch or a

@@ -1,6 +1,6 @@
 //! `qfwd doctor`: what this host offers the appliance — RDMA devices, ports, GIDs and link
-//! state, GPUs, and which doorbell modes (DESIGN §6) can be used here, each with the
-//! reason when not.
+//! state, GPUs, and which doorbell modes (docs/architecture.md) can be used here, each with
+//! the reason when not.
 //!
 //! [`diagnose`] gathers a [`Report`] (testable, no printing); [`run`] prints it. Nothing
 //! here needs a GPU, an RDMA device or the `rdma` feature to run: what is missing is

@@ -1,6 +1,7 @@
-//! GPU-initiated sends through the soft NIC (DESIGN §6, `regular` and `blueflame`): the
-//! persistent kernel builds each response's SEND WQE in the NIC's send queue (pinned,
-//! GPU-mapped memory), updates the doorbell record and rings the doorbell itself.
+//! GPU-initiated sends through the soft NIC (`regular` and `blueflame`,
+//! docs/architecture.md): the persistent kernel builds each response's SEND WQE in the
+//! NIC's send queue (pinned, GPU-mapped memory), updates the doorbell record and rings the
+//! doorbell itself.
 //!
 //! `forward_doorbell_program_compiles_for_sm_90` needs only NVRTC (it skips without it,
 //! unless `QFWD_REQUIRE_NVRTC=1`). The rest need an NVIDIA GPU and are `#[ignore]`d; run

@@ -131,8 +131,9 @@ fn uf_stage_trace_compiles_and_stays_out_of_the_normal_build() {
     );
 }
 
-/// DESIGN §5 lesson 0: no system-scope fence in the hot path of a kernel whose warps poll
-/// host memory, and the polling/publishing idioms of lesson 3 are the ones emitted.
+/// The mailbox rules (docs/architecture.md): no system-scope fence in the hot path of a
+/// kernel whose warps poll host memory, and the polling/publishing idioms they name are the
+/// ones emitted.
 #[test]
 fn forward_kernels_keep_system_fences_out_of_the_hot_path() {
     if !nvrtc_or_skip() {

@@ -1,6 +1,6 @@
 //! The QPU-controller emulator: sends requests, checks every answer, times each one.
 //!
-//! Two modes (DESIGN §8):
+//! Two modes (docs/measuring.md):
 //! - `ping-pong`: one request in flight; each sample is a full round trip.
 //! - `open-loop`: requests leave on a fixed schedule whatever the answers do; each
 //!   sample is timed from its *intended* send time (as wrk2 does), so a stall in the

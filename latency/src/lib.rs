@@ -55,6 +55,12 @@ pub enum Error {
     Forwarder(#[from] qfwd::Error),
     #[error("child forwarder `{command}`: {detail}")]
     Child { command: String, detail: String },
+    #[error(
+        "{path} already exists: pass --force to overwrite it, or --out to write somewhere else"
+    )]
+    OutputExists { path: PathBuf },
+    #[error("{scenario}: {detail}; nothing was measured")]
+    NoGpu { scenario: PathBuf, detail: String },
 }
 
 /// The harness's result type.

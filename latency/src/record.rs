@@ -1,6 +1,6 @@
 //! One measured sweep point: the summary CSV row and its percentile spectrum (`.hgrm`).
 //!
-//! Column order is part of the contract (DESIGN §8): append new columns at the end,
+//! Column order is part of the contract (docs/measuring.md): append new columns at the end,
 //! never reorder. All latencies are integer nanoseconds; `rtt_or_oneway` says which
 //! quantity they are, and a round trip is never halved.
 #![forbid(unsafe_code)]

@@ -2,10 +2,10 @@
 //!
 //! [`workload_from_dem`] turns a detector error model and its detection events into an
 //! emulator [`Workload`]: each request argument is one shot in the decoder payload format
-//! (DESIGN §4: detection events bit-packed LSB first, `ceil(n/8)` bytes, then the number of
-//! detectors as a u32 little-endian), and each expected answer is what the CPU reference
-//! decoder returns for it (observable flips, bit-packed LSB first). The emulator then
-//! checks every correction the appliance sends back, whichever backend computed it.
+//! (docs/protocol.md: detection events bit-packed LSB first, `ceil(n/8)` bytes, then the
+//! number of detectors as a u32 little-endian), and each expected answer is what the CPU
+//! reference decoder returns for it (observable flips, bit-packed LSB first). The emulator
+//! then checks every correction the appliance sends back, whichever backend computed it.
 #![forbid(unsafe_code)]
 
 use std::path::Path;

@@ -4,13 +4,14 @@
 //!
 //! A p99 from one sweep is 200 samples out of 20 000, taken in a tenth of a second: the
 //! host's state in that moment moves it by more than most changes to the code (see
-//! `results/h200-session16.txt`: 9.4-15.9 µs for one configuration over 29 sweeps). A target
-//! is met when it holds over the runs, and this table says in how many.
+//! `results/h200-decoders-spread/`: 10.5-15.9 µs for one configuration over 19 sweeps on
+//! three machines). A target is met when it holds over the runs, and this table says in
+//! how many.
 //!
 //! Rows belong to one configuration when every column of the key agrees: by default the
 //! configuration columns ([`crate::report::CONFIG_COLUMNS`]) without the ones that only say
 //! where a row was measured (`cpu`, `gpu`, `nic`, `pcie_path`, `host`), so runs on two
-//! leases of the same kind of machine count together; `--columns` sets the key instead.
+//! machines of the same kind count together; `--columns` sets the key instead.
 #![forbid(unsafe_code)]
 
 use crate::report::{self, Entry, Table, CONFIG_COLUMNS};
@@ -231,15 +232,15 @@ mod tests {
     #[test]
     fn runs_on_two_hosts_count_as_one_configuration() {
         let es = vec![
-            entry("a.csv", "uf", "lease-1", 3_000, 9_000),
-            entry("a.csv", "lut", "lease-1", 2_000, 4_000),
-            entry("b.csv", "uf", "lease-2", 4_000, 15_000),
-            entry("c.csv", "uf", "lease-3", 3_500, 11_000),
+            entry("a.csv", "uf", "host-1", 3_000, 9_000),
+            entry("a.csv", "lut", "host-1", 2_000, 4_000),
+            entry("b.csv", "uf", "host-2", 4_000, 15_000),
+            entry("c.csv", "uf", "host-3", 3_500, 11_000),
         ];
         let groups = group(&es, &default_key());
         assert_eq!(groups.len(), 2);
         assert_eq!(groups[0].rows.len(), 3);
-        // Keyed by host as well, each lease is its own configuration.
+        // Keyed by host as well, each host is its own configuration.
         let mut k = default_key();
         k.push("host");
         assert_eq!(group(&es, &k).len(), 4);

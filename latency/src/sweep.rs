@@ -745,15 +745,22 @@ pub fn accounting_line(m: &Measured) -> String {
 #[derive(clap::Args, Debug, Clone)]
 #[command(after_help = "Examples:\n  \
 qfwd-latency sweep scenarios/quickstart.toml\n  \
-qfwd-latency sweep scenarios/udp-loopback.toml --out results/cpu-udp-loopback.csv\n\n\
+qfwd-latency sweep scenarios/udp-loopback.toml --out udp-loopback.csv\n  \
+qfwd-latency sweep scenarios/udp-loopback.toml --out results/cpu-udp-loopback.csv --force\n\n\
 Each point writes one CSV row and one .hgrm spectrum (in a folder named <csv stem>-hgrm \
-beside the CSV). Rows are flushed as they are measured, so an interrupted sweep keeps them.")]
+beside the CSV). Rows are flushed as they are measured, so an interrupted sweep keeps them. \
+An existing CSV or spectrum folder is never overwritten without --force. Before measuring, \
+the sweep checks that this host has the GPUs the scenario's points need.")]
 pub struct SweepArgs {
     /// Scenario file (TOML).
     pub scenario: PathBuf,
     /// Summary CSV to write [default: results/NAME.csv, NAME the scenario's name].
     #[arg(long, value_name = "CSV")]
     pub out: Option<PathBuf>,
+    /// Overwrite the CSV and the spectra of an earlier sweep at the same place (without
+    /// it, an existing CSV or `<csv stem>-hgrm` folder stops the sweep before it starts).
+    #[arg(long)]
+    pub force: bool,
     /// List the points and exit without measuring.
     #[arg(long)]
     pub dry_run: bool,
@@ -773,9 +780,9 @@ pub struct SweepArgs {
     #[arg(long, value_name = "FWD,EMU", value_parser = parse_core_pair, conflicts_with = "unpinned")]
     pub cores: Option<(usize, usize)>,
     /// Sweep the whole scenario N times into the one CSV (every point once, then again, so
-    /// each point's runs are spread over the session), then print the spread of each point
-    /// over its runs (`report --spread`): a p99 from one run is the host's moment as much
-    /// as the code's.
+    /// each point's runs are spread over the whole sweep), then print the spread of each
+    /// point over its runs (`report --spread`): a p99 from one run is the host's moment as
+    /// much as the code's.
     #[arg(long, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=1000))]
     pub repeat: u32,
 }
@@ -861,6 +868,8 @@ pub fn run(args: &SweepArgs) -> Result<Vec<Row>> {
         }
         return Ok(Vec::new());
     }
+    check_gpus(&scenario, gpus_here())?;
+    claim_output(&out, args.force)?;
     let rows = run_scenario_repeated(&scenario, &out, args.repeat)?;
     if args.repeat > 1 {
         let entries: Vec<report::Entry> = rows
@@ -876,6 +885,78 @@ pub fn run(args: &SweepArgs) -> Result<Vec<Row>> {
         );
     }
     Ok(rows)
+}
+
+/// How many GPUs this host's driver sees (0 without a driver or a device).
+fn gpus_here() -> usize {
+    match qfwd::gpu::probe() {
+        Ok(Some(gpus)) => gpus.len(),
+        _ => 0,
+    }
+}
+
+/// Fails before anything is measured when a point that runs its forwarder on this host
+/// needs a GPU index this host lacks (`gpus_here` GPUs, numbered from 0). Points with an
+/// external forwarder are measured wherever it runs, so they need nothing here.
+pub fn check_gpus(scenario: &Scenario, gpus_here: usize) -> Result<()> {
+    let mut short = Vec::new();
+    let mut highest = 0;
+    for (i, p) in scenario.points.iter().enumerate() {
+        if p.launch == Launch::External || !p.topology.needs_gpu() {
+            continue;
+        }
+        let need = run_config(p).gpu_list().into_iter().max().unwrap_or(0);
+        if need >= gpus_here {
+            short.push((i + 1).to_string());
+            highest = highest.max(need);
+        }
+    }
+    if short.is_empty() {
+        return Ok(());
+    }
+    let here = match gpus_here {
+        0 => match qfwd::gpu::unavailable_reason() {
+            Some(why) => format!("this host has none ({why})"),
+            None => "this host has none".to_string(),
+        },
+        n => format!("this host has {n}"),
+    };
+    Err(Error::NoGpu {
+        scenario: scenario.path.clone(),
+        detail: format!(
+            "point{} {} of {} need{} GPU {highest} and {here}: run the scenario on a GPU host, \
+             or its shape on the CPU with --topology cpu",
+            if short.len() == 1 { "" } else { "s" },
+            short.join(", "),
+            scenario.points.len(),
+            if short.len() == 1 { "s" } else { "" },
+        ),
+    })
+}
+
+/// Makes sure the sweep writes over nothing unless `force`: neither the CSV nor its
+/// spectrum folder may exist. With `force`, the old spectra go first, so that the folder
+/// holds only the new sweep's.
+pub fn claim_output(csv: &Path, force: bool) -> Result<()> {
+    let (dir, _) = spectrum_dir(csv);
+    if !force {
+        return match [csv, dir.as_path()].into_iter().find(|p| p.exists()) {
+            Some(p) => Err(Error::OutputExists {
+                path: p.to_path_buf(),
+            }),
+            None => Ok(()),
+        };
+    }
+    let Ok(entries) = std::fs::read_dir(&dir) else {
+        return Ok(());
+    };
+    for entry in entries.flatten() {
+        let path = entry.path();
+        if path.extension().is_some_and(|e| e == "hgrm") {
+            std::fs::remove_file(&path).map_err(|source| Error::Io { path, source })?;
+        }
+    }
+    Ok(())
 }
 
 /// Measures every point of `scenario` into `out` (CSV + spectra).
@@ -1130,6 +1211,61 @@ mod tests {
                 ("0,1".to_string(), "0:220;1:110".to_string()),
             ]
         );
+    }
+
+    #[test]
+    fn gpu_points_need_the_gpus_they_name_on_this_host() {
+        let s = Scenario::parse(
+            r#"
+            [[sweep]]
+            topology = ["cpu", "gpu-persistent"]
+            [[sweep]]
+            topology = ["gpu-persistent"]
+            gpus = ["0,1"]
+            [[sweep]]
+            launch = ["external"]
+            transport = ["udp"]
+            target = ["192.0.2.1:5000"]
+            topology = ["gpu-persistent"]
+            "#,
+            Path::new("g.toml"),
+        )
+        .unwrap();
+        assert_eq!(s.points.len(), 4);
+        assert!(check_gpus(&s, 2).is_ok());
+        let one = check_gpus(&s, 1).unwrap_err().to_string();
+        assert!(
+            one.contains("g.toml: point 3 of 4 needs GPU 1 and this host has 1"),
+            "{one}"
+        );
+        let none = check_gpus(&s, 0).unwrap_err().to_string();
+        assert!(none.contains("points 2, 3 of 4 need GPU 1"), "{none}");
+        assert!(none.contains("--topology cpu") && none.contains("nothing was measured"));
+    }
+
+    #[test]
+    fn output_is_claimed_only_when_free_or_forced() {
+        let dir = tempfile::tempdir().unwrap();
+        let csv = dir.path().join("run.csv");
+        assert!(claim_output(&csv, false).is_ok());
+        let hgrm = dir.path().join("run-hgrm");
+        std::fs::create_dir(&hgrm).unwrap();
+        std::fs::write(hgrm.join("001.hgrm"), "old").unwrap();
+        std::fs::write(hgrm.join("notes.txt"), "mine").unwrap();
+        let err = claim_output(&csv, false).unwrap_err().to_string();
+        assert!(err.contains("run-hgrm") && err.contains("--force"), "{err}");
+        std::fs::write(&csv, "old").unwrap();
+        let err = claim_output(&csv, false).unwrap_err().to_string();
+        assert!(
+            err.contains("run.csv already exists") && err.contains("--force"),
+            "{err}"
+        );
+        claim_output(&csv, true).unwrap();
+        assert!(
+            !hgrm.join("001.hgrm").exists(),
+            "old spectra go with --force"
+        );
+        assert!(hgrm.join("notes.txt").exists(), "only spectra are removed");
     }
 
     #[test]

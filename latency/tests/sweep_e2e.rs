@@ -373,3 +373,94 @@ fn a_closed_stdout_ends_the_report_quietly() {
     assert_eq!(out.status.signal(), Some(13), "ended by SIGPIPE: {err}");
     assert!(err.is_empty(), "{err}");
 }
+
+#[test]
+fn a_second_sweep_to_the_same_file_needs_force() {
+    let dir = tempfile::tempdir().unwrap();
+    let scenario = write(
+        dir.path(),
+        "once.toml",
+        r#"
+name = "once"
+[forwarder]
+idle = "yield"
+[load]
+warmup = 10
+samples = 100
+emulator_idle = "yield"
+"#,
+    );
+    let csv = dir.path().join("once.csv");
+    let args = [
+        "sweep",
+        scenario.to_str().unwrap(),
+        "--out",
+        csv.to_str().unwrap(),
+    ];
+    cli_ok(&args);
+    let first = std::fs::read(&csv).unwrap();
+
+    let out = cli(&args);
+    assert!(!out.status.success(), "a second sweep must not overwrite");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("once.csv already exists") && err.contains("--force"),
+        "{err}"
+    );
+    assert_eq!(
+        std::fs::read(&csv).unwrap(),
+        first,
+        "the first CSV is intact"
+    );
+
+    let mut forced = args.to_vec();
+    forced.push("--force");
+    cli_ok(&forced);
+    let rows = read_csv(&csv).unwrap();
+    assert_eq!(rows.len(), 1);
+    assert_ne!(
+        std::fs::read(&csv).unwrap(),
+        first,
+        "--force wrote a new sweep"
+    );
+}
+
+#[test]
+fn a_gpu_scenario_without_a_gpu_fails_before_measuring() {
+    if let Ok(Some(gpus)) = qfwd::gpu::probe() {
+        eprintln!("skipped: this host has {} GPU(s)", gpus.len());
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let scenario = write(
+        dir.path(),
+        "gpu.toml",
+        r#"
+name = "gpu"
+[forwarder]
+idle = "yield"
+[load]
+warmup = 10
+samples = 100
+emulator_idle = "yield"
+[[sweep]]
+topology = ["cpu", "gpu-persistent"]
+"#,
+    );
+    let csv = dir.path().join("gpu.csv");
+    let out = cli(&[
+        "sweep",
+        scenario.to_str().unwrap(),
+        "--out",
+        csv.to_str().unwrap(),
+    ]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("gpu.toml") && err.contains("point 2 of 2 needs GPU 0"),
+        "{err}"
+    );
+    assert!(err.contains("--topology cpu"), "{err}");
+    assert!(!csv.exists(), "no partial CSV");
+    assert!(!dir.path().join("gpu-hgrm").exists(), "no spectra");
+}

@@ -1,4 +1,4 @@
-//! QEC decoders: Stim detector error models in, observable flips out (DESIGN §7).
+//! QEC decoders: Stim detector error models in, observable flips out (docs/decoders.md).
 //!
 //! - [`dem`]: parses Stim `.dem` text (flattening `repeat` / `shift_detectors`);
 //! - [`graph`]: builds the matching graph as PyMatching does, in flat arrays with integer
@@ -279,9 +279,9 @@ impl Decoder {
         len
     }
 
-    /// Runs the decoder on a wire payload (DESIGN §4): `ceil(n/8)` bytes of detection events
-    /// then the u32 LE number of detectors. Writes the bit-packed observable flips into
-    /// `out` and returns their length; `Err(status::BAD_ARGUMENT)` when the payload length
+    /// Runs the decoder on a wire payload (docs/protocol.md): `ceil(n/8)` bytes of
+    /// detection events then the u32 LE number of detectors. Writes the bit-packed
+    /// observable flips into `out` and returns their length; `Err(status::BAD_ARGUMENT)` when the payload length
     /// or count does not match the model, or `out` is too small. Uses a thread-local
     /// scratch (no lock; allocated on a thread's first call).
     #[inline]

@@ -24,7 +24,8 @@
 //! `rotated_memory_z` at d = 7 with 7 rounds has 336 detectors, of which the 144 of the X
 //! stabilizers see only errors that flip no Z observable. Dropping them takes ~43 % of a
 //! shot's defects away before decoding; at p = 0.001 the shots left for the growth of the
-//! union-find fall from 27 % to 10 % of the d = 7 fixture's (results/h200-session14.txt).
+//! union-find fall from 27 % to 10 % of the d = 7 fixture's
+//! (results/archive/h200-uf-observable-part.txt).
 #![forbid(unsafe_code)]
 
 use super::graph::MatchingGraph;

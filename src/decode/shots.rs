@@ -1,8 +1,8 @@
 //! Shot tables in Stim's `b8` and `01` formats.
 //!
-//! In memory a [`Shots`] is always bit-packed like `b8` (and like the wire payload, DESIGN
-//! §4): each shot is a row of `ceil(bits / 8)` bytes, bit `k` of the shot in byte `k / 8`,
-//! bit `k % 8` (LSB first); padding bits are zero.
+//! In memory a [`Shots`] is always bit-packed like `b8` (and like the wire payload,
+//! docs/protocol.md): each shot is a row of `ceil(bits / 8)` bytes, bit `k` of the shot in
+//! byte `k / 8`, bit `k % 8` (LSB first); padding bits are zero.
 //!
 //! - `b8`: the rows back to back, nothing else.
 //! - `01`: one line per shot, one `0`/`1` character per bit, `\n` after each line.

@@ -7,12 +7,12 @@
 //! starts again from the syndrome.
 //!
 //! # Why
-//! A lone warp issues one instruction every ~7 cycles (results/h200-ncu-uf.txt), so a
+//! A lone warp issues one instruction every ~7 cycles (results/archive/h200-ncu-uf.txt), so a
 //! growth round costs what it executes. The shared-memory round rescans every frontier
 //! vertex's whole row (12 entries at a time, each a chain of three loads) and then walks
 //! its candidates and its fused edges through shared memory again: ~2 700 cycles a round
-//! at d = 7 (results/h200-uf-trace.txt). Here a round reads two cluster words per listed
-//! edge, and the merges compare registers.
+//! at d = 7 (results/archive/h200-uf-trace.txt). Here a round reads two cluster words per
+//! listed edge, and the merges compare registers.
 //!
 //! # The list
 //! `list` holds every edge that is not full and joins a cluster vertex (not the boundary)

@@ -3,7 +3,7 @@
 //! of full edges flips an odd set of observables. device/decode.cu computes it during the
 //! merges of step 2c (step 3') and builds the forest only when a cycle is odd; at d = 7
 //! the forest and the peel were ~14 700 of the full decoder's ~52 000 cycles
-//! (results/h200-uf-trace.txt).
+//! (results/archive/h200-uf-trace.txt).
 //!
 //! # The claim
 //!

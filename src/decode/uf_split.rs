@@ -2,17 +2,17 @@
 //! provably never interact, the specification's output ([`UfScratch::decode_reference`],
 //! src/decode/uf.rs) is the XOR of each group's output decoded alone, and each group of at
 //! most `K` defects has its output, and the time its growth stopped, in the low-weight
-//! table ([`super::uf_table`]). The device runs it as step 1d of device/decode.cu, after the
-//! table and before the full decoder, with the same grouping (so a shot takes the same path
-//! on both; [`decode_with_path`] counts them). It replaces the isolated-defects path, which
-//! runs only where it is not tried: split mostly subsumes it (of the d = 5, p = 0.001
+//! table ([`super::uf_table`]). The device runs it as step 1d of device/decode.cu, after
+//! the table and before the full decoder, with the same grouping (so a shot takes the same
+//! path on both; [`decode_with_path`] counts them). It replaces the isolated-defects path,
+//! which runs only where it is not tried: split mostly subsumes it (of the d = 5, p = 0.001
 //! fixture shots above K = 4 defects, split answers 1 346 of the 1 354 that the isolated
 //! path does, and 526 more), and at d = 7, where it does not, the isolated step cost each
 //! shot that then went on to the full decoder ~4 600 cycles on the H200, in the latency's
-//! tail (results/h200-session10.txt). Measured below, on the models' observable parts
-//! (the decoder's graph, [`super::observable_part`]): with K = 4 it keeps 99.8-99.9 % of
-//! the d = 5, p = 0.001 shots and 99.5-99.6 % of the d = 7 ones off the growth (the d = 7
-//! part's K = 4 table, 56 M entries, is filled mostly from its own splits,
+//! tail (results/archive/h200-uf-potentials.txt). Measured below, on the models' observable
+//! parts (the decoder's graph, [`super::observable_part`]): with K = 4 it keeps 99.8-99.9 %
+//! of the d = 5, p = 0.001 shots and 99.5-99.6 % of the d = 7 ones off the growth (the
+//! d = 7 part's K = 4 table, 56 M entries, is filled mostly from its own splits,
 //! [`super::uf_table`]).
 //!
 //! # The test
@@ -128,12 +128,12 @@
 //! two close pairs side by side become one group of 4 or 5 where each pair alone would
 //! have settled in a few hundred units and passed. [`Grouping::Mutual`] merges only along
 //! the links that are returned (pairs first). Of the fixture's 85 shots that `Links`
-//! left to the growth (session 14), an exhaustive search over partitions into groups of at
+//! left to the growth, an exhaustive search over partitions into groups of at
 //! most 4 finds a passing one for 48 (31 of them pairs and lone defects only); `Mutual`
 //! answers 40 of those. It is no replacement: it leaves a defect beside a pair alone and
 //! odd (its `T` long), needs a third or fourth pass for 18 % of the shots `Links` answers
 //! in two, and misses 20 of them. Tried first on the H200 it slowed the split path's p90
-//! from 5.9 to 8.2 us; so `Links` went first (session 15), and the device replays the
+//! from 5.9 to 8.2 us; so `Links` went first, and the device replays the
 //! first pass's merge with `Mutual` (its look-ups and links are the same) only where it
 //! gives up (`tests::each_grouping_answers_shots_the_other_does_not`).
 //!
@@ -174,8 +174,8 @@
 //!
 //! So at p = 0.001 the split path with K = 4 keeps 99.8-99.9 % of the d = 5 shots and
 //! 99.5-99.6 % of the d = 7 ones away from the growth, which is what sets the latency's
-//! tail (with [`Grouping::Links`] alone, session 14: 99.7-99.9 % and 98.8-99.2 %). On
-//! the whole models (before the observable part, sessions 10-13) the same K reached
+//! tail (with [`Grouping::Links`] alone: 99.7-99.9 % and 98.8-99.2 %). On the whole
+//! models (before the decoder kept only the observable part) the same K reached
 //! 99.6-99.8 % at d = 5 and, with the largest table that could be built there (K = 3),
 //! 92 % at d = 7: a memory experiment's detectors of the other basis added
 //! defects to every group without changing any answer. Of the 45 d = 7 Z shots left
@@ -191,13 +191,13 @@
 //! ([`split_limit`]): `T`, where `T + 1` is the least defect count from which up fewer
 //! than half of the shots (drawn from the model's own errors, [`super::sample`]) with more
 //! than `K` defects are answered by it.
-//! On the H200's trace of the d = 7 fixture (results/h200-session11.txt) the attempt
-//! answers 73 % of the 8-defect shots, 49 % of those with 9, 28 % with 13 and none from
-//! 19 up; from 9 up, 45 %. The drawn shots give the same limit, 8 (K = 2), and with it the
-//! d = 7 round trip's p99 fell by 1.1-1.4 us (results/h200-session12.txt); d = 5 with
-//! K = 4 keeps the attempt for every count (its limit is 32). On the observable parts
-//! (session 14) the d = 7 limit is 9 with K = 3 and 32 with K = 4 (of 20 000 drawn shots,
-//! 3 687 have more than 4 defects and the split answers 3 576 of them; 3 454 with
+//! On the H200's trace of the d = 7 fixture (results/archive/h200-uf-lanes-growth.txt) the
+//! attempt answers 73 % of the 8-defect shots, 49 % of those with 9, 28 % with 13 and none
+//! from 19 up; from 9 up, 45 %. The drawn shots give the same limit, 8 (K = 2), and with it
+//! the d = 7 round trip's p99 fell by 1.1-1.4 us (results/archive/h200-uf-split-limit.txt);
+//! d = 5 with K = 4 keeps the attempt for every count (its limit is 32). On the observable
+//! parts the d = 7 limit is 9 with K = 3 and 32 with K = 4 (of 20 000 drawn shots, 3 687
+//! have more than 4 defects and the split answers 3 576 of them; 3 454 with
 //! [`Grouping::Links`] alone).
 #![forbid(unsafe_code)]
 
@@ -439,8 +439,8 @@ pub enum Grouping {
     Mutual,
     /// Along every link: the first pass closes each chain of neighbours into one group,
     /// which settles an odd chain (a pair and the lone defect beside it) at once, where
-    /// `Mutual` pairs two of them and leaves the third alone and odd. (Session 14's rule;
-    /// `Chains` answers every shot it does, the same way.)
+    /// `Mutual` pairs two of them and leaves the third alone and odd. (`Chains`
+    /// answers every shot this rule does, the same way.)
     Links,
     /// `Links` where the chain it would close holds at most `K` defects; in a longer
     /// chain, along the returned links only (tried first).

@@ -55,12 +55,12 @@
 //! content, and on disk for the next process: [`super::uf_table_cache`]);
 //! `--uf-table-max-defects 3` starts in about a second. It is
 //! what brings d7's round trip p99 to about 10 us (9.1-10.4 through the forwarder, against
-//! 10.6-12.6 with K = 3, session 14; 9.6 with the split path's second grouping, session
-//! 15): with it 0.8-1.2 % of the p = 0.001 shots grow clusters (0.44-0.50 % with the
-//! second grouping), against 4.5-5.6 % with K = 3 (results/h200-session14.txt,
-//! h200-session15.txt). On the whole
-//! models (before the observable part) the auto choice was d5 K = 3-4 and d7 K = 2-3, and
-//! d7 K = 4 would have taken 520 M entries.
+//! 10.6-12.6 with K = 3; 9.6 with the split path's second grouping): with it 0.8-1.2 % of
+//! the p = 0.001 shots grow clusters (0.44-0.50 % with the second grouping), against
+//! 4.5-5.6 % with K = 3 (results/archive/h200-uf-observable-part.txt,
+//! results/archive/h200-uf-split-mutual.txt). On the whole models (before the observable
+//! part) the auto choice was d5 K = 3-4 and d7 K = 2-3, and d7 K = 4 would have taken 520 M
+//! entries.
 #![forbid(unsafe_code)]
 
 use std::time::{Duration, Instant};

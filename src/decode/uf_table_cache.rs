@@ -1,7 +1,7 @@
 //! On-disk cache of low-weight syndrome tables ([`UfTable`]), so that a restart does not
 //! pay the precompute again: the d = 7 part's K = 4 table (56 M entries) takes 16-27 s on
 //! the 16-core H200 host and 60-70 s on the 2-core development VM, where it is written in
-//! 0.7 s and read back, checks included, in 0.34 s (session 15).
+//! 0.7 s and read back, checks included, in 0.34 s.
 //!
 //! # Where
 //!

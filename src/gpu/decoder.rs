@@ -412,7 +412,7 @@ pub const STAGE_MAX_BYTES: usize = 96 * 1024;
 
 /// The split path's hot arrays in one image, each 16-byte aligned: where a pass loads
 /// from shared memory (~30 cycles) what it would load from L1 (~65), L2 (~310) or beyond
-/// (results/h200-split-group-sum.txt).
+/// (results/archive/h200-split-group-sum.txt).
 struct StageImage {
     bytes: Vec<u8>,
     index: u32,

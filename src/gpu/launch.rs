@@ -1,5 +1,5 @@
-//! The baselines to beat (DESIGN §6): `gpu-launch`, one kernel launch per request, and
-//! `gpu-graph`, one CUDA graph replay per request.
+//! The baselines to beat (docs/architecture.md, "Topologies"): `gpu-launch`, one kernel
+//! launch per request, and `gpu-graph`, one CUDA graph replay per request.
 //!
 //! Same slot layout and handler code as `gpu-persistent`: the request is written into an
 //! inline slot of mapped host memory, a one-warp kernel (`qfwd_serve_once`) is launched

@@ -1,9 +1,9 @@
 //! Memory the kernels use: pinned host memory mapped into the GPU's address space (the
 //! mailbox), and plain device memory (claim ticket, counters).
 //!
-//! Not `CudaContext::alloc_pinned` (DESIGN §5 lesson 4): that memory is write-combined and
-//! unmapped. The kernels get raw `u64` device addresses, never a `CudaSlice`: a kernel that
-//! never ends would make a `CudaSlice`'s drop wait forever.
+//! Not `CudaContext::alloc_pinned` (docs/architecture.md, "Mailbox rules"): that memory is
+//! write-combined and unmapped. The kernels get raw `u64` device addresses, never a
+//! `CudaSlice`: a kernel that never ends would make a `CudaSlice`'s drop wait forever.
 
 use std::ffi::c_void;
 use std::ptr::NonNull;

@@ -29,10 +29,11 @@ pub const FORWARD: KernelSource = KernelSource {
     source: include_str!("../../device/forward.cu"),
 };
 
-/// The persistent kernel with GPU-initiated doorbells (DESIGN §6 `regular` /
-/// `blueflame`): `device/doorbell.cu`'s posting functions and `device/forward.cu` in one
-/// program, with `QFWD_DEVICE_DOORBELL` defined. Not a file of its own: [`FORWARD`] stays
-/// free of system fences (`tests/nvrtc_kernels.rs` checks it); this one has one per post.
+/// The persistent kernel with GPU-initiated doorbells (`regular` / `blueflame`,
+/// docs/architecture.md): `device/doorbell.cu`'s posting functions and `device/forward.cu`
+/// in one program, with `QFWD_DEVICE_DOORBELL` defined. Not a file of its own: [`FORWARD`]
+/// stays free of system fences (`tests/nvrtc_kernels.rs` checks it); this one has one per
+/// post.
 pub const FORWARD_DOORBELL: KernelSource = KernelSource {
     file: "forward-doorbell.cu",
     source: concat!(

@@ -69,8 +69,8 @@ impl PersistentKernel {
     /// The NIC's region must be GPU-mapped pinned memory ([`super::mapped_nic_region`]).
     /// With a NIC, `warps_per_block = 0` means one warp per block: the system fence of each
     /// post then waits only for its own SM's host loads, not for those of the other poller
-    /// warps (DESIGN §5: a fence's cost grows with the warps polling on its SM); and each
-    /// poll reads one more chunk, for the request's reply trailer.
+    /// warps (docs/architecture.md: a fence's cost grows with the warps polling on its SM);
+    /// and each poll reads one more chunk, for the request's reply trailer.
     pub fn start_with_nic(
         options: &GpuOptions,
         nic: Option<&DevicePosting>,

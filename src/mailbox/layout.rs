@@ -36,7 +36,7 @@
 //! response alike, which bounds a chunk's age to less than one cycle.
 //!
 //! **Device answers (`reply` layouts).** When the device side sends each response to the
-//! QPU itself (GPU-initiated doorbells, DESIGN §6 `regular` / `blueflame`), it needs the
+//! QPU itself (GPU-initiated doorbells, `regular` / `blueflame`), it needs the
 //! request's wire identity to build the CUQS header. Then the request stream carries a
 //! trailer after the argument, padded to 4 bytes: `[request_id: u32][ptp_timestamp: u64]`
 //! ([`REPLY_ID_BYTES`]), so the stream is `[code][arg_len][arg...][pad][request_id][ts lo]
@@ -46,8 +46,8 @@
 //! first lap of a tag cycle every chunk of the slot is rewritten, as for any response.)
 //!
 //! **Stop.** Writing [`STOP_TAG`] into the tag word of chunk 0 of every request slot stops
-//! every poller wherever it is polling (DESIGN §5 lesson 3: the sentinel goes where the
-//! pollers already look, not into a separate word that costs another read).
+//! every poller wherever it is polling (docs/architecture.md, "Mailbox rules": the sentinel
+//! goes where the pollers already look, not into a separate word that costs another read).
 #![forbid(unsafe_code)]
 
 use super::RxCompletion;

@@ -1,5 +1,5 @@
 //! The host <-> device mailbox: request and response rings of fixed-size slots in one
-//! shared memory region, and the slot protocol both sides follow (DESIGN §5).
+//! shared memory region, and the slot protocol both sides follow (docs/architecture.md).
 //!
 //! - [`layout`]: where everything sits, the sequence tags, the constants the kernel
 //!   mirrors.
@@ -31,7 +31,8 @@ pub use layout::Layout;
 pub use protocol::ReplyTo;
 pub use region::{HostRegion, Region};
 
-/// How the consumer of a request learns that it is there (DESIGN §6, `rx_completion`).
+/// How the consumer of a request learns that it is there (`rx_completion`,
+/// docs/architecture.md).
 #[derive(
     Debug, Clone, Copy, PartialEq, Eq, Hash, Default, serde::Serialize, serde::Deserialize,
 )]

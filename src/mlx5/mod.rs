@@ -1,5 +1,6 @@
 //! ConnectX (mlx5) data-path formats: work queue entries, completion queue entries and the
-//! doorbell sequence, exactly as `infiniband/mlx5dv.h` lays them out (DESIGN §6).
+//! doorbell sequence, exactly as `infiniband/mlx5dv.h` lays them out (docs/architecture.md,
+//! "mlx5").
 //!
 //! - [`layout`]: sizes and byte offsets of every field we touch (checked against the C
 //!   header by `tests/mlx5_layout.rs`, which compiles a probe against `mlx5dv.h`).
@@ -28,7 +29,8 @@ pub mod wqe;
 pub use cqe::{CqCursor, Cqe, CqeOpcode, Syndrome};
 pub use wqe::{opcode, CtrlSeg, DataSeg, ParsedWqe, RaddrSeg, Wqe, WqeError, WqeFault, WqeOp};
 
-/// How the producer of a response tells the NIC to send it (DESIGN §6, `doorbell`).
+/// How the producer of a response tells the NIC to send it (`doorbell`,
+/// docs/architecture.md).
 #[derive(
     Debug, Clone, Copy, PartialEq, Eq, Hash, Default, serde::Serialize, serde::Deserialize,
 )]

@@ -98,10 +98,10 @@ pub struct SendCounters {
     pub full_spins: u64,
 }
 
-/// Posts send WQEs and rings the doorbell, the way libmlx5 does (DESIGN §6):
-/// write the WQE into the SQ; barrier; `dbrec[1] = BE32(pi & 0xffff)`; sfence; then the
-/// 8-byte control word (regular) or the whole WQE in 64-byte chunks (BlueFlame) into the
-/// current BlueFlame half; sfence; flip the half.
+/// Posts send WQEs and rings the doorbell, the way libmlx5 does (docs/architecture.md,
+/// "mlx5"): write the WQE into the SQ; barrier; `dbrec[1] = BE32(pi & 0xffff)`; sfence;
+/// then the 8-byte control word (regular) or the whole WQE in 64-byte chunks (BlueFlame)
+/// into the current BlueFlame half; sfence; flip the half.
 pub struct SendQueue {
     region: SharedRegion,
     l: NicLayout,
@@ -392,9 +392,10 @@ pub fn resp_chunks(len: usize) -> usize {
 /// Producer of the cpu-assisted response ring: the forwarder here, a GPU kernel later.
 ///
 /// Slot layout: 16-byte chunks, each `{12 data bytes, u32 tag}`; chunk 0's data is
-/// `{u32 len, 8 payload bytes}`. Every chunk carries the tag (DESIGN §5 lesson 0), so a
-/// consumer needs no fence from the producer: it accepts a response when every chunk's
-/// tag matches. The consumer returns slots through a consumer index in the doorbell page.
+/// `{u32 len, 8 payload bytes}`. Every chunk carries the tag (docs/architecture.md, "Mailbox
+/// rules"), so a consumer needs no fence from the producer: it accepts a response when
+/// every chunk's tag matches. The consumer returns slots through a consumer index in the
+/// doorbell page.
 pub struct RespProducer {
     region: SharedRegion,
     l: NicLayout,

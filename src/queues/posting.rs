@@ -1,5 +1,5 @@
 //! Handing the soft NIC's send queue to a device side that posts its own responses
-//! (GPU-initiated doorbells, DESIGN §6 `regular` / `blueflame`).
+//! (GPU-initiated doorbells, `regular` / `blueflame`: docs/architecture.md).
 //!
 //! The persistent kernel (or the CPU double standing in for it) then owns the SQ: it
 //! writes each response as an inline SEND WQE, updates the doorbell record and rings the

@@ -1,4 +1,4 @@
-//! RoCEv2 through ibverbs: the NVQLink data plane (DESIGN §6, `transport = rdma`).
+//! RoCEv2 through ibverbs: the NVQLink data plane (`transport = rdma`, docs/architecture.md).
 //!
 //! - [`control`]: the UDP control plane (endpoint exchange, START/STOP) and its codec;
 //!   built everywhere, unit-tested and fuzzed.

@@ -1,6 +1,6 @@
-//! The soft NIC: an mlx5-faithful NIC model in host memory (DESIGN §6, `transport =
-//! softnic`), so the doorbell paths (host and GPU) can be built and tested without a
-//! ConnectX.
+//! The soft NIC: an mlx5-faithful NIC model in host memory (`transport = softnic`,
+//! docs/architecture.md), so the doorbell paths (host and GPU) can be built and tested
+//! without a ConnectX.
 //!
 //! - [`SharedRegion`]: the memory (base + length, allocated by the caller: a page-aligned
 //!   heap allocation for CPU tests, pinned GPU-mapped host memory on a GPU host). It holds
