@@ -1453,7 +1453,7 @@ impl UfScratch {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
-    use crate::decode::graph::EdgeSpec;
+    use crate::graph::EdgeSpec;
 
     pub(crate) fn edge(u: u32, v: Option<u32>, p: f64, obs: u64) -> EdgeSpec {
         EdgeSpec {
@@ -1635,13 +1635,12 @@ pub(crate) mod tests {
     }
 
     /// A committed fixture's matching graph and its shots (tests/fixtures/NAME.dem, .b8).
-    pub(crate) fn fixture_shots(name: &str) -> (MatchingGraph, crate::decode::Shots) {
-        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
-        let dem = crate::decode::Dem::from_path(&dir.join(format!("{name}.dem"))).unwrap();
+    pub(crate) fn fixture_shots(name: &str) -> (MatchingGraph, crate::Shots) {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures");
+        let dem = crate::Dem::from_path(&dir.join(format!("{name}.dem"))).unwrap();
         let g = MatchingGraph::from_dem(&dem).unwrap();
         let shots =
-            crate::decode::Shots::read(&dir.join(format!("{name}.b8")), g.num_detectors(), None)
-                .unwrap();
+            crate::Shots::read(&dir.join(format!("{name}.b8")), g.num_detectors(), None).unwrap();
         (g, shots)
     }
 
