@@ -1,6 +1,6 @@
 // qfwd device code: the QEC decoders `lut` and `uf` (handler device codes 2 and 3), run by
-// qfwd_dispatch in device/forward.cu, bit-identical to the CPU references src/decode/lut.rs
-// and src/decode/uf.rs (`UfScratch::decode_reference`, whose module docs are the
+// qfwd_dispatch in device/forward.cu, bit-identical to the CPU references decode/src/lut.rs
+// and decode/src/uf.rs (`UfScratch::decode_reference`, whose module docs are the
 // specification followed here step by step).
 //
 // Included by device/forward.cu (an NVRTC named header, src/gpu/nvrtc.rs), so the decoders
@@ -28,11 +28,11 @@
 // warm) and the parameters (`qfwd_decoders`, constant memory, same file). Vertex and edge
 // ids are 16 bits (models up to 65534 vertices and edges; the host refuses larger ones), so
 // one 8-byte load gives an incident edge, its other end and its weight. With it, the
-// low-weight syndrome table (src/decode/uf_table.rs, built by the host with the CPU uf):
+// low-weight syndrome table (decode/src/uf_table.rs, built by the host with the CPU uf):
 // the result of every syndrome of at most K defects, indexed by the combinatorial number
 // system; a request with 1..K defects is answered by one load from it (step 1b). With the
 // table, for the split path (step 1d): each entry's growth time (u16) and the boundary-free
-// distance matrix of the model (u16, n x n; both saturated at 65535, src/decode/uf_split.rs).
+// distance matrix of the model (u16, n x n; both saturated at 65535, decode/src/uf_split.rs).
 //
 // Per-warp state ("scratch", offsets in the parameters): in dynamic shared memory after the
 // kernel's request/response staging, or, when that does not fit, in a global buffer (one
@@ -45,7 +45,7 @@
 // holds its cluster's root and flags, so "which cluster, is it active" is one read. A union
 // relabels both clusters' members (lanes over the cluster vertices). The root is the
 // cluster's smallest vertex, as in the specification (which the output never depends on).
-//   0. Where the model has an observable part (src/decode/observable_part.rs; the host
+//   0. Where the model has an observable part (decode/src/observable_part.rs; the host
 //      uploads the part's graph): the kept bits of the request's syndrome, packed in order
 //      over the request's own words (lanes over words), with the defects counted.
 //   1. Defects: lanes over syndrome words.
@@ -53,17 +53,17 @@
 //       binomials from the table's index array), one load of the result. Nothing touched.
 //   1c. The defects in index order into `verts` (lanes over syndrome words).
 //   1d. At most 32 defects (one per lane) that fall into groups of at most K defects which
-//       provably never interact (src/decode/uf_split.rs `split`, whose module docs have the
+//       provably never interact (decode/src/uf_split.rs `split`, whose module docs have the
 //       proof): every cross pair of defects a, b has distance d(a, b) > T_a + T_b, the
 //       groups' growth times from the table. The answer is the XOR of the groups' entries.
 //       Reads `verts` and the table; writes nothing.
 //   1e. Where 1d was not tried (no table, or above 32 defects): isolated defects
-//       (src/decode/uf.rs `UfScratch::isolated`): lanes over the defects,
+//       (decode/src/uf.rs `UfScratch::isolated`): lanes over the defects,
 //       each scans its row for its least-key edge (its partner); when every defect and its
 //       partner settle in one step without touching any other edge, the answer is the XOR
 //       of the partner edges' observables. Writes `visited` only (before the zeroing
 //       below; the full decoder writes `verts` before reading it).
-//   2'. Growth in the lanes' registers (qfwd_uf_lanes; src/decode/uf_lanes.rs, its
+//   2'. Growth in the lanes' registers (qfwd_uf_lanes; decode/src/uf_lanes.rs, its
 //       sequential mirror, tested against the specification): one cluster vertex per lane,
 //       the edges still able to grow in QFWD_LANE_SLOTS slots per lane. A round reads two
 //       cluster words per listed edge, takes the step, grows, and merges the filled edges
@@ -77,7 +77,7 @@
 //   2c. For each fused edge in turn (the warp together): endpoints in no cluster join, the
 //       two clusters merge (the relabel pass skipped when it would change nothing). The
 //       partition after the round does not depend on the order. With them, each cluster
-//       vertex's potential (src/decode/uf_potential.rs): the observables of a path of full
+//       vertex's potential (decode/src/uf_potential.rs): the observables of a path of full
 //       edges from its cluster's reference vertex.
 //   3'. No cycle of full edges with odd observables (a full edge within one cluster is
 //       checked when it fills): the answer is the XOR of the defects' potentials (and of
@@ -400,7 +400,7 @@ static __device__ __forceinline__ void qfwd_dec_row(const uint2* adj, u32 base, 
 
 // ---- lut ---------------------------------------------------------------------------------
 
-// Syndrome -> the table entry, already in the wire's result format (src/decode/lut.rs), as
+// Syndrome -> the table entry, already in the wire's result format (decode/src/lut.rs), as
 // a value (every lane): the flips, `*result_len` bytes of them on the wire, LSB first.
 static __device__ __forceinline__ int qfwd_decode_lut_value(const u32* arg, u32 arg_len,
                                                             u32 out_cap, u32* result_len,
@@ -515,7 +515,7 @@ static __device__ __forceinline__ void qfwd_uf_defect_list(u8* s, const u32* arg
     __syncwarp();
 }
 
-// Step 1e: the isolated-defects fast path, src/decode/uf.rs `UfScratch::isolated` (whose doc
+// Step 1e: the isolated-defects fast path, decode/src/uf.rs `UfScratch::isolated` (whose doc
 // comment has the proof; proptested there against the specification). Each defect x takes
 // as partner its least-key incident edge, key ceil(w / 2) to another defect and w to
 // anything else (the boundary included), t_x = that key. It applies when every defect's
@@ -740,7 +740,7 @@ static __device__ __forceinline__ void qfwd_split_entry(u32 at, u64* obs, u32* t
 }
 
 // Step 1b: the flips of a syndrome of `ndef` <= K defects from the low-weight syndrome
-// table (src/decode/uf_table.rs: the CPU uf's output, so identical by construction), at
+// table (decode/src/uf_table.rs: the CPU uf's output, so identical by construction), at
 // base[ndef] + sum over the sorted defects d_0 < d_1 < ... of C(d_pos, pos + 1). STAGED:
 // the index, and the entries of the smallest groups, from the block's copy (the split
 // path's image): a first request's loads then hit shared memory (~30 cycles) where the
@@ -781,7 +781,7 @@ static __device__ __forceinline__ bool qfwd_uf_table(const u32* arg, u32 lane, u
     return true;
 }
 
-// Step 1d: the split path, src/decode/uf_split.rs `split` step for step (its module docs
+// Step 1d: the split path, decode/src/uf_split.rs `split` step for step (its module docs
 // have the proof), for 1..32 defects: lane i holds the i-th defect in index order (the list
 // in `verts`). Every defect starts as its own group; a group's label is its least lane (its
 // leader), so the lanes of a group hold its members in sorted order. Each pass:
@@ -1070,7 +1070,7 @@ static __device__ __forceinline__ bool qfwd_uf_split(const u8* s, u32 lane, u32 
     return false;
 }
 
-// ---- Step 2': growth in the lanes' registers (src/decode/uf_lanes.rs) --------------------
+// ---- Step 2': growth in the lanes' registers (decode/src/uf_lanes.rs) --------------------
 // The cluster vertices, one per lane (its vertex, cluster word, potential, whether it is a
 // defect; the boundary's word in every lane), and the list of edges still able to grow,
 // QFWD_LANE_SLOTS per lane (entry 32 s + lane in slot s): ends x | y << 16 (x a cluster
@@ -1715,7 +1715,7 @@ static __device__ __noinline__ u64 qfwd_uf_settle(u8* s_global, u32 s_shared, u3
 
     QFWD_STAMP(tr);
     // 3'. Without an odd cycle, every spanning forest of the full edges gives the
-    // specification's answer, and the potentials give it at once (src/decode/uf.rs
+    // specification's answer, and the potentials give it at once (decode/src/uf.rs
     // `potential_obs`, whose doc comment has the proof): the XOR of the potentials of the
     // defects, and of the root of each odd cluster away from the boundary.
     if (!exact) {
@@ -1918,7 +1918,7 @@ static __device__ __noinline__ u64 qfwd_uf_settle(u8* s_global, u32 s_shared, u3
     return obs;
 }
 
-// 0. The observable part (src/decode/observable_part.rs): the model's components whose
+// 0. The observable part (decode/src/observable_part.rs): the model's components whose
 // edges flip no observable are not in the decoder's graph, and their defects change no
 // answer. The kept bits of the wire's syndrome are packed in order over the request's own
 // words (`arg`, the warp's stage, which nothing reads after the decode; the dispatch
@@ -2040,7 +2040,7 @@ static __device__ __forceinline__ u64 qfwd_uf_run(u8* s, const u32* arg, u32 lan
                : qfwd_uf_settle<false, SS>(s, s_shared, arg_shared, lane, ndef, tr);
 }
 
-// Union-find (src/decode/uf.rs): validates the payload as `Decoder::run_payload` does, and
+// Union-find (decode/src/uf.rs): validates the payload as `Decoder::run_payload` does, and
 // returns the observable flips in `*flips` (every lane), `*result_len` bytes of them on the
 // wire, LSB first.
 static __device__ __forceinline__ int qfwd_decode_uf_value(const u32* arg, u32 arg_len,

@@ -336,7 +336,7 @@ impl RunConfig {
                 detail: "--dem given without --decoder (uf or lut)".into(),
             }),
             None => Ok(None),
-            Some(name) => name.parse().map(Some),
+            Some(name) => Ok(Some(name.parse()?)),
         }
     }
 

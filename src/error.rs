@@ -72,22 +72,13 @@ pub enum Error {
         #[source]
         source: std::io::Error,
     },
-    #[error("{file}:{line}: {detail}")]
-    Dem {
-        file: String,
-        line: usize,
-        detail: String,
-    },
+    /// A decoder operation: loading a model, reading shots, a precompute.
+    #[error(transparent)]
+    Decoder(#[from] qfwd_decode::Error),
     #[error("decoder model {file}: {detail}")]
     DecoderModel { file: String, detail: String },
-    #[error("unknown decoder {name:?}; available: lut, uf")]
-    UnknownDecoder { name: String },
-    #[error("shots {path}: {detail}")]
-    Shots { path: PathBuf, detail: String },
     #[error("decode: {detail}")]
     Decode { detail: String },
-    #[error("uf table cache {path}: {detail}")]
-    UfTableCache { path: PathBuf, detail: String },
     // RDMA, mlx5 and soft NIC
     #[error("soft NIC layout: {detail}")]
     SoftNicLayout { detail: String },

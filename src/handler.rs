@@ -95,7 +95,7 @@ impl Handler {
                 out[0] = parity(arg);
                 Ok(1)
             }
-            Handler::Decoder(d) => d.run_payload(arg, out),
+            Handler::Decoder(d) => d.run_payload(arg, out).map_err(|_| status::BAD_ARGUMENT),
         }
     }
 }

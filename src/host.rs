@@ -69,6 +69,17 @@ pub fn pin_spread(index: usize) -> Option<usize> {
     core_affinity::set_for_current(core_affinity::CoreId { id: core }).then_some(core)
 }
 
+/// The workers of a decoder precompute (the uf table build): one per online core
+/// ([`online_core_count`]), each pinned to its own core first ([`pin_spread`]).
+pub fn table_workers() -> crate::decode::uf_table::Workers {
+    crate::decode::uf_table::Workers {
+        threads: online_core_count(),
+        on_start: Some(|t| {
+            pin_spread(t);
+        }),
+    }
+}
+
 /// Gap lengths the report counts separately.
 pub const GAP_CLASSES: [Duration; 4] = [
     Duration::from_micros(1),

@@ -13,7 +13,7 @@
 pub mod abi;
 pub mod backend;
 pub mod config;
-pub mod decode;
+pub mod decode_cli;
 pub mod doctor;
 pub mod error;
 pub mod forward;
@@ -35,3 +35,5 @@ pub mod transport;
 pub mod wire;
 
 pub use error::{Error, Result};
+/// The decoders ([`qfwd_decode`]), at their appliance path.
+pub use qfwd_decode as decode;

@@ -51,7 +51,7 @@ Then point a QPU controller (or `qfwd-latency emulate --target 127.0.0.1:9000`) 
     #[command(after_help = "Example:\n  \
 qfwd decode --dem tests/fixtures/surface_d5_r5_z_p001.dem --dets tests/fixtures/surface_d5_r5_z_p001.b8 \\\n    \
 --obs tests/fixtures/surface_d5_r5_z_p001.obs.01 --decoder uf --format json")]
-    Decode(qfwd::decode::cli::DecodeArgs),
+    Decode(qfwd::decode_cli::DecodeArgs),
 }
 
 #[derive(Args)]
@@ -290,7 +290,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Run(a) => run(*a),
         Command::Doctor(a) => qfwd::doctor::run(&a),
-        Command::Decode(a) => qfwd::decode::cli::run(&a),
+        Command::Decode(a) => qfwd::decode_cli::run(&a),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -1,10 +1,10 @@
-//! `qfwd decode` logic (`qfwd::decode::cli`): reports, JSON, and clear errors.
+//! `qfwd decode` logic (`qfwd::decode_cli`): reports, JSON, and clear errors.
 #![forbid(unsafe_code)]
 
 use std::path::{Path, PathBuf};
 
-use qfwd::decode::cli::{evaluate, DecodeArgs, DecodeBackend, OutputFormat};
 use qfwd::decode::{DecoderKind, Shots};
+use qfwd::decode_cli::{evaluate, DecodeArgs, DecodeBackend, OutputFormat};
 
 fn fixture(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))

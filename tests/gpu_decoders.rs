@@ -36,11 +36,11 @@ use std::time::{Duration, Instant};
 
 use gpu_common::{gpu_index, gpu_or_skip};
 use qfwd::backend::Backend;
-use qfwd::decode::cli::{evaluate, DecodeArgs, DecodeBackend, OutputFormat};
 use qfwd::decode::dem::chain_text;
 use qfwd::decode::uf_split::{self, decode_with_path, DecodeGroups, Distances, Path as UfPath};
 use qfwd::decode::uf_table::{self, UfTable};
 use qfwd::decode::{Decoder, DecoderKind, Shots, UfScratch};
+use qfwd::decode_cli::{evaluate, DecodeArgs, DecodeBackend, OutputFormat};
 use qfwd::gpu::decoder::ScratchPlacement;
 use qfwd::gpu::{self, GpuOptions, PersistentKernel};
 use qfwd::handler::Handler;
@@ -123,7 +123,11 @@ fn table_k() -> Option<u32> {
 fn table_k_of(dec: &Decoder, setting: Option<u32>) -> u32 {
     let g = dec.decode_graph();
     match setting {
-        None => uf_table::auto_max_defects_here(g.num_detectors(), g.num_edges()),
+        None => uf_table::auto_max_defects_here(
+            g.num_detectors(),
+            g.num_edges(),
+            &qfwd::host::table_workers(),
+        ),
         Some(k) => k.min(g.num_detectors() as u32),
     }
 }
@@ -141,7 +145,8 @@ fn shot_paths(dec: &Decoder, payloads: &[Vec<u8>], setting: Option<u32>) -> Vec<
         .iter()
         .map(|p| dec.decode_input(&p[..nb], &mut buf).to_vec())
         .collect();
-    let table = gpu::decoder::uf_table_for(g, setting).unwrap();
+    let table =
+        qfwd::decode::precompute::uf_table_for(g, setting, &qfwd::host::table_workers()).unwrap();
     let mut s = UfScratch::new(g);
     match &table {
         Some(t) => {
@@ -149,7 +154,7 @@ fn shot_paths(dec: &Decoder, payloads: &[Vec<u8>], setting: Option<u32>) -> Vec<
                 .then(|| Distances::build(g).unwrap());
             // The upload's limit (cached per process: the same one).
             let limit = dist.as_ref().map_or(0, |d| {
-                gpu::decoder::uf_split_limit_for(g, t, d, split_max())
+                qfwd::decode::precompute::uf_split_limit_for(g, t, d, split_max())
             });
             let mut t: &UfTable = t;
             let n = g.num_detectors() as u32;
@@ -258,7 +263,7 @@ fn cpu_answer(dec: &Decoder, payload: &[u8]) -> (i32, Vec<u8>) {
     let mut out = [0u8; 64];
     match dec.run_payload(payload, &mut out) {
         Ok(n) => (status::OK, out[..n].to_vec()),
-        Err(st) => (st, Vec::new()),
+        Err(_) => (status::BAD_ARGUMENT, Vec::new()),
     }
 }
 

@@ -24,9 +24,9 @@ pub fn workload_from_dem(
     name: &str,
     limit: Option<usize>,
 ) -> crate::Result<Workload> {
-    let kind: DecoderKind = decoder.parse()?;
-    let dec = Decoder::from_dem_path(dem, kind)?;
-    let mut shots = Shots::read(dets, dec.num_detectors(), None)?;
+    let kind: DecoderKind = decoder.parse().map_err(qfwd::Error::from)?;
+    let dec = Decoder::from_dem_path(dem, kind).map_err(qfwd::Error::from)?;
+    let mut shots = Shots::read(dets, dec.num_detectors(), None).map_err(qfwd::Error::from)?;
     if let Some(n) = limit {
         shots.truncate(n);
     }

@@ -20,9 +20,10 @@
 //! for every syndrome of at most `K` defects, precomputed at upload and read by the kernel
 //! with one load when a request has at most `K` defects.
 //! `K` comes from [`super::GpuOptions::uf_table_max_defects`] (`None`: automatic, see
-//! [`uf_table::auto_max_defects_here`]; `Some(0)`: no table). Tables are kept per process by
-//! the graph's content ([`uf_table_for`]), so backends started again for one model build it
-//! once.
+//! [`crate::decode::uf_table::auto_max_defects_here`]; `Some(0)`: no table). The table and
+//! the split path below are computed on the CPU by [`UfPrecompute`] (kept per process by
+//! the graph's content, so backends started again for one model build them once); this
+//! module only packs and uploads them.
 //!
 //! **Split path** of `uf` ([`crate::decode::uf_split`]): with the table, the boundary-free
 //! distance matrix of the model (`n x n` u16, [`Distances`]) and the table's growth times
@@ -36,7 +37,7 @@
 //! detector has at most [`MAX_DEGREE`] incident edges, `lut` at most 24 detectors (as on
 //! the CPU).
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use cudarc::driver::sys;
 
@@ -44,10 +45,10 @@ use super::context::GpuContext;
 use super::memory::DeviceBuffer;
 use super::module::Module;
 use crate::decode::graph::NO_EDGE;
+use crate::decode::precompute::UfPrecompute;
 use crate::decode::uf_lanes::LANE_SLOTS;
-use crate::decode::uf_split::{self, Distances};
-use crate::decode::uf_table::{self, UfTable};
-use crate::decode::uf_table_cache;
+use crate::decode::uf_split::Distances;
+use crate::decode::uf_table::UfTable;
 use crate::decode::{Decoder, DecoderKind, MatchingGraph};
 use crate::handler::{Handler, Registry};
 use crate::{Error, Result};
@@ -144,7 +145,7 @@ pub struct DecoderParams {
     /// Where the block's copy of the graph starts in dynamic shared memory.
     pub uf_graph_offset: u32,
     /// Per-warp state: each cluster vertex's potential (u64 per vertex), the observables
-    /// of a path from its cluster's reference vertex (src/decode/uf_potential.rs).
+    /// of a path from its cluster's reference vertex (decode/src/uf_potential.rs).
     pub uf_off_phi: u32,
     /// The split path is tried for at most this many defects (at most
     /// [`uf_split::MAX_SPLIT_DEFECTS`]; [`uf_split::split_limit`]): above it, the attempt
@@ -489,8 +490,8 @@ impl Blob {
 impl DeviceModels {
     /// Flattens `decoders` (at most one per kind; none is fine), with the `uf` model's
     /// low-weight syndrome table of `uf_table_max_defects` defects (`None`: automatic,
-    /// `Some(0)`: none; see [`uf_table_for`]), the split path tried up to the automatic
-    /// limit ([`uf_split_limit_for`]).
+    /// `Some(0)`: none; see [`UfPrecompute`]), the split path tried up to the automatic
+    /// limit.
     pub fn new(
         decoders: &[Arc<Decoder>],
         uf_table_max_defects: Option<u32>,
@@ -499,7 +500,7 @@ impl DeviceModels {
     }
 
     /// [`DeviceModels::new`], the split path tried up to `uf_split_max_defects` defects
-    /// (`None`: automatic; see [`uf_split_limit_for`]).
+    /// (`None`: automatic; see [`UfPrecompute`]).
     pub fn with_split_limit(
         decoders: &[Arc<Decoder>],
         uf_table_max_defects: Option<u32>,
@@ -578,22 +579,25 @@ impl DeviceModels {
             p.uf_off_phi = l.phi;
             p.uf_max_degree = m.max_degree;
             p.loaded |= LOADED_UF;
-            uf_table = uf_table_for(graph, uf_table_max_defects)?;
-            if let Some(t) = &uf_table {
+            let pre = UfPrecompute::for_graph(
+                graph,
+                uf_table_max_defects,
+                uf_split_max_defects,
+                &crate::host::table_workers(),
+            )?;
+            if let Some(t) = &pre.table {
                 p.uf_table = blob.push_bytes(t.entries());
                 p.uf_table_index = blob.push_u32s(t.device_index());
                 p.uf_table_defects = t.max_defects();
                 p.uf_table_entries =
                     u32::try_from(t.len()).expect("a table holds at most 2^30 entries");
                 // The split path: off (uf_dist 0) for a model too large for its matrix.
-                if graph.num_detectors() <= uf_split::MAX_SPLIT_DETECTORS {
-                    let dist = Distances::build(graph)?;
-                    p.uf_split_max_defects =
-                        uf_split_limit_for(graph, t, &dist, uf_split_max_defects) as u32;
-                    p.uf_dist = blob.push_bytes(&u16_bytes(dist.as_slice()));
+                if let Some(sp) = &pre.split {
+                    p.uf_split_max_defects = sp.max_defects as u32;
+                    p.uf_dist = blob.push_bytes(&u16_bytes(sp.dist.as_slice()));
                     p.uf_table_times = blob.push_bytes(&u16_bytes(t.times()));
                     uf_split = true;
-                    if let Some(st) = StageImage::new(&dist, t) {
+                    if let Some(st) = StageImage::new(&sp.dist, t) {
                         p.uf_stage = blob.push_bytes(&st.bytes);
                         p.uf_stage_bytes = st.bytes.len() as u32;
                         p.uf_stage_index = st.index;
@@ -603,6 +607,7 @@ impl DeviceModels {
                     }
                 }
             }
+            uf_table = pre.table;
         }
         if blob.0.is_empty() {
             blob.0.push(0);
@@ -860,150 +865,6 @@ impl DeviceDecoders {
     }
 }
 
-/// A cached table's key: (graph content, K).
-type UfTableKey = (u64, u32);
-
-/// Tables built in this process; the last few are kept.
-static UF_TABLES: Mutex<Vec<(UfTableKey, Arc<UfTable>)>> = Mutex::new(Vec::new());
-/// Entries each of this process's caches keeps (the oldest goes first).
-const UF_TABLES_KEPT: usize = 4;
-
-/// The value `cache` holds for `key`, or `make`'s, kept (the cache's lock is held while it
-/// runs, so two callers never make the same value twice); `true` when made here.
-fn kept<V: Clone, E>(
-    cache: &Mutex<Vec<(UfTableKey, V)>>,
-    key: UfTableKey,
-    make: impl FnOnce() -> std::result::Result<V, E>,
-) -> std::result::Result<(V, bool), E> {
-    let mut cache = cache.lock().unwrap_or_else(|p| p.into_inner());
-    if let Some((_, v)) = cache.iter().find(|(c, _)| *c == key) {
-        return Ok((v.clone(), false));
-    }
-    let v = make()?;
-    if cache.len() == UF_TABLES_KEPT {
-        cache.remove(0);
-    }
-    cache.push((key, v.clone()));
-    Ok((v, true))
-}
-
-/// The low-weight syndrome table of `graph` for syndromes of at most `max_defects` defects
-/// (`None`: [`uf_table::auto_max_defects_here`]; an explicit `K` above the detector count means
-/// all of them), built with the CPU uf on every core, once per process for a given graph
-/// content and `K` (logged on stderr), and read from / written to the on-disk cache
-/// ([`uf_table_cache`]: `QFWD_UF_TABLE_CACHE`) so that the next process need not build it.
-/// `Ok(None)`: no table (K = 0, or no observables).
-pub fn uf_table_for(
-    graph: &MatchingGraph,
-    max_defects: Option<u32>,
-) -> Result<Option<Arc<UfTable>>> {
-    let n = graph.num_detectors();
-    let (k, how) = match max_defects {
-        None => (
-            uf_table::auto_max_defects_here(n, graph.num_edges()),
-            "automatic",
-        ),
-        Some(k) => (k.min(n as u32), "set"),
-    };
-    if k == 0 || graph.num_observables() == 0 {
-        if max_defects.is_none() {
-            eprintln!(
-                "qfwd: uf table for {}: none ({n} detectors, {} edges: over the automatic \
-                 budget)",
-                graph.source(),
-                graph.num_edges()
-            );
-        }
-        return Ok(None);
-    }
-    let mut origin = String::new();
-    let (table, made) = kept(&UF_TABLES, (uf_table_cache::graph_hash(graph), k), || {
-        let cache = uf_table_cache::dir_from_env();
-        let (t, from) = uf_table_cache::load_or_build(cache.as_deref(), graph, k, || {
-            UfTable::build(graph, k, 0)
-        })?;
-        let (took, threads) = t.build_time();
-        origin = match from {
-            uf_table_cache::Origin::Read(path) => {
-                format!(
-                    "read from {} in {:.2} s",
-                    path.display(),
-                    took.as_secs_f64()
-                )
-            }
-            uf_table_cache::Origin::Built(saved) => format!(
-                "built (precompute {:.2} s on {threads} threads){}",
-                took.as_secs_f64(),
-                saved.map_or(String::new(), |p| format!(", saved to {}", p.display()))
-            ),
-        };
-        Ok::<_, Error>(Arc::new(t))
-    })?;
-    if !made {
-        origin = "reused (built or read earlier in this process)".into();
-    }
-    eprintln!(
-        "qfwd: uf table for {}: K = {k} ({how}), {} entries x {} B = {} B (+ {} B index), {origin}",
-        graph.source(),
-        table.len(),
-        table.entry_bytes(),
-        table.entries().len(),
-        4 * (k as usize + 1 + k as usize * n),
-    );
-    Ok(Some(table))
-}
-
-/// Limits found in this process, per (graph content, K); the last few are kept.
-static UF_SPLIT_LIMITS: Mutex<Vec<(UfTableKey, usize)>> = Mutex::new(Vec::new());
-/// The seed of the shots [`uf_split_limit_for`] draws (fixed: a model gets the same limit
-/// in every run).
-pub const UF_SPLIT_LIMIT_SEED: u64 = 0x5eed_5b11_7000_0001;
-
-/// The most defects for which the device tries the split path on `graph` with `table`
-/// ([`uf_split::split_limit`], [`uf_split::SPLIT_LIMIT_SHOTS`] shots drawn from the model,
-/// once per process for a given graph content and `K`; logged on stderr). `set`: the
-/// user's limit instead (at most [`uf_split::MAX_SPLIT_DEFECTS`]).
-pub fn uf_split_limit_for(
-    graph: &MatchingGraph,
-    table: &UfTable,
-    dist: &Distances,
-    set: Option<u32>,
-) -> usize {
-    if let Some(m) = set {
-        let m = (m as usize).min(uf_split::MAX_SPLIT_DEFECTS);
-        eprintln!(
-            "qfwd: uf split path for {}: tried up to {m} defects (set)",
-            graph.source()
-        );
-        return m;
-    }
-    let key = (uf_table_cache::graph_hash(graph), table.max_defects());
-    let Ok((limit, _)) = kept(&UF_SPLIT_LIMITS, key, || {
-        let t0 = std::time::Instant::now();
-        let lim = uf_split::split_limit(
-            graph,
-            dist,
-            &mut &*table,
-            uf_split::SPLIT_LIMIT_SHOTS,
-            UF_SPLIT_LIMIT_SEED,
-        );
-        let tried: u32 = lim.tried.iter().sum();
-        let answered: u32 = lim.answered.iter().sum();
-        eprintln!(
-            "qfwd: uf split path for {}: tried up to {} defects (automatic: of {} shots drawn \
-             from the model, {tried} had more than K = {} defects, the split path answered \
-             {answered}; {:.2} s)",
-            graph.source(),
-            lim.max_defects,
-            uf_split::SPLIT_LIMIT_SHOTS,
-            table.max_defects(),
-            t0.elapsed().as_secs_f64()
-        );
-        Ok::<_, std::convert::Infallible>(lim.max_defects)
-    });
-    limit
-}
-
 /// Writes "no decoder loaded" into `module`'s parameter block: a module whose backend was
 /// given no decoders answers decoder requests with `UNKNOWN_FUNCTION`, whatever the block
 /// held before (constant memory starts zeroed, but say so explicitly).
@@ -1041,6 +902,7 @@ pub fn poll_chunks_for(decoders: &[Arc<Decoder>]) -> u32 {
 mod tests {
     use super::*;
     use crate::decode::graph::EdgeSpec;
+    use crate::decode::uf_split;
     use crate::wire::status;
 
     /// The CUDA port's constants and parameter block must match these (a mismatch would be
@@ -1528,7 +1390,7 @@ mod tests {
             &dist,
             &mut t.as_ref(),
             uf_split::SPLIT_LIMIT_SHOTS,
-            UF_SPLIT_LIMIT_SEED,
+            crate::decode::precompute::UF_SPLIT_LIMIT_SEED,
         );
         assert_eq!(p.uf_split_max_defects as usize, want.max_defects);
         for (set, got) in [(0, 0), (5, 5), (32, 32), (40, 32)] {

@@ -31,8 +31,10 @@ use std::time::{Duration, Instant};
 
 use hdrhistogram::Histogram;
 
-use super::{Decoder, DecoderKind, ShotFormat, Shots};
+use clap::builder::{PossibleValue, PossibleValuesParser, TypedValueParser};
+
 use crate::backend::Backend;
+use crate::decode::{self, Decoder, DecoderKind, ShotFormat, Shots};
 use crate::gpu::{self, GpuOptions};
 use crate::handler::Handler;
 use crate::wire::status;
@@ -65,6 +67,27 @@ pub enum OutputFormat {
     Json,
 }
 
+/// `--decoder`'s values with their help (the decoder crate has no command line).
+pub fn decoder_parser() -> impl TypedValueParser<Value = DecoderKind> {
+    PossibleValuesParser::new([
+        PossibleValue::new("lut").help("Lookup table (at most 24 detectors)"),
+        PossibleValue::new("uf").help("Union-find"),
+    ])
+    .try_map(|name| name.parse::<DecoderKind>())
+}
+
+/// `--dets-format` and `--obs-format`'s values with their help.
+pub fn shot_format_parser() -> impl TypedValueParser<Value = ShotFormat> {
+    PossibleValuesParser::new([
+        PossibleValue::new("b8").help("Bit-packed, `ceil(bits/8)` bytes per shot, LSB first"),
+        PossibleValue::new("01").help("Text, one line of `0`/`1` characters per shot"),
+    ])
+    .map(|name| match name.as_str() {
+        "b8" => ShotFormat::B8,
+        _ => ShotFormat::Zero1,
+    })
+}
+
 /// `qfwd decode` arguments.
 #[derive(clap::Args, Debug, Clone)]
 #[command(after_help = "Examples:\n  \
@@ -85,7 +108,7 @@ pub struct DecodeArgs {
     #[arg(long, value_name = "FILE")]
     pub obs: PathBuf,
     /// Decoder: lut (at most 24 detectors) or uf (union-find).
-    #[arg(long, value_enum)]
+    #[arg(long, value_parser = decoder_parser())]
     pub decoder: DecoderKind,
     /// Where to decode.
     #[arg(long, value_enum, default_value_t = DecodeBackend::Cpu)]
@@ -94,10 +117,10 @@ pub struct DecodeArgs {
     #[arg(long, value_enum, default_value_t = OutputFormat::Text)]
     pub format: OutputFormat,
     /// Format of --dets (default: from the extension, b8 for .b8, else 01).
-    #[arg(long, value_enum, value_name = "b8|01")]
+    #[arg(long, value_parser = shot_format_parser(), value_name = "b8|01")]
     pub dets_format: Option<ShotFormat>,
     /// Format of --obs (default: from the extension, b8 for .b8, else 01).
-    #[arg(long, value_enum, value_name = "b8|01")]
+    #[arg(long, value_parser = shot_format_parser(), value_name = "b8|01")]
     pub obs_format: Option<ShotFormat>,
     /// Decode only the first N shots.
     #[arg(long, value_name = "N")]
@@ -272,7 +295,7 @@ pub fn evaluate(args: &DecodeArgs) -> Result<DecodeReport> {
     let setup_ms = t0.elapsed().as_secs_f64() * 1e3;
     let mut dets =
         Shots::read(&args.dets, dec.num_detectors(), args.dets_format).map_err(|e| match e {
-            Error::Shots { path, detail } => Error::Shots {
+            decode::Error::Shots { path, detail } => decode::Error::Shots {
                 path,
                 detail: format!(
                     "{detail} (the model {} has {} detectors)",

@@ -2,7 +2,7 @@
 //! cluster vertices and the frontier edges live in the registers of the decoding warp's
 //! lanes, not in shared memory, and each round touches only the edges still able to grow.
 //! This module is its sequential mirror: the same list, the same join rule, the same
-//! reasons to give up, tested against the specification (src/decode/uf.rs
+//! reasons to give up, tested against the specification (decode/src/uf.rs
 //! `UfScratch::decode_reference`). The device gives up to its shared-memory decoder, which
 //! starts again from the syndrome.
 //!
@@ -29,7 +29,7 @@
 //! `k` = its active ends (0: it waits for one of its clusters to become active again); the
 //! step is the least `ceil((w - g) / k)`; the edges grow; those that fill merge, in list
 //! order (the partition and the potentials do not depend on it:
-//! src/decode/uf_potential.rs). Full and inner edges leave the list when it is rebuilt,
+//! decode/src/uf_potential.rs). Full and inner edges leave the list when it is rebuilt,
 //! in each round where a vertex joined.
 //!
 //! A cluster's word carries a label (a member's vertex + 1) rather than its least vertex,
@@ -291,8 +291,8 @@ pub fn lane_growth(g: &MatchingGraph, dets: &[u8], slots: usize) -> LaneRun {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::decode::uf::tests::{edge, fixture_shots, narrow_graph, syndrome_of};
-    use crate::decode::UfScratch;
+    use crate::uf::tests::{edge, fixture_shots, narrow_graph, syndrome_of};
+    use crate::UfScratch;
     use proptest::prelude::*;
 
     proptest! {

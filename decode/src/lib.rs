@@ -1,5 +1,8 @@
 //! QEC decoders: Stim detector error models in, observable flips out (docs/decoders.md).
 //!
+//! Pure Rust, no CUDA, network or command line: the appliance (`qfwd`) serves these
+//! decoders, runs their GPU ports, and wraps [`Error`] in its own.
+//!
 //! - [`dem`]: parses Stim `.dem` text (flattening `repeat` / `shift_detectors`);
 //! - [`graph`]: builds the matching graph as PyMatching does, in flat arrays with integer
 //!   weights, the form the GPU kernels load;
@@ -9,25 +12,25 @@
 //! - [`observable_part`]: the components of the graph that can flip an observable, the
 //!   only ones the union-find decoder reads (the same answers, fewer defects);
 //! - [`uf_table`]: the uf output of every low-weight syndrome, precomputed (the GPU uf's
-//!   fast path);
+//!   fast path), and [`precompute`]: the table and the split path's limit as a GPU
+//!   upload needs them, kept per process;
 //! - [`sample`]: syndromes drawn from a graph's own error model (load-time tuning);
-//! - [`brute`]: brute-force most-likely-error reference for tests;
-//! - [`cli`]: `qfwd decode`, accuracy and per-shot time on Stim data.
+//! - [`brute`]: brute-force most-likely-error reference for tests.
 //!
 //! # Quick start
 //!
 //! ```no_run
-//! use qfwd::decode::{Decoder, DecoderKind};
+//! use qfwd_decode::{Decoder, DecoderKind};
 //! let dec = Decoder::from_dem_path("tests/fixtures/surface_d3_r3_z_p001.dem".as_ref(), DecoderKind::Uf)?;
 //! let mut scratch = dec.new_scratch();
 //! let syndrome = vec![0u8; dec.detector_bytes()]; // bit-packed, LSB first
 //! let flips: u64 = dec.decode(&mut scratch, &syndrome); // bit k = observable Lk
-//! # Ok::<(), qfwd::Error>(())
+//! # Ok::<(), qfwd_decode::Error>(())
 //! ```
 //!
 //! # In the appliance
 //!
-//! A [`Decoder`] behind an `Arc` is a [`crate::handler::Handler::Decoder`]. Payload: the
+//! A [`Decoder`] behind an `Arc` is a handler of the appliance. Payload: the
 //! detection events bit-packed LSB first (`ceil(n/8)` bytes) then the number of detectors
 //! as a u32 little-endian; result: the observable flips bit-packed LSB first
 //! (`ceil(num_observables/8)` bytes). See [`Decoder::run_payload`].
@@ -41,11 +44,12 @@
 #![forbid(unsafe_code)]
 
 pub mod brute;
-pub mod cli;
 pub mod dem;
+mod error;
 pub mod graph;
 pub mod lut;
 pub mod observable_part;
+pub mod precompute;
 pub mod sample;
 pub mod shots;
 pub mod uf;
@@ -60,17 +64,17 @@ use std::fmt;
 use std::path::Path;
 use std::str::FromStr;
 
-use crate::wire::status;
-use crate::{Error, Result};
 pub use dem::Dem;
+pub use error::{Error, Result};
 pub use graph::MatchingGraph;
 pub use lut::Lut;
 pub use observable_part::ObservablePart;
 pub use shots::{ShotFormat, Shots};
 pub use uf::UfScratch;
+pub use uf_table::{UfTable, Workers};
 
 /// Which decoding algorithm.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum DecoderKind {
     /// Lookup table (at most 24 detectors).
     Lut,
@@ -112,6 +116,20 @@ impl FromStr for DecoderKind {
             }),
         }
     }
+}
+
+/// Why [`Decoder::run_payload`] refused a request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum BadPayload {
+    /// The payload is not `ceil(n/8) + 4` bytes for the model's `n` detectors.
+    #[error("payload length does not match the model")]
+    Length,
+    /// The payload's u32 detector count is not the model's.
+    #[error("payload's detector count does not match the model")]
+    DetectorCount,
+    /// The output buffer cannot hold the result.
+    #[error("no room for the result")]
+    NoRoom,
 }
 
 #[derive(Debug)]
@@ -279,20 +297,27 @@ impl Decoder {
         len
     }
 
-    /// Runs the decoder on a wire payload (docs/protocol.md): `ceil(n/8)` bytes of
-    /// detection events then the u32 LE number of detectors. Writes the bit-packed
-    /// observable flips into `out` and returns their length; `Err(status::BAD_ARGUMENT)` when the payload length
-    /// or count does not match the model, or `out` is too small. Uses a thread-local
-    /// scratch (no lock; allocated on a thread's first call).
+    /// Runs the decoder on a wire payload (docs/protocol.md): `ceil(n/8)` bytes of detection events
+    /// then the u32 LE number of detectors. Writes the bit-packed observable flips into
+    /// `out` and returns their length; [`BadPayload`] when the payload length or count does
+    /// not match the model, or `out` is too small (the appliance answers `BAD_ARGUMENT`).
+    /// Uses a thread-local scratch (no lock; allocated on a thread's first call).
     #[inline]
-    pub fn run_payload(&self, arg: &[u8], out: &mut [u8]) -> std::result::Result<usize, i32> {
+    pub fn run_payload(
+        &self,
+        arg: &[u8],
+        out: &mut [u8],
+    ) -> std::result::Result<usize, BadPayload> {
         let nb = self.detector_bytes();
-        if arg.len() != nb + 4 || out.len() < self.result_len() {
-            return Err(status::BAD_ARGUMENT);
+        if arg.len() != nb + 4 {
+            return Err(BadPayload::Length);
+        }
+        if out.len() < self.result_len() {
+            return Err(BadPayload::NoRoom);
         }
         let count = u32::from_le_bytes([arg[nb], arg[nb + 1], arg[nb + 2], arg[nb + 3]]);
         if count as usize != self.num_detectors() {
-            return Err(status::BAD_ARGUMENT);
+            return Err(BadPayload::DetectorCount);
         }
         let dets = &arg[..nb];
         let mask = match &self.engine {
@@ -332,7 +357,7 @@ impl Decoder {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::decode::graph::EdgeSpec;
+    use crate::graph::EdgeSpec;
 
     fn chain(kind: DecoderKind) -> Decoder {
         let e = [
@@ -370,20 +395,16 @@ mod tests {
             assert_eq!(d.run_payload(&d.payload(&[0b11]), &mut out), Ok(1));
             assert_eq!(out[0], 0);
             // Wrong count, wrong length, no room.
-            for bad in [
-                &[0b01, 3, 0, 0, 0][..],
-                &[0b01, 2, 0, 0],
-                &[0b01, 0, 2, 0, 0, 0],
+            for (bad, why) in [
+                (&[0b01, 3, 0, 0, 0][..], BadPayload::DetectorCount),
+                (&[0b01, 2, 0, 0], BadPayload::Length),
+                (&[0b01, 0, 2, 0, 0, 0], BadPayload::Length),
             ] {
-                assert_eq!(
-                    d.run_payload(bad, &mut out),
-                    Err(status::BAD_ARGUMENT),
-                    "{kind}"
-                );
+                assert_eq!(d.run_payload(bad, &mut out), Err(why), "{kind}");
             }
             assert_eq!(
                 d.run_payload(&[1, 2, 0, 0, 0], &mut []),
-                Err(status::BAD_ARGUMENT)
+                Err(BadPayload::NoRoom)
             );
             assert_eq!(d.result_bytes(1), vec![1]);
         }

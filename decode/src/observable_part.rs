@@ -7,7 +7,7 @@
 //!
 //! Two detectors in different components are joined by no path that avoids the boundary,
 //! so their boundary-free distance is infinite, and the split theorem
-//! (src/decode/uf_split.rs, module docs) applies to the defects grouped by component,
+//! (decode/src/uf_split.rs, module docs) applies to the defects grouped by component,
 //! whatever their number: the specification's output on all of them is the XOR of its
 //! outputs on each component's defects alone. A component without an observable on any of
 //! its edges (its boundary edges included) contributes 0: its correction is made of its own
@@ -159,9 +159,9 @@ pub fn observable_detectors(g: &MatchingGraph) -> Vec<bool> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::decode::graph::EdgeSpec;
-    use crate::decode::uf::UfScratch;
-    use crate::decode::{Dem, Shots};
+    use crate::graph::EdgeSpec;
+    use crate::uf::UfScratch;
+    use crate::{Dem, Shots};
     use proptest::prelude::*;
 
     fn edge(u: u32, v: Option<u32>, p: f64, observables: u64) -> EdgeSpec {
@@ -277,7 +277,7 @@ mod tests {
     /// the detectors).
     #[test]
     fn the_part_answers_every_fixture_shot_as_the_whole_graph() {
-        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures");
         for name in [
             "surface_d3_r3_z_p005",
             "surface_d5_r5_x_p005",

@@ -1,6 +1,6 @@
 //! Split fast path of the union-find decoder: when the defects fall into groups that
 //! provably never interact, the specification's output ([`UfScratch::decode_reference`],
-//! src/decode/uf.rs) is the XOR of each group's output decoded alone, and each group of at
+//! decode/src/uf.rs) is the XOR of each group's output decoded alone, and each group of at
 //! most `K` defects has its output, and the time its growth stopped, in the low-weight
 //! table ([`super::uf_table`]). The device runs it as step 1d of device/decode.cu, after
 //! the table and before the full decoder, with the same grouping (so a shot takes the same
@@ -352,7 +352,7 @@ impl GroupDecoder for DecodeGroups<'_> {
     }
 }
 
-/// Which way a shot is answered (the device's order of steps: src/decode/uf.rs and
+/// Which way a shot is answered (the device's order of steps: decode/src/uf.rs and
 /// device/decode.cu).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Path {
@@ -364,7 +364,7 @@ pub enum Path {
     Isolated,
     /// Independent groups of at most `K` defects each (this module).
     Split,
-    /// Growth in the warp's registers (src/decode/uf_lanes.rs).
+    /// Growth in the warp's registers (decode/src/uf_lanes.rs).
     Lanes,
     /// The full decoder in shared memory: where the lanes give up.
     Full,
@@ -709,13 +709,13 @@ pub fn decode_with_path(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::decode::graph::EdgeSpec;
-    use crate::decode::uf::tests::{narrow_graph, syndrome_of};
-    use crate::decode::{Dem, Shots};
+    use crate::graph::EdgeSpec;
+    use crate::uf::tests::{narrow_graph, syndrome_of};
+    use crate::{Dem, Shots};
     use proptest::prelude::*;
 
     fn fixtures() -> std::path::PathBuf {
-        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures")
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures")
     }
 
     fn fixture(name: &str) -> MatchingGraph {
@@ -948,7 +948,7 @@ mod tests {
     /// their union.
     #[test]
     fn each_grouping_answers_shots_the_other_does_not() {
-        use crate::decode::ObservablePart;
+        use crate::ObservablePart;
         let whole = fixture("surface_d7_r7_z_p001");
         let part = ObservablePart::of(&whole).unwrap().unwrap();
         let g = part.graph();
@@ -1135,7 +1135,7 @@ mod tests {
             // The decoder's graph: the model's observable part, checked against the
             // specification on the whole model.
             let whole = fixture(name);
-            let part = crate::decode::ObservablePart::of(&whole).unwrap().unwrap();
+            let part = crate::ObservablePart::of(&whole).unwrap().unwrap();
             let g = part.graph();
             let n = whole.num_detectors();
             let shots = Shots::read(&fixtures().join(format!("{name}.b8")), n, None).unwrap();

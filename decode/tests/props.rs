@@ -3,9 +3,9 @@
 #![forbid(unsafe_code)]
 
 use proptest::prelude::*;
-use qfwd::decode::brute::BruteForce;
-use qfwd::decode::graph::EdgeSpec;
-use qfwd::decode::{Dem, Lut, MatchingGraph, Shots, UfScratch};
+use qfwd_decode::brute::BruteForce;
+use qfwd_decode::graph::EdgeSpec;
+use qfwd_decode::{Dem, Lut, MatchingGraph, Shots, UfScratch};
 
 /// Lines that look like DEM text, valid or not.
 fn dem_line() -> impl Strategy<Value = String> {

@@ -2,16 +2,16 @@
 //! scripts/gen-fixtures.py with stim 1.16.0 and pymatching 2.4.0).
 //!
 //! Heavier checks are `#[ignore]`d; run them in release:
-//! `cargo test --release --test decode_fixtures -- --ignored --nocapture`.
+//! `cargo test --release -p qfwd-decode --test fixtures -- --ignored --nocapture`.
 #![forbid(unsafe_code)]
 
 use std::path::{Path, PathBuf};
 
-use qfwd::decode::brute::BruteForce;
-use qfwd::decode::{Decoder, DecoderKind, Dem, Lut, MatchingGraph, Shots, UfScratch};
+use qfwd_decode::brute::BruteForce;
+use qfwd_decode::{Decoder, DecoderKind, Dem, Lut, MatchingGraph, Shots, UfScratch};
 
 fn fixtures() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures")
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures")
 }
 
 struct Fixture {
@@ -205,7 +205,7 @@ fn lut_equals_brute_force_on_the_small_fixtures() {
 /// The 24-detector models (d=3 surface code, 3 rounds; d=5 repetition code, 5 rounds):
 /// the lut is exact matching on quantized weights, so its mistakes track PyMatching's
 /// closely. Release only (2^24-entry tables):
-/// `cargo test --release --test decode_fixtures -- --ignored lut_on_24`.
+/// `cargo test --release -p qfwd-decode --test fixtures -- --ignored lut_on_24`.
 #[test]
 #[ignore]
 fn lut_on_24_detector_fixtures_tracks_pymatching() {
@@ -230,7 +230,7 @@ fn lut_on_24_detector_fixtures_tracks_pymatching() {
 
 /// Per-shot CPU time of uf beside PyMatching's (numbers from the fixture files, measured
 /// on the machine that generated them). Release only:
-/// `cargo test --release --test decode_fixtures -- --ignored --nocapture uf_speed`.
+/// `cargo test --release -p qfwd-decode --test fixtures -- --ignored --nocapture uf_speed`.
 #[test]
 #[ignore]
 fn uf_speed_beside_pymatching() {

@@ -68,7 +68,7 @@ impl SyndromeSampler {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::decode::graph::EdgeSpec;
+    use crate::graph::EdgeSpec;
 
     #[test]
     fn splitmix_matches_the_reference_stream() {

@@ -346,12 +346,12 @@ fn spot_check(table: &UfTable, graph: &MatchingGraph) -> std::result::Result<(),
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::decode::{Dem, ObservablePart};
+    use crate::{Dem, ObservablePart};
     use std::ffi::OsStr;
 
     fn part(name: &str) -> MatchingGraph {
         let path = Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("tests/fixtures")
+            .join("../tests/fixtures")
             .join(format!("{name}.dem"));
         let whole = MatchingGraph::from_dem(&Dem::from_path(&path).unwrap()).unwrap();
         ObservablePart::of(&whole).unwrap().unwrap().graph().clone()

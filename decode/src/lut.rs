@@ -203,7 +203,7 @@ impl Lut {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::decode::graph::EdgeSpec;
+    use crate::graph::EdgeSpec;
 
     #[test]
     fn refuses_large_models() {

@@ -164,12 +164,13 @@ pub fn auto_max_defects_split(n: usize, edges: usize, cores: usize) -> u32 {
     k
 }
 
-/// The automatic `K` on this host, as the GPU upload picks it: [`auto_max_defects_split`]
-/// with the host's online cores (not the calling thread's mask) when the model is small
-/// enough for the split path's distance matrix, else [`auto_max_defects`].
-pub fn auto_max_defects_here(n: usize, edges: usize) -> u32 {
+/// The automatic `K` for a table built by `workers`, as the GPU upload picks it:
+/// [`auto_max_defects_split`] with their threads (the appliance gives the host's online
+/// cores, not the calling thread's mask) when the model is small enough for the split
+/// path's distance matrix, else [`auto_max_defects`].
+pub fn auto_max_defects_here(n: usize, edges: usize, workers: &Workers) -> u32 {
     if n <= uf_split::MAX_SPLIT_DETECTORS {
-        auto_max_defects_split(n, edges, crate::host::online_core_count())
+        auto_max_defects_split(n, edges, workers.threads)
     } else {
         auto_max_defects(n, edges)
     }
@@ -224,6 +225,38 @@ fn next_colex(c: &mut [u32], n: u32) -> bool {
     false
 }
 
+/// The threads a table build runs on: how many, and what each does first.
+#[derive(Debug, Clone, Copy)]
+pub struct Workers {
+    /// Worker threads (at least one is used).
+    pub threads: usize,
+    /// Called first on each worker with its index. The appliance pins worker `t` to the
+    /// `t`-th online core: started from a thread pinned to one core (the forwarding
+    /// thread), the workers would otherwise inherit its mask, and so share its core.
+    pub on_start: Option<fn(usize)>,
+}
+
+impl Workers {
+    /// One unpinned worker per core the calling thread may run on
+    /// (`std::thread::available_parallelism`).
+    pub fn available() -> Workers {
+        Workers::unpinned(0)
+    }
+
+    /// `threads` unpinned workers (0: [`Workers::available`]'s count).
+    pub fn unpinned(threads: usize) -> Workers {
+        let threads = if threads == 0 {
+            std::thread::available_parallelism().map_or(1, |n| n.get())
+        } else {
+            threads
+        };
+        Workers {
+            threads,
+            on_start: None,
+        }
+    }
+}
+
 /// The uf output of every syndrome of at most `max_defects` defects (module docs).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct UfTable {
@@ -243,9 +276,14 @@ pub struct UfTable {
 impl UfTable {
     /// Precomputes the table of `graph` for syndromes of at most `max_defects` defects
     /// (`1 ..= MAX_DEFECTS`, at most [`MAX_ENTRIES`] entries) with the CPU uf, on
-    /// `threads` threads (0: one per available core).
+    /// `threads` threads (0: one per available core; [`Workers::unpinned`]).
     pub fn build(graph: &MatchingGraph, max_defects: u32, threads: usize) -> Result<UfTable> {
-        UfTable::build_filled(graph, max_defects, threads, true)
+        UfTable::build_on(graph, max_defects, &Workers::unpinned(threads))
+    }
+
+    /// [`UfTable::build`] on `workers`.
+    pub fn build_on(graph: &MatchingGraph, max_defects: u32, workers: &Workers) -> Result<UfTable> {
+        UfTable::build_filled(graph, max_defects, workers, true)
     }
 
     /// [`UfTable::build`]; `from_splits`: entries of 2 and more defects that split into
@@ -253,7 +291,7 @@ impl UfTable {
     fn build_filled(
         graph: &MatchingGraph,
         max_defects: u32,
-        threads: usize,
+        workers: &Workers,
         from_splits: bool,
     ) -> Result<UfTable> {
         let n = graph.num_detectors();
@@ -276,11 +314,7 @@ impl UfTable {
         let t0 = Instant::now();
         let entry_bytes = graph.num_observables().div_ceil(8);
         let base = level_bases(n, max_defects);
-        let threads = if threads == 0 {
-            crate::host::online_core_count()
-        } else {
-            threads
-        };
+        let (threads, on_start) = (workers.threads, workers.on_start);
         // The split path's distances, to fill entries from smaller ones (`fill`).
         let dist = (from_splits && max_defects >= 2 && n <= uf_split::MAX_SPLIT_DETECTORS)
             .then(|| uf_split::Distances::build(graph))
@@ -321,7 +355,9 @@ impl UfTable {
                         // One core each: a caller pinned to one core (the forwarding
                         // thread) would otherwise hand its mask, and so its core, to every
                         // worker.
-                        crate::host::pin_spread(t);
+                        if let Some(f) = on_start {
+                            f(t);
+                        }
                         fill(graph, k, (t * per) as u64, out, tout, dist, &mut lower)
                     });
                 }
@@ -579,12 +615,12 @@ fn fill(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::decode::Dem;
+    use crate::Dem;
     use proptest::prelude::*;
 
     fn fixture(name: &str) -> MatchingGraph {
         let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("tests/fixtures")
+            .join("../tests/fixtures")
             .join(format!("{name}.dem"));
         MatchingGraph::from_dem(&Dem::from_path(&path).unwrap()).unwrap()
     }
@@ -632,7 +668,7 @@ mod tests {
         for (cores, d7) in [(1, 3), (2, 3), (12, 3), (13, 4), (16, 4), (1024, 4)] {
             assert_eq!(auto_max_defects_split(192, 883, cores), d7, "{cores} cores");
         }
-        let here = auto_max_defects_here(120, 502);
+        let here = auto_max_defects_here(120, 502, &Workers::available());
         assert!((3..=4).contains(&here), "{here}");
     }
 
@@ -688,13 +724,13 @@ mod tests {
             3,
             0,
             &[
-                crate::decode::graph::EdgeSpec {
+                crate::graph::EdgeSpec {
                     u: 0,
                     v: Some(1),
                     p: 0.1,
                     observables: 0,
                 },
-                crate::decode::graph::EdgeSpec {
+                crate::graph::EdgeSpec {
                     u: 1,
                     v: None,
                     p: 0.2,
@@ -822,15 +858,15 @@ mod tests {
     /// filled so.
     #[test]
     fn entries_filled_from_splits_equal_decoded_entries() {
-        let d5 = crate::decode::ObservablePart::of(&fixture("surface_d5_r5_z_p001"))
+        let d5 = crate::ObservablePart::of(&fixture("surface_d5_r5_z_p001"))
             .unwrap()
             .unwrap();
         for (g, k) in [
             (fixture("surface_d3_r3_z_p001"), 4),
             (d5.graph().clone(), 3),
         ] {
-            let filled = UfTable::build_filled(&g, k, 0, true).unwrap();
-            let decoded = UfTable::build_filled(&g, k, 0, false).unwrap();
+            let filled = UfTable::build_filled(&g, k, &Workers::available(), true).unwrap();
+            let decoded = UfTable::build_filled(&g, k, &Workers::available(), false).unwrap();
             assert_eq!(filled.entries(), decoded.entries(), "{} K={k}", g.source());
             assert_eq!(filled.times(), decoded.times(), "{} K={k}", g.source());
             // The top level is mostly splits: the time of a split entry is its groups'
@@ -857,7 +893,7 @@ mod tests {
     /// The shares of fixture shots the automatic table covers (the module docs' table).
     #[test]
     fn fixture_shots_covered_by_the_automatic_table() {
-        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures");
         for (name, k, want) in [
             ("surface_d3_r3_z_p001", 9, 1.0),
             ("surface_d3_r3_z_p005", 9, 0.999),
@@ -869,8 +905,7 @@ mod tests {
             let g = fixture(name);
             assert_eq!(auto_max_defects(g.num_detectors(), g.num_edges()), k);
             let n = g.num_detectors();
-            let shots =
-                crate::decode::Shots::read(&dir.join(format!("{name}.b8")), n, None).unwrap();
+            let shots = crate::Shots::read(&dir.join(format!("{name}.b8")), n, None).unwrap();
             let covered = (0..shots.len())
                 .filter(|&i| (0..n).filter(|&v| shots.get(i, v)).count() <= k as usize)
                 .count();

@@ -427,10 +427,8 @@ mod tests {
     #[test]
     fn chains_have_n_detectors_n_plus_one_edges_and_one_observable() {
         for n in [2, 5, 37] {
-            let g = crate::decode::MatchingGraph::from_dem(
-                &Dem::parse(&chain_text(n), "chain").unwrap(),
-            )
-            .unwrap();
+            let g = crate::MatchingGraph::from_dem(&Dem::parse(&chain_text(n), "chain").unwrap())
+                .unwrap();
             assert_eq!(
                 (g.num_detectors(), g.num_edges(), g.num_observables()),
                 (n, n + 1, 1),

@@ -13,12 +13,11 @@ use std::path::{Path, PathBuf};
 use crate::{Error, Result};
 
 /// Stim shot file formats qfwd reads and writes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ShotFormat {
     /// Bit-packed, `ceil(bits/8)` bytes per shot, LSB first.
     B8,
     /// Text, one line of `0`/`1` characters per shot.
-    #[value(name = "01")]
     Zero1,
 }
 
