@@ -38,7 +38,7 @@
 #define QFWD_POISON_WORD 0xffffffffu
 #define QFWD_STOP_WORD 0x53544f50u
 #define QFWD_MAX_LINKS 64u
-#define QFWD_MAX_WARPS_PER_LINK 16u
+#define QFWD_MAX_WARPS_PER_LINK 8u
 #define QFWD_MAX_FUNCTIONS 32u
 #define QFWD_MAX_RX_SLOTS 1024u
 #define QFWD_WARP_COUNTERS 16u
@@ -87,29 +87,29 @@ struct QfwdLinkDesc {
     unsigned int reserved;
 };
 static_assert(sizeof(struct QfwdLinkDesc) == 136, "QfwdLinkDesc size");
-static_assert(__builtin_offsetof(struct QfwdLinkDesc, rx_cq) == 0, "QfwdLinkDesc.rx_cq");
-static_assert(__builtin_offsetof(struct QfwdLinkDesc, rx_cq_dbrec) == 8, "QfwdLinkDesc.rx_cq_dbrec");
-static_assert(__builtin_offsetof(struct QfwdLinkDesc, qp_dbrec) == 16, "QfwdLinkDesc.qp_dbrec");
-static_assert(__builtin_offsetof(struct QfwdLinkDesc, rx_ring) == 24, "QfwdLinkDesc.rx_ring");
-static_assert(__builtin_offsetof(struct QfwdLinkDesc, sq) == 32, "QfwdLinkDesc.sq");
-static_assert(__builtin_offsetof(struct QfwdLinkDesc, bf) == 40, "QfwdLinkDesc.bf");
-static_assert(__builtin_offsetof(struct QfwdLinkDesc, tx_cq) == 48, "QfwdLinkDesc.tx_cq");
-static_assert(__builtin_offsetof(struct QfwdLinkDesc, tx_cq_dbrec) == 56, "QfwdLinkDesc.tx_cq_dbrec");
-static_assert(__builtin_offsetof(struct QfwdLinkDesc, resp_ring) == 64, "QfwdLinkDesc.resp_ring");
-static_assert(__builtin_offsetof(struct QfwdLinkDesc, resp_ci) == 72, "QfwdLinkDesc.resp_ci");
-static_assert(__builtin_offsetof(struct QfwdLinkDesc, counters) == 80, "QfwdLinkDesc.counters");
-static_assert(__builtin_offsetof(struct QfwdLinkDesc, rx_cqes) == 88, "QfwdLinkDesc.rx_cqes");
-static_assert(__builtin_offsetof(struct QfwdLinkDesc, rx_slots) == 92, "QfwdLinkDesc.rx_slots");
-static_assert(__builtin_offsetof(struct QfwdLinkDesc, rx_slot_bytes) == 96, "QfwdLinkDesc.rx_slot_bytes");
-static_assert(__builtin_offsetof(struct QfwdLinkDesc, sq_wqebbs) == 100, "QfwdLinkDesc.sq_wqebbs");
-static_assert(__builtin_offsetof(struct QfwdLinkDesc, tx_cqes) == 104, "QfwdLinkDesc.tx_cqes");
-static_assert(__builtin_offsetof(struct QfwdLinkDesc, qpn) == 108, "QfwdLinkDesc.qpn");
-static_assert(__builtin_offsetof(struct QfwdLinkDesc, bf_size) == 112, "QfwdLinkDesc.bf_size");
-static_assert(__builtin_offsetof(struct QfwdLinkDesc, signal_every) == 116, "QfwdLinkDesc.signal_every");
-static_assert(__builtin_offsetof(struct QfwdLinkDesc, resp_slots) == 120, "QfwdLinkDesc.resp_slots");
-static_assert(__builtin_offsetof(struct QfwdLinkDesc, resp_slot_bytes) == 124, "QfwdLinkDesc.resp_slot_bytes");
-static_assert(__builtin_offsetof(struct QfwdLinkDesc, doorbell) == 128, "QfwdLinkDesc.doorbell");
-static_assert(__builtin_offsetof(struct QfwdLinkDesc, reserved) == 132, "QfwdLinkDesc.reserved");
+static_assert(sizeof(((struct QfwdLinkDesc*)0)->rx_cq) == 8, "QfwdLinkDesc.rx_cq");
+static_assert(sizeof(((struct QfwdLinkDesc*)0)->rx_cq_dbrec) == 8, "QfwdLinkDesc.rx_cq_dbrec");
+static_assert(sizeof(((struct QfwdLinkDesc*)0)->qp_dbrec) == 8, "QfwdLinkDesc.qp_dbrec");
+static_assert(sizeof(((struct QfwdLinkDesc*)0)->rx_ring) == 8, "QfwdLinkDesc.rx_ring");
+static_assert(sizeof(((struct QfwdLinkDesc*)0)->sq) == 8, "QfwdLinkDesc.sq");
+static_assert(sizeof(((struct QfwdLinkDesc*)0)->bf) == 8, "QfwdLinkDesc.bf");
+static_assert(sizeof(((struct QfwdLinkDesc*)0)->tx_cq) == 8, "QfwdLinkDesc.tx_cq");
+static_assert(sizeof(((struct QfwdLinkDesc*)0)->tx_cq_dbrec) == 8, "QfwdLinkDesc.tx_cq_dbrec");
+static_assert(sizeof(((struct QfwdLinkDesc*)0)->resp_ring) == 8, "QfwdLinkDesc.resp_ring");
+static_assert(sizeof(((struct QfwdLinkDesc*)0)->resp_ci) == 8, "QfwdLinkDesc.resp_ci");
+static_assert(sizeof(((struct QfwdLinkDesc*)0)->counters) == 8, "QfwdLinkDesc.counters");
+static_assert(sizeof(((struct QfwdLinkDesc*)0)->rx_cqes) == 4, "QfwdLinkDesc.rx_cqes");
+static_assert(sizeof(((struct QfwdLinkDesc*)0)->rx_slots) == 4, "QfwdLinkDesc.rx_slots");
+static_assert(sizeof(((struct QfwdLinkDesc*)0)->rx_slot_bytes) == 4, "QfwdLinkDesc.rx_slot_bytes");
+static_assert(sizeof(((struct QfwdLinkDesc*)0)->sq_wqebbs) == 4, "QfwdLinkDesc.sq_wqebbs");
+static_assert(sizeof(((struct QfwdLinkDesc*)0)->tx_cqes) == 4, "QfwdLinkDesc.tx_cqes");
+static_assert(sizeof(((struct QfwdLinkDesc*)0)->qpn) == 4, "QfwdLinkDesc.qpn");
+static_assert(sizeof(((struct QfwdLinkDesc*)0)->bf_size) == 4, "QfwdLinkDesc.bf_size");
+static_assert(sizeof(((struct QfwdLinkDesc*)0)->signal_every) == 4, "QfwdLinkDesc.signal_every");
+static_assert(sizeof(((struct QfwdLinkDesc*)0)->resp_slots) == 4, "QfwdLinkDesc.resp_slots");
+static_assert(sizeof(((struct QfwdLinkDesc*)0)->resp_slot_bytes) == 4, "QfwdLinkDesc.resp_slot_bytes");
+static_assert(sizeof(((struct QfwdLinkDesc*)0)->doorbell) == 4, "QfwdLinkDesc.doorbell");
+static_assert(sizeof(((struct QfwdLinkDesc*)0)->reserved) == 4, "QfwdLinkDesc.reserved");
 
 struct QfwdDirectParams {
     unsigned long long links;
@@ -123,12 +123,12 @@ struct QfwdDirectParams {
     unsigned int function_codes[32];
 };
 static_assert(sizeof(struct QfwdDirectParams) == 288, "QfwdDirectParams size");
-static_assert(__builtin_offsetof(struct QfwdDirectParams, links) == 0, "QfwdDirectParams.links");
-static_assert(__builtin_offsetof(struct QfwdDirectParams, nlinks) == 8, "QfwdDirectParams.nlinks");
-static_assert(__builtin_offsetof(struct QfwdDirectParams, warps_per_link) == 12, "QfwdDirectParams.warps_per_link");
-static_assert(__builtin_offsetof(struct QfwdDirectParams, pollers_per_slot) == 16, "QfwdDirectParams.pollers_per_slot");
-static_assert(__builtin_offsetof(struct QfwdDirectParams, max_request_bytes) == 20, "QfwdDirectParams.max_request_bytes");
-static_assert(__builtin_offsetof(struct QfwdDirectParams, poll_chunks) == 24, "QfwdDirectParams.poll_chunks");
-static_assert(__builtin_offsetof(struct QfwdDirectParams, nfunctions) == 28, "QfwdDirectParams.nfunctions");
-static_assert(__builtin_offsetof(struct QfwdDirectParams, function_ids) == 32, "QfwdDirectParams.function_ids");
-static_assert(__builtin_offsetof(struct QfwdDirectParams, function_codes) == 160, "QfwdDirectParams.function_codes");
+static_assert(sizeof(((struct QfwdDirectParams*)0)->links) == 8, "QfwdDirectParams.links");
+static_assert(sizeof(((struct QfwdDirectParams*)0)->nlinks) == 4, "QfwdDirectParams.nlinks");
+static_assert(sizeof(((struct QfwdDirectParams*)0)->warps_per_link) == 4, "QfwdDirectParams.warps_per_link");
+static_assert(sizeof(((struct QfwdDirectParams*)0)->pollers_per_slot) == 4, "QfwdDirectParams.pollers_per_slot");
+static_assert(sizeof(((struct QfwdDirectParams*)0)->max_request_bytes) == 4, "QfwdDirectParams.max_request_bytes");
+static_assert(sizeof(((struct QfwdDirectParams*)0)->poll_chunks) == 4, "QfwdDirectParams.poll_chunks");
+static_assert(sizeof(((struct QfwdDirectParams*)0)->nfunctions) == 4, "QfwdDirectParams.nfunctions");
+static_assert(sizeof(((struct QfwdDirectParams*)0)->function_ids) == 128, "QfwdDirectParams.function_ids");
+static_assert(sizeof(((struct QfwdDirectParams*)0)->function_codes) == 128, "QfwdDirectParams.function_codes");

@@ -105,13 +105,15 @@ macro_rules! abi_struct {
                     "static_assert(sizeof(struct {}) == {}, \"{} size\");",
                     $cname, std::mem::size_of::<$name>(), $cname
                 );
+                // Field sizes and the total: with no padding (the sum of the sizes is the
+                // total), the order fixes every offset. (NVRTC 13.0 has no offsetof.)
                 $(
                     let _ = writeln!(
                         out,
-                        "static_assert(__builtin_offsetof(struct {}, {}) == {}, \"{}.{}\");",
+                        "static_assert(sizeof(((struct {}*)0)->{}) == {}, \"{}.{}\");",
                         $cname,
                         stringify!($field),
-                        std::mem::offset_of!($name, $field),
+                        std::mem::size_of::<$fty>(),
                         $cname,
                         stringify!($field)
                     );
@@ -209,8 +211,8 @@ abi_consts!(render_direct {
     STOP_WORD: u32 = 0x5354_4f50;
     /// Most links (receive queues) one kernel serves.
     MAX_LINKS: u32 = 64;
-    /// Most poller warps per link (one block per link).
-    MAX_WARPS_PER_LINK: u32 = 16;
+    /// Most poller warps per link (one block per link; the decoders' register budget).
+    MAX_WARPS_PER_LINK: u32 = 8;
     /// Most functions in the device's function table.
     MAX_FUNCTIONS: u32 = 32;
     /// Most receive slots per link (the credit bitmap's size).

@@ -14,6 +14,7 @@ pub mod abi;
 pub mod backend;
 pub mod config;
 pub mod decode_cli;
+pub mod direct;
 pub mod doctor;
 pub mod error;
 pub mod forward;
@@ -33,6 +34,7 @@ pub mod softnic;
 pub mod stats;
 pub mod transport;
 pub mod wire;
+pub(crate) mod worker;
 
 pub use error::{Error, Result};
 /// The decoders ([`qfwd_decode`]), at their appliance path.

@@ -214,6 +214,24 @@ impl Stats {
         self.stalled_requests += u64::from(self.stalls > stalls_at_receipt);
     }
 
+    /// Adds counts another party kept (a device side that serves requests itself):
+    /// `received`, answered `ok`, answered with each error status (a code not listed
+    /// separately goes to the other handler errors), and dropped by kind.
+    pub fn add_counts(&mut self, received: u64, ok: u64, errors: &[(i32, u64)], drops: &[(DropKind, u64)]) {
+        self.received += received;
+        self.answered_ok += ok;
+        for &(code, n) in errors {
+            let slot = ERROR_KINDS
+                .iter()
+                .position(|&k| k == code)
+                .unwrap_or(OTHER_HANDLER_ERROR);
+            self.answered_error[slot] += n;
+        }
+        for &(kind, n) in drops {
+            self.dropped[kind as usize] += n;
+        }
+    }
+
     pub fn dropped(&self, kind: DropKind) -> u64 {
         self.dropped[kind as usize]
     }

@@ -42,6 +42,7 @@
 
 pub mod context;
 pub mod decoder;
+pub mod direct;
 pub mod launch;
 pub mod memory;
 pub mod module;

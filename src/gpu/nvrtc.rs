@@ -44,6 +44,12 @@ pub const FORWARD_DOORBELL: KernelSource = KernelSource {
     ),
 };
 
+/// The `gpu-direct` kernel: the GPU polls its NIC queues and rings the NIC itself.
+pub const DIRECT: KernelSource = KernelSource {
+    file: "direct.cu",
+    source: include_str!("../../device/direct.cu"),
+};
+
 /// The QEC decoders (`lut`, `uf`), `#include`d by `device/forward.cu` (see [`HEADERS`]).
 pub const DECODE: KernelSource = KernelSource {
     file: "decode.cu",
@@ -56,7 +62,15 @@ pub const HEADERS: &[KernelSource] = &[DECODE];
 
 /// The `device/*.cu` files `src/gpu` loads (CI compiles every `device/*.cu` anyway; the
 /// combined [`FORWARD_DOORBELL`] is compiled by `tests/gpu_doorbells.rs`).
-pub const KERNEL_SOURCES: &[KernelSource] = &[FORWARD, DECODE];
+pub const KERNEL_SOURCES: &[KernelSource] = &[FORWARD, DECODE, DIRECT];
+
+/// The header generated from `src/abi.rs` ([`crate::abi::header`]), made once per process:
+/// every compilation gets it as the named header `qfwd_abi.h`, so a kernel sees exactly the
+/// host's constants and struct layouts.
+fn abi_header() -> &'static str {
+    static HEADER: OnceLock<String> = OnceLock::new();
+    HEADER.get_or_init(crate::abi::header)
+}
 
 /// Options every compilation uses, besides the architecture.
 const COMPILE_OPTIONS: &[&str] = &["--std=c++17", "--fmad=true", "--extra-device-vectorization"];
@@ -190,8 +204,13 @@ pub fn compile_with(source: &KernelSource, arch: &str, defines: &[&str]) -> Resu
     let src = CString::new(source.source)
         .map_err(|_| failed("the source contains a NUL byte".into(), String::new()))?;
     let name = CString::new(source.file).expect("file names have no NUL");
+    let abi = KernelSource {
+        file: crate::abi::HEADER_NAME,
+        source: abi_header(),
+    };
     let headers: Vec<(CString, CString)> = HEADERS
         .iter()
+        .chain(std::iter::once(&abi))
         .map(|h| {
             let text = CString::new(h.source).expect("device sources have no NUL");
             (text, CString::new(h.file).expect("file names have no NUL"))

@@ -123,13 +123,20 @@ pub fn poll_cqe(chunk2: &[u8; 16], chunk3: &[u8; 16], owner: bool) -> CqePoll {
     if *chunk2 == POISON {
         return CqePoll::Torn;
     }
+    CqePoll::Ready(completion(chunk2, chunk3))
+}
+
+/// The completion a new CQE describes (after [`poll_cqe`] said it is new, or after chunk
+/// 2 was read again following [`CqePoll::Torn`]).
+pub fn completion(chunk2: &[u8; 16], chunk3: &[u8; 16]) -> RxCompletion {
+    let op_own = chunk3[15];
     let be = |at: usize| u32::from_be_bytes(chunk2[at..at + 4].try_into().expect("4 bytes"));
-    CqePoll::Ready(RxCompletion {
-        opcode,
+    RxCompletion {
+        opcode: op_own >> 4,
         inline32: (op_own >> 2) & 3 == abi::CQE_FORMAT_INLINE_32 as u8,
         imm: be(cqel::IMM_INVAL_PKEY - 32),
         byte_cnt: be(cqel::BYTE_CNT - 32),
-    })
+    }
 }
 
 /// The device's function table: function_id -> index of the handler (at most

@@ -24,11 +24,10 @@
 
 mod nic;
 mod transport;
-mod worker;
 
 pub use crate::queues::host::{CqConsumer, RespConsumer, RespProducer, SendCounters, SendQueue};
 pub use crate::queues::layout::{device_params, ErrorPolicy, NicLayout, SoftNicConfig};
 pub use crate::queues::posting::{DevicePostCounters, DevicePosting};
 pub use crate::shm::SharedRegion;
-pub use nic::{NicCounters, NicStats, SoftNic};
+pub use nic::{NicCounters, NicEngine, NicStats, SoftNic};
 pub use transport::{inproc, inproc_in, udp, udp_in, SoftNicTransport, TransportCounters};

@@ -33,7 +33,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::worker::Worker;
+use crate::worker::Worker;
 use crate::idle::IdleWait;
 use crate::mlx5::layout::{cqe as cqel, qp_dbrec, uar, wqebbs_for_ds, WQEBB};
 use crate::mlx5::wqe::{self, Payload, WqeOp, MAX_DS, MAX_WQE_BYTES};

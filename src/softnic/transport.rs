@@ -24,7 +24,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::nic::{NicCounters, SoftNic};
-use super::worker::Worker;
+use crate::worker::Worker;
 use crate::idle::IdlePolicy;
 use crate::mlx5::layout::{data, qp_dbrec};
 use crate::mlx5::{CqeOpcode, DataSeg, Doorbell};

@@ -1,0 +1,238 @@
+//! The `gpu-direct` kernel on a GPU (`device/direct.cu`): launched once, one thread block
+//! per link, it polls the links' receive CQs in GPU-mapped host memory and posts the
+//! answers itself; the host only reads its counters (mapped memory) and writes the stop
+//! sentinel ([`crate::queues::links::LinkSet::write_stop`]).
+//!
+//! Typed states: [`DirectKernel::start`] returns a running kernel, [`DirectKernel::wait`]
+//! ends it (after the sentinel); dropping a running one writes the sentinel itself and
+//! waits, and leaks its memory rather than free it under a kernel that did not stop.
+
+use std::ffi::c_void;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use cudarc::driver::sys;
+
+use super::context::GpuContext;
+use super::decoder::{DeviceDecoders, ScratchPlacement};
+use super::memory::{device_address_of, DeviceBuffer};
+use super::module::{Module, Stream};
+use super::nvrtc::DIRECT;
+use super::GpuOptions;
+use crate::abi::{self, DirectParams};
+use crate::decode::Decoder;
+use crate::queues::layout::SoftNicConfig;
+use crate::queues::links::LinkSet;
+use crate::shm::SharedRegion;
+use crate::wire::HEADER_LEN;
+use crate::{Error, Result};
+
+/// Kernel entry point in `device/direct.cu`.
+pub const DIRECT_KERNEL: &str = "qfwd_direct";
+/// Bytes of a warp's response staging (`QD_RESP_BYTES`).
+const RESP_STAGE_BYTES: u32 = 256;
+/// Most poller warps per link (`QD_MAX_WARPS`: the decoders' register budget).
+pub const MAX_WARPS_PER_LINK: u32 = 8;
+/// Shared memory a block may use without opting in.
+const DEFAULT_SHARED_LIMIT: u32 = 48 * 1024;
+/// How long `Drop` waits for the kernel after the sentinel.
+const DROP_STOP_TIMEOUT: Duration = Duration::from_secs(3);
+
+/// A running `gpu-direct` kernel.
+pub struct DirectKernel {
+    // Declared in drop order: what the kernel uses goes before the context.
+    stream: Option<Stream>,
+    module: Option<Module>,
+    descs: Option<DeviceBuffer>,
+    decoders: Option<DeviceDecoders>,
+    /// The queues (keeps the mapped memory alive while the kernel may touch it).
+    region: Option<SharedRegion>,
+    set: LinkSet,
+    ctx: Arc<GpuContext>,
+    running: bool,
+}
+
+/// Chunks of a receive buffer a poll should read with the CQE so that the largest decoder
+/// request arrives in that one read (0 when every request fits the CQE's 32 bytes).
+pub fn poll_chunks_for(decoders: &[Arc<Decoder>], at_least: u32) -> u32 {
+    let largest = decoders
+        .iter()
+        .map(|d| HEADER_LEN + d.payload_len())
+        .max()
+        .unwrap_or(0);
+    let needed = if largest <= crate::queues::direct::CQE_INLINE_BYTES {
+        0
+    } else {
+        largest.div_ceil(16) as u32
+    };
+    needed.max(at_least).min(28)
+}
+
+impl DirectKernel {
+    /// Compiles (NVRTC, cached) and launches the kernel over the links of `set` in
+    /// `region` (GPU-mapped pinned memory, initialised by [`LinkSet::init`]), with
+    /// `params` (its link table is filled in here) and `decoders` uploaded.
+    pub fn start(
+        options: &GpuOptions,
+        set: &LinkSet,
+        region: &SharedRegion,
+        queues: &SoftNicConfig,
+        mut params: DirectParams,
+        decoders: &[Arc<Decoder>],
+    ) -> Result<DirectKernel> {
+        let bad = |detail: String| Err(Error::InvalidSetting { key: "pollers", detail });
+        let warps = params.warps_per_link;
+        if warps == 0 || warps > MAX_WARPS_PER_LINK || params.pollers_per_slot == 0 || warps % params.pollers_per_slot != 0 {
+            return bad(format!(
+                "gpu-direct runs 1..={MAX_WARPS_PER_LINK} poller warps per link in groups that \
+                 divide them; got {warps} warps, {} per slot",
+                params.pollers_per_slot
+            ));
+        }
+        let ctx = GpuContext::open(options.device)?;
+        let module = Module::compile_and_load(&ctx, &DIRECT)?;
+        let function = module.function(DIRECT_KERNEL)?;
+        let base = device_address_of(&ctx, region.host_addr(0), "the gpu-direct queues")?;
+        let mut words = Vec::new();
+        for i in 0..set.links {
+            let bytes = set.desc(i, base, queues.doorbell, queues.signal_every).to_bytes();
+            words.extend(bytes.chunks_exact(8).map(|w| u64::from_le_bytes(w.try_into().expect("8 bytes"))));
+        }
+        let descs = DeviceBuffer::zeroed(&ctx, words.len() * 8)?;
+        descs.write_u64s(&words)?;
+        params.links = descs.device_ptr();
+        params.poll_chunks = poll_chunks_for(decoders, params.poll_chunks);
+        let mut decoders = DeviceDecoders::upload(&ctx, decoders, options)?;
+        let staging = warps * (set.layout.rx_slot_bytes as u32 + RESP_STAGE_BYTES);
+        let mut shared = staging;
+        if let Some(d) = decoders.as_mut() {
+            shared += d.place(&ctx, ScratchPlacement::Auto, staging, warps, set.links * warps, true)?;
+            d.install(&module)?;
+        } else {
+            super::decoder::install_none(&module)?;
+        }
+        if shared > DEFAULT_SHARED_LIMIT {
+            let max = ctx.attribute(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN)?;
+            if i64::from(shared) > i64::from(max) {
+                return bad(format!(
+                    "{warps} warps x {} B of staging need {shared} B of shared memory per block; \
+                     GPU {} allows {max}",
+                    set.layout.rx_slot_bytes as u32 + RESP_STAGE_BYTES,
+                    options.device
+                ));
+            }
+            function.allow_dynamic_shared(&ctx, shared)?;
+        }
+        let stream = Stream::new(&ctx)?;
+        let mut kernel = DirectKernel {
+            stream: None,
+            module: None,
+            descs: None,
+            decoders: None,
+            region: Some(region.clone()),
+            set: *set,
+            ctx: Arc::clone(&ctx),
+            running: false,
+        };
+        let mut args: [*mut c_void; 1] = [&mut params as *mut DirectParams as *mut c_void];
+        // SAFETY: `qfwd_direct` takes one `QfwdDirectParams` by value, whose layout
+        // `device/qfwd_abi.h` (generated from `DirectParams`) asserts; the addresses in it
+        // are of `descs`, the decoders' buffers and `region`, which `kernel` owns from here
+        // on and frees only after the kernel stopped (or leaks, see Drop).
+        unsafe { function.launch(&ctx, &stream, set.links, warps * 32, shared, &mut args) }?;
+        kernel.stream = Some(stream);
+        kernel.module = Some(module);
+        kernel.descs = Some(descs);
+        kernel.decoders = decoders;
+        kernel.running = true;
+        // A kernel that cannot run (launch resources, a fault) shows up at once.
+        std::thread::sleep(Duration::from_millis(1));
+        match kernel.query() {
+            Ok(false) => Ok(kernel),
+            Ok(true) => {
+                kernel.running = false;
+                Err(Error::GpuUnavailable {
+                    detail: format!("{DIRECT_KERNEL} on GPU {} exited right after its launch", options.device),
+                })
+            }
+            Err(e) => {
+                kernel.running = false;
+                Err(e)
+            }
+        }
+    }
+
+    pub fn device_index(&self) -> usize {
+        self.ctx.index()
+    }
+
+    /// True while the kernel has not been seen to finish.
+    pub fn is_running(&self) -> bool {
+        self.running
+    }
+
+    /// Whether the kernel has finished (`Err`: it faulted).
+    fn query(&self) -> Result<bool> {
+        let Some(stream) = &self.stream else {
+            return Ok(true);
+        };
+        self.ctx.bind()?;
+        stream.query().map_err(|source| Error::KernelFault {
+            device: self.ctx.index(),
+            kernel: DIRECT_KERNEL,
+            source,
+        })
+    }
+
+    /// Waits until the kernel finished (the host wrote the stop sentinel), at most until
+    /// `deadline`; `KernelDidNotStop` names it if it is still running then.
+    pub fn wait(&mut self, deadline: Instant) -> Result<()> {
+        let start = Instant::now();
+        while self.running {
+            match self.query() {
+                Ok(true) => self.running = false,
+                Ok(false) if Instant::now() >= deadline => {
+                    return Err(Error::KernelDidNotStop {
+                        device: self.ctx.index(),
+                        kernel: DIRECT_KERNEL,
+                        waited_ms: start.elapsed().as_millis() as u64,
+                    })
+                }
+                // Off the hot path: the host is stopping.
+                Ok(false) => std::thread::sleep(Duration::from_micros(100)),
+                Err(e) => {
+                    self.running = false;
+                    return Err(e);
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Drop for DirectKernel {
+    fn drop(&mut self) {
+        if !self.running {
+            return;
+        }
+        if let Some(region) = &self.region {
+            let _ = self.set.write_stop(region);
+        }
+        if let Err(Error::KernelDidNotStop { .. }) = self.wait(Instant::now() + DROP_STOP_TIMEOUT) {
+            // Freeing (or unloading) under a running kernel is worse than a leak.
+            tracing::error!(
+                "{DIRECT_KERNEL} on GPU {} did not stop within {:?}; leaking its buffers, module \
+                 and stream",
+                self.ctx.index(),
+                DROP_STOP_TIMEOUT
+            );
+            std::mem::forget(self.region.take());
+            std::mem::forget(self.descs.take());
+            std::mem::forget(self.decoders.take());
+            std::mem::forget(self.module.take());
+            std::mem::forget(self.stream.take());
+        }
+    }
+}
+
+const _: () = assert!(abi::MAX_WARPS_PER_LINK == MAX_WARPS_PER_LINK);
