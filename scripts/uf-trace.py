@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Summarizes the uf decoder's stage trace (device/decode.cu, "Stage trace").
+"""Summarizes the uf decoder's stage trace (device/decode/common.cuh, "Stage trace").
 
 Run the GPU tests with QFWD_UF_TRACE=1 and feed this their output (a file, a .gz, or
 stdin). Per probe row ("probe row N: ..." lines) and per path and pass count, it prints

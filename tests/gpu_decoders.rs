@@ -25,7 +25,7 @@
 //! `QFWD_PROBE_ROWS` the probe rows to run, by number (`0,3`; each row prints its number;
 //! default: all); `QFWD_UF_SPLIT_MAX` the most defects the split path is tried for
 //! (`GpuOptions::uf_split_max_defects`; default: automatic). With `QFWD_UF_TRACE=1` the
-//! kernels print the uf decoder's stage trace (device/decode.cu, "Stage trace";
+//! kernels print the uf decoder's stage trace (device/decode/common.cuh, "Stage trace";
 //! `scripts/uf-trace.py` summarizes it).
 
 mod gpu_common;

@@ -1,4 +1,4 @@
-//! `scripts/uf-trace.py`, the summary of the uf stage trace (device/decode.cu, "Stage
+//! `scripts/uf-trace.py`, the summary of the uf stage trace (device/decode/common.cuh, "Stage
 //! trace"), on lines in the kernel's format: stage names per path, medians, a pass cut short
 //! by a group above K, the request summary of the dispatch trace ("QR" lines), and the clear
 //! error when the input has no trace. Skips where there is no `python3`.

@@ -3,7 +3,7 @@
 //! ([`UfScratch::decode`], whose output is the specification's), so a lookup is
 //! bit-identical to a decode by construction. The GPU `uf` (device/decode.cu) answers a
 //! request with at most `K` defects with one load from this table and runs the full
-//! decoder otherwise (see [`crate::gpu::decoder`]).
+//! decoder otherwise (the appliance's `gpu::decoder` uploads it).
 //!
 //! # Index
 //!

@@ -56,9 +56,40 @@ pub const DECODE: KernelSource = KernelSource {
     source: include_str!("../../device/decode.cu"),
 };
 
+/// A header of `device/` by its path there, embedded.
+macro_rules! device_header {
+    ($file:literal) => {
+        KernelSource {
+            file: $file,
+            source: include_str!(concat!("../../device/", $file)),
+        }
+    };
+}
+
+/// The parts of `device/decode.cu`, in the order it includes them.
+pub const DECODE_PARTS: &[KernelSource] = &[
+    device_header!("decode/common.cuh"),
+    device_header!("decode/lut.cuh"),
+    device_header!("decode/uf_fast.cuh"),
+    device_header!("decode/uf_split.cuh"),
+    device_header!("decode/uf_lanes.cuh"),
+    device_header!("decode/uf_settle.cuh"),
+    device_header!("decode/uf.cuh"),
+];
+
 /// Device files another one may `#include "file"`: every compilation gets them as NVRTC
-/// named headers (NVRTC reads no files), so `forward.cu` and `decode.cu` are one program.
-pub const HEADERS: &[KernelSource] = &[DECODE];
+/// named headers (NVRTC reads no files), so `forward.cu` and `decode.cu` (with its parts,
+/// [`DECODE_PARTS`]) are one program.
+pub const HEADERS: &[KernelSource] = &[
+    DECODE,
+    DECODE_PARTS[0],
+    DECODE_PARTS[1],
+    DECODE_PARTS[2],
+    DECODE_PARTS[3],
+    DECODE_PARTS[4],
+    DECODE_PARTS[5],
+    DECODE_PARTS[6],
+];
 
 /// The `device/*.cu` files `src/gpu` loads (CI compiles every `device/*.cu` anyway; the
 /// combined [`FORWARD_DOORBELL`] is compiled by `tests/gpu_doorbells.rs`).
@@ -164,7 +195,7 @@ fn c_chars_to_string(chars: &[c_char]) -> String {
 /// Environment variable that builds the kernels with the uf decoder's stage trace
 /// (`QFWD_UF_TRACE=1`): each decode of the persistent kernel's shared-state copy prints the
 /// clock cycles at its stage boundaries (device `printf`, flushed when the kernel stops).
-/// A measuring tool for kernel work, not for serving: see device/decode.cu, "Stage trace".
+/// A measuring tool for kernel work, not for serving: see device/decode/common.cuh, "Stage trace".
 /// `QFWD_UF_TRACE=dispatch` instead times each request in the persistent kernel from its
 /// tag seen to its response stored, and its handler call within that ("QR" lines,
 /// device/forward.cu), without the stage stamps; parity then takes the general path too.
