@@ -217,7 +217,13 @@ impl Stats {
     /// Adds counts another party kept (a device side that serves requests itself):
     /// `received`, answered `ok`, answered with each error status (a code not listed
     /// separately goes to the other handler errors), and dropped by kind.
-    pub fn add_counts(&mut self, received: u64, ok: u64, errors: &[(i32, u64)], drops: &[(DropKind, u64)]) {
+    pub fn add_counts(
+        &mut self,
+        received: u64,
+        ok: u64,
+        errors: &[(i32, u64)],
+        drops: &[(DropKind, u64)],
+    ) {
         self.received += received;
         self.answered_ok += ok;
         for &(code, n) in errors {

@@ -35,7 +35,14 @@ fn options(links: u32, doorbell: Doorbell) -> DirectOptions {
 
 fn request(function: &str, id: u32, arg: &[u8]) -> Vec<u8> {
     let mut b = vec![0u8; HEADER_LEN + arg.len()];
-    wire::write_request(&mut b, wire::function_id(function), id, 0x1000 + u64::from(id), arg).unwrap();
+    wire::write_request(
+        &mut b,
+        wire::function_id(function),
+        id,
+        0x1000 + u64::from(id),
+        arg,
+    )
+    .unwrap();
     b
 }
 
@@ -56,11 +63,19 @@ fn exchange(client: &mut LinkClient, requests: &[Vec<u8>], window: usize) -> Has
         match client.try_recv(&mut buf).unwrap() {
             Some(n) => {
                 let r = wire::parse_response(&buf[..n]).expect("a CUQS response");
-                assert!(got.insert(r.header.request_id, buf[..n].to_vec()).is_none(), "duplicate");
+                assert!(
+                    got.insert(r.header.request_id, buf[..n].to_vec()).is_none(),
+                    "duplicate"
+                );
             }
             None => std::thread::yield_now(),
         }
-        assert!(Instant::now() < deadline, "{} of {} answered", got.len(), requests.len());
+        assert!(
+            Instant::now() < deadline,
+            "{} of {} answered",
+            got.len(),
+            requests.len()
+        );
     }
     got
 }
@@ -89,17 +104,36 @@ fn wraps_every_queue(doorbell: Doorbell) {
             let resp = &got[&(i as u32)];
             let r = wire::parse_response(resp).unwrap();
             assert_eq!(r.header.status, status::OK);
-            assert_eq!(r.header.ptp_timestamp, 0x1000 + i as u64, "timestamp echoed");
-            assert_eq!(r.result, &[parity(&req[HEADER_LEN..])], "link {l} request {i}");
+            assert_eq!(
+                r.header.ptp_timestamp,
+                0x1000 + i as u64,
+                "timestamp echoed"
+            );
+            assert_eq!(
+                r.result,
+                &[parity(&req[HEADER_LEN..])],
+                "link {l} request {i}"
+            );
         }
     }
-    let nic_rx: Vec<u64> = clients.iter().map(|c| c.nic_stats().rx_messages.load(std::sync::atomic::Ordering::Relaxed)).collect();
+    let nic_rx: Vec<u64> = clients
+        .iter()
+        .map(|c| {
+            c.nic_stats()
+                .rx_messages
+                .load(std::sync::atomic::Ordering::Relaxed)
+        })
+        .collect();
     assert_eq!(nic_rx, vec![N as u64; 2]);
     assert!(clients.iter().all(|c| c.overflow() == 0));
     let report = service.stop(Duration::from_secs(5)).unwrap();
     let s = &report.stats;
     assert!(s.adds_up(), "{s}");
-    assert_eq!((s.received, s.answered_ok), (2 * N as u64, 2 * N as u64), "{s}");
+    assert_eq!(
+        (s.received, s.answered_ok),
+        (2 * N as u64, 2 * N as u64),
+        "{s}"
+    );
     assert_eq!(report.undrained, 0);
     for link in &report.per_link {
         assert_eq!(link.get(qfwd::abi::CTR_POSTED), N as u64);
@@ -125,7 +159,8 @@ fn stand_in_wraps_every_queue_cpu_assisted() {
 /// Malformed and unknown requests get exactly the CPU forwarder's answers and counters.
 #[test]
 fn malformed_requests_get_the_forwarders_answers() {
-    let mut service = DirectService::start(&options(1, Doorbell::Regular), &parity_registry()).unwrap();
+    let mut service =
+        DirectService::start(&options(1, Doorbell::Regular), &parity_registry()).unwrap();
     let mut client = service.link_client(0).unwrap();
     let mut buf = vec![0u8; 4096];
     let mut bad_magic = request("parity", 2, &[1]);
@@ -135,11 +170,12 @@ fn malformed_requests_get_the_forwarders_answers() {
     let mut oversized = request("parity", 4, &[0; 200]);
     oversized[8..12].copy_from_slice(&300u32.to_le_bytes());
     let cases: Vec<(Vec<u8>, Option<i32>)> = vec![
-        (vec![0x51; 10], None),                                   // truncated: dropped
-        (bad_magic, None),                                        // dropped
+        (vec![0x51; 10], None), // truncated: dropped
+        (bad_magic, None),      // dropped
         (mismatch, Some(status::LENGTH_MISMATCH)),
         (oversized, Some(status::OVERSIZED)),
-        (request("parity", 5, &[0; 240]), Some(status::OVERSIZED)), // over the 232 B the 256 B slot leaves... and the limit
+        // Over the 256 B limit and longer than the 320 B buffer (the NIC truncates it).
+        (request("parity", 5, &[0; 300]), Some(status::OVERSIZED)),
         (request("nobody", 6, &[1]), Some(status::UNKNOWN_FUNCTION)),
         (request("parity", 7, &[3]), Some(status::OK)),
     ];
@@ -157,7 +193,10 @@ fn malformed_requests_get_the_forwarders_answers() {
                     }
                     assert!(Instant::now() < deadline);
                 };
-                assert_eq!(wire::parse_response(&buf[..n]).unwrap().header.request_id, 99);
+                assert_eq!(
+                    wire::parse_response(&buf[..n]).unwrap().header.request_id,
+                    99
+                );
             }
             Some(code) => {
                 let n = loop {
@@ -187,20 +226,34 @@ fn malformed_requests_get_the_forwarders_answers() {
 #[test]
 fn decoder_answers_match_the_cpu_reference() {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
-    let dec = Arc::new(Decoder::from_dem_path(&dir.join("surface_d3_r3_z_p005.dem"), DecoderKind::Uf).unwrap());
-    let shots = Shots::read(&dir.join("surface_d3_r3_z_p005.b8"), dec.num_detectors(), None).unwrap();
+    let dec = Arc::new(
+        Decoder::from_dem_path(&dir.join("surface_d3_r3_z_p005.dem"), DecoderKind::Uf).unwrap(),
+    );
+    let shots = Shots::read(
+        &dir.join("surface_d3_r3_z_p005.b8"),
+        dec.num_detectors(),
+        None,
+    )
+    .unwrap();
     let mut reg = Registry::default();
-    reg.register("decode", Handler::Decoder(Arc::clone(&dec))).unwrap();
+    reg.register("decode", Handler::Decoder(Arc::clone(&dec)))
+        .unwrap();
     let mut service = DirectService::start(&options(1, Doorbell::BlueFlame), &reg).unwrap();
     let mut client = service.link_client(0).unwrap();
     let n = shots.len().min(2000);
-    let requests: Vec<Vec<u8>> = (0..n).map(|i| request("decode", i as u32, &dec.payload(shots.row(i)))).collect();
+    let requests: Vec<Vec<u8>> = (0..n)
+        .map(|i| request("decode", i as u32, &dec.payload(shots.row(i))))
+        .collect();
     let got = exchange(&mut client, &requests, 4);
     let mut scratch = dec.new_scratch();
     for i in 0..n {
         let r = wire::parse_response(&got[&(i as u32)]).unwrap();
         assert_eq!(r.header.status, status::OK);
-        assert_eq!(r.result, dec.result_bytes(dec.decode(&mut scratch, shots.row(i))), "shot {i}");
+        assert_eq!(
+            r.result,
+            dec.result_bytes(dec.decode(&mut scratch, shots.row(i))),
+            "shot {i}"
+        );
     }
     let report = service.stop(Duration::from_secs(5)).unwrap();
     assert!(report.stats.adds_up());
@@ -211,8 +264,11 @@ fn decoder_answers_match_the_cpu_reference() {
 /// UDP datagrams into the queues and sends what the device side posts.
 #[test]
 fn soft_nic_serves_the_links_over_udp() {
-    let mut service = DirectService::start(&options(2, Doorbell::Regular), &parity_registry()).unwrap();
-    let addrs = service.serve_udp("127.0.0.1:0".parse().unwrap(), &[]).unwrap();
+    let mut service =
+        DirectService::start(&options(2, Doorbell::Regular), &parity_registry()).unwrap();
+    let addrs = service
+        .serve_udp("127.0.0.1:0".parse().unwrap(), &[])
+        .unwrap();
     assert_eq!(addrs.len(), 2);
     let mut buf = vec![0u8; 4096];
     for (l, addr) in addrs.iter().enumerate() {
@@ -240,12 +296,19 @@ fn soft_nic_serves_the_links_over_udp() {
 
 #[test]
 fn each_link_has_one_nic_and_names_parse() {
-    let mut service = DirectService::start(&options(1, Doorbell::Regular), &parity_registry()).unwrap();
+    let mut service =
+        DirectService::start(&options(1, Doorbell::Regular), &parity_registry()).unwrap();
     let _c = service.link_client(0).unwrap();
     assert!(service.link_client(0).is_err());
     assert!(service.link_client(1).is_err());
-    assert_eq!("gpu-direct".parse::<DataPath>().unwrap(), DataPath::GpuDirect);
-    assert_eq!("cpu-forwarded".parse::<DataPath>().unwrap(), DataPath::CpuForwarded);
+    assert_eq!(
+        "gpu-direct".parse::<DataPath>().unwrap(),
+        DataPath::GpuDirect
+    );
+    assert_eq!(
+        "cpu-forwarded".parse::<DataPath>().unwrap(),
+        DataPath::CpuForwarded
+    );
     assert!("gpu".parse::<DataPath>().is_err());
     service.stop(Duration::from_secs(1)).unwrap();
 }

@@ -234,7 +234,11 @@ impl DirectService {
         };
         set.init(&region)?;
         let max_request = options.effective_max_request();
-        let handlers: Vec<Handler> = registry.entries().iter().map(|r| r.handler.clone()).collect();
+        let handlers: Vec<Handler> = registry
+            .entries()
+            .iter()
+            .map(|r| r.handler.clone())
+            .collect();
         let device = match &options.gpu {
             Some(g) => {
                 let decoders: Vec<Arc<Decoder>> = gpu::decoder::registry_decoders(registry);
@@ -319,15 +323,25 @@ impl DirectService {
 
     /// Starts a soft NIC thread per link whose wire is a UDP socket: link i listens on
     /// `listen`'s port + i (port 0: any free port). Returns the bound addresses.
-    pub fn serve_udp(&mut self, listen: SocketAddr, allowlist: &[AllowedPeer]) -> Result<Vec<SocketAddr>> {
+    pub fn serve_udp(
+        &mut self,
+        listen: SocketAddr,
+        allowlist: &[AllowedPeer],
+    ) -> Result<Vec<SocketAddr>> {
         let mut addrs = Vec::new();
         for i in 0..self.set.links {
             self.check_free(i)?;
             let mut at = listen;
             if listen.port() != 0 {
-                at.set_port(listen.port().checked_add(i as u16).ok_or_else(|| Error::InvalidSetting {
-                    key: "listen",
-                    detail: format!("port {} + {} links runs past 65535", listen.port(), self.set.links),
+                at.set_port(listen.port().checked_add(i as u16).ok_or_else(|| {
+                    Error::InvalidSetting {
+                        key: "listen",
+                        detail: format!(
+                            "port {} + {} links runs past 65535",
+                            listen.port(),
+                            self.set.links
+                        ),
+                    }
                 })?);
             }
             let wire = UdpTransport::bind(at, allowlist.to_vec())?;
@@ -336,7 +350,8 @@ impl DirectService {
             if let Some(cores) = self.options.queues.nic_core {
                 queues.nic_core = Some(cores + i as usize);
             }
-            let nic = SoftNic::start_prepared(&queues, self.set.link(&self.region, i)?, wire, false)?;
+            let nic =
+                SoftNic::start_prepared(&queues, self.set.link(&self.region, i)?, wire, false)?;
             self.nic_stats[i as usize] = Some(Arc::clone(nic.stats()));
             self.nics.push(nic);
         }
@@ -435,10 +450,13 @@ impl DirectService {
             .map(|n| n.stop())
             .collect::<Result<_>>()?;
         let deadline = Instant::now() + drain;
-        while self.counters().get(abi::CTR_RECEIVED) < self.delivered() && Instant::now() < deadline {
+        while self.counters().get(abi::CTR_RECEIVED) < self.delivered() && Instant::now() < deadline
+        {
             std::thread::sleep(Duration::from_micros(200));
         }
-        let undrained = self.delivered().saturating_sub(self.counters().get(abi::CTR_RECEIVED));
+        let undrained = self
+            .delivered()
+            .saturating_sub(self.counters().get(abi::CTR_RECEIVED));
         self.set.write_stop(&self.region)?;
         match self.device.take() {
             Some(Device::StandIn(s)) => s.join()?,

@@ -18,8 +18,8 @@ use crate::idle::{IdlePolicy, IdleWait};
 use crate::mlx5::layout::qp_dbrec;
 use crate::mlx5::{CqeOpcode, Doorbell};
 use crate::queues::direct::{
-    check_request, completion, outcome_counter, poll_cqe, CqePoll, CreditWindow, FunctionTable, RxCompletion,
-    RxPosition, Verdict, POISON,
+    check_request, completion, outcome_counter, poll_cqe, CqePoll, CreditWindow, FunctionTable,
+    RxCompletion, RxPosition, Verdict, POISON,
 };
 use crate::queues::host::{RespProducer, SendQueue};
 use crate::queues::layout::{NicLayout, SoftNicConfig, QP_DBREC, RX_CQ_DBREC};
@@ -206,13 +206,16 @@ impl Link {
         let verdict = check_request(&msg[..len], rc.byte_cnt, self.max_request, &self.table);
         let (n, status) = match verdict {
             Verdict::Drop(kind) => return outcome_counter(Some(kind), 0),
-            Verdict::Answer(h, code) => (wire::write_error_response(out, &h, code).unwrap_or(0), code),
+            Verdict::Answer(h, code) => {
+                (wire::write_error_response(out, &h, code).unwrap_or(0), code)
+            }
             Verdict::Serve(h, index) => {
                 let arg = &msg[HEADER_LEN..HEADER_LEN + h.arg_len as usize];
-                let (status, result_len) = match self.handlers[index].run(arg, &mut out[HEADER_LEN..]) {
-                    Ok(n) => (wire::status::OK, n),
-                    Err(code) => (code, 0),
-                };
+                let (status, result_len) =
+                    match self.handlers[index].run(arg, &mut out[HEADER_LEN..]) {
+                        Ok(n) => (wire::status::OK, n),
+                        Err(code) => (code, 0),
+                    };
                 let header = wire::ResponseHeader {
                     status,
                     result_len: result_len as u32,
@@ -251,7 +254,9 @@ impl Link {
                 loop {
                     match ring.push(datagram) {
                         Ok(true) => return true,
-                        Ok(false) if std::time::Instant::now() < deadline => std::thread::yield_now(),
+                        Ok(false) if std::time::Instant::now() < deadline => {
+                            std::thread::yield_now()
+                        }
                         _ => return false,
                     }
                 }

@@ -80,9 +80,18 @@ impl DirectKernel {
         mut params: DirectParams,
         decoders: &[Arc<Decoder>],
     ) -> Result<DirectKernel> {
-        let bad = |detail: String| Err(Error::InvalidSetting { key: "pollers", detail });
+        let bad = |detail: String| {
+            Err(Error::InvalidSetting {
+                key: "pollers",
+                detail,
+            })
+        };
         let warps = params.warps_per_link;
-        if warps == 0 || warps > MAX_WARPS_PER_LINK || params.pollers_per_slot == 0 || warps % params.pollers_per_slot != 0 {
+        if warps == 0
+            || warps > MAX_WARPS_PER_LINK
+            || params.pollers_per_slot == 0
+            || warps % params.pollers_per_slot != 0
+        {
             return bad(format!(
                 "gpu-direct runs 1..={MAX_WARPS_PER_LINK} poller warps per link in groups that \
                  divide them; got {warps} warps, {} per slot",
@@ -95,8 +104,14 @@ impl DirectKernel {
         let base = device_address_of(&ctx, region.host_addr(0), "the gpu-direct queues")?;
         let mut words = Vec::new();
         for i in 0..set.links {
-            let bytes = set.desc(i, base, queues.doorbell, queues.signal_every).to_bytes();
-            words.extend(bytes.chunks_exact(8).map(|w| u64::from_le_bytes(w.try_into().expect("8 bytes"))));
+            let bytes = set
+                .desc(i, base, queues.doorbell, queues.signal_every)
+                .to_bytes();
+            words.extend(
+                bytes
+                    .chunks_exact(8)
+                    .map(|w| u64::from_le_bytes(w.try_into().expect("8 bytes"))),
+            );
         }
         let descs = DeviceBuffer::zeroed(&ctx, words.len() * 8)?;
         descs.write_u64s(&words)?;
@@ -106,13 +121,22 @@ impl DirectKernel {
         let staging = warps * (set.layout.rx_slot_bytes as u32 + RESP_STAGE_BYTES);
         let mut shared = staging;
         if let Some(d) = decoders.as_mut() {
-            shared += d.place(&ctx, ScratchPlacement::Auto, staging, warps, set.links * warps, true)?;
+            shared += d.place(
+                &ctx,
+                ScratchPlacement::Auto,
+                staging,
+                warps,
+                set.links * warps,
+                true,
+            )?;
             d.install(&module)?;
         } else {
             super::decoder::install_none(&module)?;
         }
         if shared > DEFAULT_SHARED_LIMIT {
-            let max = ctx.attribute(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN)?;
+            let max = ctx.attribute(
+                sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN,
+            )?;
             if i64::from(shared) > i64::from(max) {
                 return bad(format!(
                     "{warps} warps x {} B of staging need {shared} B of shared memory per block; \
@@ -152,7 +176,10 @@ impl DirectKernel {
             Ok(true) => {
                 kernel.running = false;
                 Err(Error::GpuUnavailable {
-                    detail: format!("{DIRECT_KERNEL} on GPU {} exited right after its launch", options.device),
+                    detail: format!(
+                        "{DIRECT_KERNEL} on GPU {} exited right after its launch",
+                        options.device
+                    ),
                 })
             }
             Err(e) => {

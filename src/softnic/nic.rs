@@ -33,7 +33,6 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::worker::Worker;
 use crate::idle::IdleWait;
 use crate::mlx5::layout::{cqe as cqel, qp_dbrec, uar, wqebbs_for_ds, WQEBB};
 use crate::mlx5::wqe::{self, Payload, WqeOp, MAX_DS, MAX_WQE_BYTES};
@@ -44,6 +43,7 @@ use crate::queues::layout::{
 };
 use crate::shm::SharedRegion;
 use crate::transport::Transport;
+use crate::worker::Worker;
 use crate::Result;
 
 macro_rules! counters {

@@ -24,7 +24,6 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::nic::{NicCounters, SoftNic};
-use crate::worker::Worker;
 use crate::idle::IdlePolicy;
 use crate::mlx5::layout::{data, qp_dbrec};
 use crate::mlx5::{CqeOpcode, DataSeg, Doorbell};
@@ -35,6 +34,7 @@ use crate::shm::SharedRegion;
 use crate::transport::inproc::{self, InprocClient};
 use crate::transport::udp::{AllowedPeer, UdpTransport};
 use crate::transport::Transport;
+use crate::worker::Worker;
 use crate::{Error, Result};
 
 /// Counters of the cpu-assisted proxy thread.
