@@ -11,6 +11,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::backend::Topology;
 use crate::decode::DecoderKind;
+use crate::direct::DataPath;
 use crate::forward::{ForwardConfig, IdlePolicy};
 use crate::gpu::GpuOptions;
 use crate::handler::{Handler, Registry};
@@ -90,6 +91,13 @@ pub struct RunConfig {
     /// With `gpus`: function name -> GPU index that serves it; functions left out are
     /// dealt round-robin over `gpus` in registration order.
     pub route: BTreeMap<String, usize>,
+    /// How requests reach the decoder: `cpu-forwarded` (a forwarding thread) or
+    /// `gpu-direct` (the device side polls the NIC's queues itself; needs the softnic
+    /// transport and topology `gpu-persistent`, or `cpu` for the CPU stand-in).
+    pub data_path: DataPath,
+    /// gpu-direct: QPU links, one receive queue each (link i listens on `listen`'s port +
+    /// i), 1 ..= 64.
+    pub links: u32,
 }
 
 impl Default for RunConfig {
@@ -123,6 +131,8 @@ impl Default for RunConfig {
             decoder_names: Vec::new(),
             gpus: Vec::new(),
             route: BTreeMap::new(),
+            data_path: DataPath::CpuForwarded,
+            links: 1,
         }
     }
 }
@@ -196,6 +206,7 @@ impl RunConfig {
         if self.topology.needs_gpu() {
             self.gpu_options().validate()?;
         }
+        self.validate_data_path()?;
         if self.decoder_names.iter().any(|n| n.is_empty()) {
             return bad("decoder_names", "a name cannot be empty");
         }
@@ -351,6 +362,98 @@ impl RunConfig {
             proxy_core: self.cores.get(2).copied(),
             ..crate::softnic::SoftNicConfig::new(self.doorbell)
         }
+    }
+
+    /// The `gpu-direct` checks: a NIC whose queues the device side can poll (softnic), a
+    /// device side (gpu-persistent, or cpu for the stand-in), one GPU, 1..=64 links.
+    fn validate_data_path(&self) -> Result<()> {
+        let bad = |key, detail: String| Err(Error::InvalidSetting { key, detail });
+        if self.data_path == DataPath::CpuForwarded {
+            if self.links != 1 {
+                return bad(
+                    "links",
+                    format!(
+                        "links = {}: several links need data_path = gpu-direct",
+                        self.links
+                    ),
+                );
+            }
+            return Ok(());
+        }
+        if !(1..=crate::abi::MAX_LINKS).contains(&self.links) {
+            return bad(
+                "links",
+                format!(
+                    "links = {}: must be 1..={}",
+                    self.links,
+                    crate::abi::MAX_LINKS
+                ),
+            );
+        }
+        if !matches!(
+            self.transport,
+            TransportKind::Softnic | TransportKind::Inproc
+        ) {
+            return bad(
+                "data_path",
+                format!(
+                    "gpu-direct needs NIC queues the device side polls: transport softnic (a \
+                     ConnectX through the rdma feature is described in the lab guide), not {}",
+                    self.transport
+                ),
+            );
+        }
+        if !matches!(self.topology, Topology::Cpu | Topology::GpuPersistent) {
+            return bad(
+                "data_path",
+                format!(
+                    "gpu-direct runs on topology gpu-persistent (the kernel) or cpu (the CPU \
+                     stand-in), not {}",
+                    self.topology
+                ),
+            );
+        }
+        if !self.gpus.is_empty() {
+            return bad("gpus", "gpu-direct serves one GPU (--gpu)".to_string());
+        }
+        if self.topology == Topology::GpuPersistent {
+            let per_slot = self.pollers_per_slot_or_default();
+            if self.pollers > crate::gpu::direct::MAX_WARPS_PER_LINK || self.pollers % per_slot != 0
+            {
+                return bad(
+                    "pollers",
+                    format!(
+                        "gpu-direct runs 1..={} poller warps per link, in groups that divide \
+                         them; got {} pollers, {per_slot} per slot",
+                        crate::gpu::direct::MAX_WARPS_PER_LINK,
+                        self.pollers
+                    ),
+                );
+            }
+        }
+        Ok(())
+    }
+
+    /// The `gpu-direct` service's settings: `links` links, the GPU's poller warps per link
+    /// (`pollers`, `pollers_per_slot`), the doorbell, and cores: `cores` = [first soft NIC
+    /// thread (link i's on that core + i), cpu-assisted proxy, then the CPU stand-in's
+    /// threads in turn].
+    pub fn direct_options(&self) -> crate::direct::DirectOptions {
+        let mut o = crate::direct::DirectOptions::new(
+            self.links,
+            self.doorbell,
+            self.max_request_bytes as u32,
+        );
+        o.pollers_per_link = self.pollers;
+        o.pollers_per_slot = self.pollers_per_slot_or_default();
+        o.queues.idle = self.idle;
+        o.queues.nic_core = self.cores.first().copied();
+        o.queues.proxy_core = self.cores.get(1).copied();
+        o.stand_in_cores = self.cores.get(2..).unwrap_or_default().to_vec();
+        if self.topology == Topology::GpuPersistent {
+            o.gpu = Some(self.gpu_options());
+        }
+        o
     }
 
     /// Whether the GPU sends the responses itself: `gpu-persistent` behind the soft NIC

@@ -4,8 +4,9 @@
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::sync::atomic::Ordering;
-use std::time::Duration;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use clap::{Args, Parser, Subcommand};
 use qfwd::backend::Topology;
@@ -145,6 +146,16 @@ struct RunArgs {
     /// softnic transport: cpu-assisted, regular or blueflame [default: blueflame].
     #[arg(long)]
     doorbell: Option<Doorbell>,
+    /// cpu-forwarded (a CPU thread receives every request and sends every answer) or
+    /// gpu-direct (the device side polls the NIC's receive queues and rings the NIC itself;
+    /// needs --transport softnic, and --topology gpu-persistent or cpu for the CPU
+    /// stand-in) [default: cpu-forwarded].
+    #[arg(long)]
+    data_path: Option<qfwd::direct::DataPath>,
+    /// gpu-direct: QPU links, one receive queue each; link i listens on --listen's port + i
+    /// [default: 1].
+    #[arg(long)]
+    links: Option<u32>,
     /// Also serve a QEC decoder: uf (union-find) or lut (lookup table, <= 24 detectors).
     /// Payload: bit-packed detection events + u32 event count; result: observable flips.
     #[arg(long, value_name = "uf|lut")]
@@ -233,6 +244,12 @@ impl RunArgs {
         if let Some(v) = self.doorbell {
             c.doorbell = v;
         }
+        if let Some(v) = self.data_path {
+            c.data_path = v;
+        }
+        if let Some(v) = self.links {
+            c.links = v;
+        }
         if self.decoder.is_some() {
             c.decoder = self.decoder;
         }
@@ -262,6 +279,9 @@ fn run(args: RunArgs) -> qfwd::Result<()> {
                 .to_string(),
         });
     }
+    if config.data_path == qfwd::direct::DataPath::GpuDirect {
+        return run_direct(&config);
+    }
     let running = match config.transport {
         TransportKind::Softnic => qfwd::serve::spawn_softnic_udp(&config)?,
         TransportKind::Rdma => qfwd::serve::spawn_rdma(&config)?,
@@ -279,6 +299,57 @@ fn run(args: RunArgs) -> qfwd::Result<()> {
     running.stop();
     let stats = running.join()?;
     eprintln!("qfwd: stopped.\n{stats}");
+    Ok(())
+}
+
+/// `qfwd run --data-path gpu-direct`: no forwarding thread; this thread prints the device
+/// side's counters and heartbeat until the duration or a signal, then stops it cleanly.
+fn run_direct(config: &RunConfig) -> qfwd::Result<()> {
+    let (mut service, addrs) = qfwd::serve::start_direct_udp(config)?;
+    let addrs: Vec<String> = addrs.iter().map(|a| a.to_string()).collect();
+    eprintln!(
+        "qfwd: {}; soft NIC links on udp {}",
+        service.description(),
+        addrs.join(", ")
+    );
+    let flag = Arc::new(AtomicBool::new(false));
+    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        signal_hook::flag::register(sig, flag.clone()).map_err(qfwd::Error::Signal)?;
+    }
+    let started = Instant::now();
+    let until = config
+        .duration_s
+        .map(|d| started + Duration::from_secs_f64(d));
+    let interval = Duration::from_secs_f64(config.stats_interval_s);
+    let mut next_line = started + interval;
+    let mut last = 0;
+    while !flag.load(Ordering::Relaxed) && until.is_none_or(|u| Instant::now() < u) {
+        std::thread::sleep(Duration::from_millis(20));
+        if config.stats_interval_s > 0.0 && Instant::now() >= next_line {
+            eprintln!("{}", service.status_line(interval, &mut last));
+            next_line += interval;
+        } else {
+            service.heartbeat_ok(Instant::now());
+        }
+    }
+    let report = service.stop(Duration::from_secs(2))?;
+    eprintln!("qfwd: stopped.\n{}", report.stats);
+    for (i, (c, n)) in report.per_link.iter().zip(&report.nics).enumerate() {
+        eprintln!(
+            "  link {i}: received {} (NIC delivered {}), posted {}, torn reads {}, lost claims {}",
+            c.get(qfwd::abi::CTR_RECEIVED),
+            n.rx_messages,
+            c.get(qfwd::abi::CTR_POSTED),
+            c.get(qfwd::abi::CTR_TORN),
+            c.get(qfwd::abi::CTR_LOST_CLAIMS)
+        );
+    }
+    if report.undrained > 0 || report.stalls > 0 {
+        eprintln!(
+            "qfwd: {} request(s) delivered but not taken at stop; heartbeat stalls {}",
+            report.undrained, report.stalls
+        );
+    }
     Ok(())
 }
 

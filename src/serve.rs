@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 
 use crate::backend::{Backend, CpuBackend, Topology};
 use crate::config::RunConfig;
+use crate::direct::DirectService;
 use crate::forward::{Forwarder, StopWhen};
 use crate::gpu;
 use crate::handler::Registry;
@@ -187,6 +188,22 @@ pub fn spawn_rdma(config: &RunConfig) -> Result<Running> {
                 .to_string(),
         })
     }
+}
+
+/// Starts the `gpu-direct` data path behind UDP: the device side (the GPU kernel, or the
+/// CPU stand-in with topology `cpu`) on `config.links` links, each with a soft NIC thread
+/// whose wire is a UDP socket on `listen`'s port + i. Returns the service and the bound
+/// addresses. No forwarding thread runs.
+pub fn start_direct_udp(config: &RunConfig) -> Result<(DirectService, Vec<SocketAddr>)> {
+    config.validate()?;
+    if config.topology == Topology::GpuPersistent {
+        // A clear error (no GPU) before anything starts.
+        gpu_for(config)?;
+    }
+    let registry = config.registry()?;
+    let mut service = DirectService::start(&config.direct_options(), &registry)?;
+    let addrs = service.serve_udp(config.listen, &config.allowlist()?)?;
+    Ok((service, addrs))
 }
 
 /// Starts the loop on its own thread, serving the forwarder end of an in-process
