@@ -527,7 +527,7 @@ extern "C" __global__ void __launch_bounds__(256) qfwd_direct(const QfwdDirectPa
     __syncthreads();
     if (link >= p.nlinks || warp >= p.warps_per_link || warp >= QD_MAX_WARPS)
         return;
-    const QfwdLinkDesc L = ((const QfwdLinkDesc*)p.links)[link];
+    const QfwdLinkDesc& L = ((const QfwdLinkDesc*)p.links)[link];
     const u32 groups = p.warps_per_link / p.pollers_per_slot;
     const u32 group = warp / p.pollers_per_slot;
     const bool shared_group = p.pollers_per_slot > 1u;

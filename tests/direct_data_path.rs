@@ -3,7 +3,14 @@
 //! (`LinkClient`), in all three doorbell modes, under load (many requests in flight), with
 //! every queue wrapping many times; malformed requests get the forwarder's answers and
 //! counters; the soft NIC serves the same queues over UDP.
+//!
+//! The `gpu_*` tests run the same checks on the GPU kernel (`device/direct.cu`): they are
+//! `#[ignore]`d; on a GPU host run
+//! `cargo test --release --test direct_data_path -- --ignored --nocapture`.
 #![forbid(unsafe_code)]
+
+#[path = "gpu_common/mod.rs"]
+mod gpu_common;
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -22,7 +29,18 @@ use qfwd::wire::{self, status, HEADER_LEN};
 
 /// Small queues, so that a few thousand requests wrap every one of them many times.
 fn options(links: u32, doorbell: Doorbell) -> DirectOptions {
+    options_on(links, doorbell, false)
+}
+
+/// [`options`], on the GPU kernel when `gpu`.
+fn options_on(links: u32, doorbell: Doorbell, gpu: bool) -> DirectOptions {
     let mut o = DirectOptions::new(links, doorbell, 256);
+    if gpu {
+        o.gpu = Some(qfwd::gpu::GpuOptions {
+            device: gpu_common::gpu_index(),
+            ..Default::default()
+        });
+    }
     o.queues.rx_slots = 8;
     o.queues.rx_cqes = 16;
     o.queues.sq_wqebbs = 16;
@@ -87,8 +105,15 @@ fn parity_registry() -> Registry {
 }
 
 fn wraps_every_queue(doorbell: Doorbell) {
-    const N: u32 = 3000;
-    let mut service = DirectService::start(&options(2, doorbell), &parity_registry()).unwrap();
+    wraps_every_queue_on(doorbell, false, 3000)
+}
+
+fn wraps_every_queue_on(doorbell: Doorbell, gpu: bool, requests_per_link: u32) {
+    let started = Instant::now();
+    #[allow(non_snake_case)]
+    let N = requests_per_link;
+    let mut service =
+        DirectService::start(&options_on(2, doorbell, gpu), &parity_registry()).unwrap();
     let mut clients: Vec<LinkClient> = (0..2).map(|i| service.link_client(i).unwrap()).collect();
     for (l, client) in clients.iter_mut().enumerate() {
         // Arguments of 8 B land in the CQE; 40 B and 200 B in receive buffers.
@@ -139,6 +164,32 @@ fn wraps_every_queue(doorbell: Doorbell) {
         assert_eq!(link.get(qfwd::abi::CTR_POSTED), N as u64);
         assert!(link.get(qfwd::abi::CTR_POLLS) > 0, "the heartbeat moved");
     }
+    eprintln!(
+        "{doorbell}{}: 2 links x {N} requests in {:?}; torn reads {}, lost claims {}",
+        if gpu { " (GPU)" } else { "" },
+        started.elapsed(),
+        report
+            .per_link
+            .iter()
+            .map(|c| c.get(qfwd::abi::CTR_TORN))
+            .sum::<u64>(),
+        report
+            .per_link
+            .iter()
+            .map(|c| c.get(qfwd::abi::CTR_LOST_CLAIMS))
+            .sum::<u64>()
+    );
+}
+
+#[test]
+#[ignore = "needs a GPU: cargo test --release --test direct_data_path -- --ignored"]
+fn gpu_wraps_every_queue_in_every_doorbell_mode() {
+    let Some(_gpu) = gpu_common::gpu_or_skip("gpu_wraps_every_queue_in_every_doorbell_mode") else {
+        return;
+    };
+    for doorbell in Doorbell::ALL {
+        wraps_every_queue_on(doorbell, true, 20_000);
+    }
 }
 
 #[test]
@@ -159,8 +210,20 @@ fn stand_in_wraps_every_queue_cpu_assisted() {
 /// Malformed and unknown requests get exactly the CPU forwarder's answers and counters.
 #[test]
 fn malformed_requests_get_the_forwarders_answers() {
+    malformed_on(false);
+}
+
+#[test]
+#[ignore = "needs a GPU: cargo test --release --test direct_data_path -- --ignored"]
+fn gpu_malformed_requests_get_the_forwarders_answers() {
+    if let Some(_gpu) = gpu_common::gpu_or_skip("gpu_malformed_requests") {
+        malformed_on(true);
+    }
+}
+
+fn malformed_on(gpu: bool) {
     let mut service =
-        DirectService::start(&options(1, Doorbell::Regular), &parity_registry()).unwrap();
+        DirectService::start(&options_on(1, Doorbell::Regular, gpu), &parity_registry()).unwrap();
     let mut client = service.link_client(0).unwrap();
     let mut buf = vec![0u8; 4096];
     let mut bad_magic = request("parity", 2, &[1]);
@@ -225,22 +288,37 @@ fn malformed_requests_get_the_forwarders_answers() {
 /// A decoder over the direct path answers every fixture shot as the CPU decoder does.
 #[test]
 fn decoder_answers_match_the_cpu_reference() {
+    decoder_matches("surface_d3_r3_z_p005", DecoderKind::Uf, false, 2000);
+}
+
+/// lut d=3, uf d=5 and d=7 on the GPU kernel: every fixture shot's correction equals the
+/// CPU decoder's.
+#[test]
+#[ignore = "needs a GPU: cargo test --release --test direct_data_path -- --ignored"]
+fn gpu_decoder_answers_match_the_cpu_reference() {
+    let Some(_gpu) = gpu_common::gpu_or_skip("gpu_decoder_answers_match_the_cpu_reference") else {
+        return;
+    };
+    for (name, kind) in [
+        ("surface_d3_r3_z_p001", DecoderKind::Lut),
+        ("surface_d5_r5_z_p001", DecoderKind::Uf),
+        ("surface_d7_r7_z_p001", DecoderKind::Uf),
+        ("surface_d7_r7_x_p005", DecoderKind::Uf),
+    ] {
+        decoder_matches(name, kind, true, usize::MAX);
+    }
+}
+
+fn decoder_matches(name: &str, kind: DecoderKind, gpu: bool, most: usize) {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
-    let dec = Arc::new(
-        Decoder::from_dem_path(&dir.join("surface_d3_r3_z_p005.dem"), DecoderKind::Uf).unwrap(),
-    );
-    let shots = Shots::read(
-        &dir.join("surface_d3_r3_z_p005.b8"),
-        dec.num_detectors(),
-        None,
-    )
-    .unwrap();
+    let dec = Arc::new(Decoder::from_dem_path(&dir.join(format!("{name}.dem")), kind).unwrap());
+    let shots = Shots::read(&dir.join(format!("{name}.b8")), dec.num_detectors(), None).unwrap();
     let mut reg = Registry::default();
     reg.register("decode", Handler::Decoder(Arc::clone(&dec)))
         .unwrap();
-    let mut service = DirectService::start(&options(1, Doorbell::BlueFlame), &reg).unwrap();
+    let mut service = DirectService::start(&options_on(1, Doorbell::BlueFlame, gpu), &reg).unwrap();
     let mut client = service.link_client(0).unwrap();
-    let n = shots.len().min(2000);
+    let n = shots.len().min(most);
     let requests: Vec<Vec<u8>> = (0..n)
         .map(|i| request("decode", i as u32, &dec.payload(shots.row(i))))
         .collect();
@@ -248,16 +326,18 @@ fn decoder_answers_match_the_cpu_reference() {
     let mut scratch = dec.new_scratch();
     for i in 0..n {
         let r = wire::parse_response(&got[&(i as u32)]).unwrap();
-        assert_eq!(r.header.status, status::OK);
+        assert_eq!(r.header.status, status::OK, "{name} shot {i}");
         assert_eq!(
             r.result,
             dec.result_bytes(dec.decode(&mut scratch, shots.row(i))),
-            "shot {i}"
+            "{name} shot {i}"
         );
     }
     let report = service.stop(Duration::from_secs(5)).unwrap();
     assert!(report.stats.adds_up());
     assert_eq!(report.stats.answered_ok, n as u64);
+    let gpu = if gpu { " (GPU)" } else { "" };
+    eprintln!("{name} {kind}{gpu}: {n} shots, every correction equal to the CPU decoder's");
 }
 
 /// `qfwd run --data-path gpu-direct --transport softnic`: a soft NIC thread per link takes

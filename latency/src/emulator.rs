@@ -232,6 +232,35 @@ impl Outcome {
         self.sent == self.ok + self.error_status_total() + self.wrong + self.lost
     }
 
+    /// Adds the outcome of a run that went on at the same time over another link: counts
+    /// add, histograms merge, the elapsed time is the longer one.
+    pub fn merge(&mut self, other: Outcome) {
+        self.histogram
+            .add(&other.histogram)
+            .expect("histograms of one configuration have the same bounds");
+        self.sent += other.sent;
+        self.ok += other.ok;
+        for (code, n) in other.error_status {
+            match self.error_status.iter_mut().find(|e| e.0 == code) {
+                Some(e) => e.1 += n,
+                None => self.error_status.push((code, n)),
+            }
+        }
+        self.wrong += other.wrong;
+        self.lost += other.lost;
+        self.late += other.late;
+        self.duplicate += other.duplicate;
+        self.malformed += other.malformed;
+        self.elapsed = self.elapsed.max(other.elapsed);
+        self.send_retries += other.send_retries;
+        self.abandoned_after = match (self.abandoned_after, other.abandoned_after) {
+            (Some(a), Some(b)) => Some(a + b),
+            (a, b) => a.or(b),
+        };
+        self.stalls += other.stalls;
+        self.stalled_samples += other.stalled_samples;
+    }
+
     /// Answers per second over the run.
     pub fn achieved_rate_hz(&self) -> u64 {
         let answered = self.sent - self.lost;

@@ -93,6 +93,14 @@ pub struct Row {
     pub forwarder_stalls: Option<u64>,
     #[serde(default)]
     pub forwarder_stalled_requests: Option<u64>,
+    /// `cpu-forwarded` (a forwarding thread) or `gpu-direct` (the device side polls the
+    /// NIC's queues); empty in older files (they were all cpu-forwarded).
+    #[serde(default)]
+    pub data_path: String,
+    /// QPU links the requests came over (one emulator thread and one receive queue each);
+    /// empty in older files (one link).
+    #[serde(default)]
+    pub links: Option<u32>,
 }
 
 /// Names of the columns in file order (the CSV header).
@@ -143,6 +151,8 @@ pub const COLUMNS: &[&str] = &[
     "forwarder_p99_ns",
     "forwarder_stalls",
     "forwarder_stalled_requests",
+    "data_path",
+    "links",
 ];
 
 /// Columns every summary CSV has; the ones after them were appended later and may be

@@ -30,6 +30,7 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 
 use qfwd::backend::Topology;
+use qfwd::direct::DataPath;
 use qfwd::forward::IdlePolicy;
 use qfwd::transport::TransportKind;
 use serde::{Deserialize, Serialize};
@@ -135,6 +136,17 @@ pub struct Point {
     /// alone (or the decoder as `decode`).
     #[serde(default)]
     pub functions: Vec<String>,
+    /// `cpu-forwarded` (a forwarding thread between the transport and the backend) or
+    /// `gpu-direct` (the device side polls each link's receive queue and answers itself;
+    /// transport `inproc` or `softnic`, topology `gpu-persistent` or `cpu` for the CPU
+    /// stand-in).
+    #[serde(default)]
+    pub data_path: DataPath,
+    /// gpu-direct: QPU links, each with its own receive queue and its own emulator thread
+    /// (on `emulator_core` + i when pinned); the offered rate and the samples are split
+    /// evenly over them.
+    #[serde(default = "d_links")]
+    pub links: u32,
     // [load]
     #[serde(default = "d_mode")]
     pub mode: Mode,
@@ -201,6 +213,10 @@ fn d_samples() -> u64 {
     10_000
 }
 
+fn d_links() -> u32 {
+    1
+}
+
 fn d_timeout_ms() -> u64 {
     1_000
 }
@@ -233,6 +249,8 @@ pub const FORWARDER_KEYS: &[&str] = &[
     "gpus",
     "route",
     "functions",
+    "data_path",
+    "links",
 ];
 
 /// Keys allowed in `[load]`.
@@ -351,6 +369,33 @@ impl Point {
         }
         if self.transport == TransportKind::Softnic && self.launch != Launch::InProcess {
             return Err("transport = \"softnic\" runs in-process in the harness".into());
+        }
+        if self.data_path == DataPath::GpuDirect {
+            if self.launch != Launch::InProcess
+                || !matches!(
+                    self.transport,
+                    TransportKind::Inproc | TransportKind::Softnic
+                )
+            {
+                return Err("data_path = \"gpu-direct\" runs in-process, transport inproc or softnic (each link's emulator is that link's NIC)".into());
+            }
+            if !matches!(self.topology, Topology::Cpu | Topology::GpuPersistent) {
+                return Err("data_path = \"gpu-direct\" runs on topology gpu-persistent (the kernel) or cpu (the CPU stand-in)".into());
+            }
+            if !(1..=qfwd::abi::MAX_LINKS).contains(&self.links) {
+                return Err(format!(
+                    "links = {}: must be 1..={}",
+                    self.links,
+                    qfwd::abi::MAX_LINKS
+                ));
+            }
+            if self.gpus != "-" {
+                return Err(
+                    "data_path = \"gpu-direct\" serves one GPU (gpu_device), not gpus".into(),
+                );
+            }
+        } else if self.links != 1 {
+            return Err("links > 1 needs data_path = \"gpu-direct\"".into());
         }
         if !matches!(self.rx_completion.as_str(), "-" | "buffer" | "inline") {
             return Err(format!(

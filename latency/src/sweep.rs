@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 use indicatif::{ProgressBar, ProgressStyle};
 use qfwd::backend::Topology;
 use qfwd::config::RunConfig;
+use qfwd::direct::{DataPath, DirectService};
 use qfwd::mailbox::RxCompletion;
 use qfwd::stats::ShardCounts;
 use qfwd::transport::inproc;
@@ -113,6 +114,8 @@ pub fn run_config(point: &Point) -> RunConfig {
         // Checked when the scenario was parsed.
         gpus: point.gpu_list().unwrap_or_default(),
         route: point.route_map().unwrap_or_default(),
+        data_path: point.data_path,
+        links: point.links,
         ..defaults
     }
 }
@@ -159,6 +162,80 @@ fn run_emulator<C: Client + Send>(
     })
 }
 
+/// A `gpu-direct` point: the device side (GPU kernel or CPU stand-in) on `links` links, one
+/// emulator thread per link that is also that link's NIC (on `emulator_core` + i when
+/// pinned), the rate and the samples split evenly; their outcomes merged.
+fn measure_direct(
+    point: &Point,
+    config: &qfwd::config::RunConfig,
+    workload: &Workload,
+    load: &LoadSpec,
+    progress: &mut (impl FnMut(u64) + Send),
+) -> Result<(Outcome, qfwd::stats::Stats)> {
+    let registry = config.registry()?;
+    let mut service = DirectService::start(&config.direct_options(), &registry)?;
+    let links = point.links;
+    let clients = (0..links)
+        .map(|i| service.link_client(i))
+        .collect::<qfwd::Result<Vec<_>>>()?;
+    let share =
+        |n: u64, i: u32| n / u64::from(links) + u64::from(u64::from(i) < n % u64::from(links));
+    let outcomes: Vec<Result<Outcome>> = std::thread::scope(|scope| {
+        let mut handles = Vec::new();
+        // Link 0's thread reports progress for all (the links send at the same pace).
+        let mut first = Some(progress);
+        for (i, mut client) in clients.into_iter().enumerate() {
+            let i = i as u32;
+            let load = LoadSpec {
+                rate_hz: share(load.rate_hz, i),
+                warmup: share(load.warmup, i),
+                samples: share(load.samples, i).max(1),
+                ..load.clone()
+            };
+            let core = point.emulator_core.map(|c| c + i as usize);
+            let report = first.take();
+            handles.push(scope.spawn(move || {
+                if let Some(c) = core {
+                    if !core_affinity::set_for_current(core_affinity::CoreId { id: c }) {
+                        return Err(Error::Emulator {
+                            target: client.describe(),
+                            detail: format!("cannot pin link {i}'s emulator to core {c}"),
+                        });
+                    }
+                }
+                match report {
+                    Some(p) => {
+                        emulator::run(&mut client, workload, &load, |n| p(n * u64::from(links)))
+                    }
+                    None => emulator::run(&mut client, workload, &load, |_| {}),
+                }
+            }));
+        }
+        handles
+            .into_iter()
+            .map(|h| {
+                h.join().unwrap_or_else(|_| {
+                    Err(Error::Emulator {
+                        target: "gpu-direct".into(),
+                        detail: "an emulator thread panicked".into(),
+                    })
+                })
+            })
+            .collect()
+    });
+    let report = service.stop(Duration::from_secs(2))?;
+    let mut merged: Option<Outcome> = None;
+    for o in outcomes {
+        let o = o?;
+        match merged.as_mut() {
+            None => merged = Some(o),
+            Some(m) => m.merge(o),
+        }
+    }
+    let outcome = merged.expect("at least one link");
+    Ok((outcome, report.stats))
+}
+
 /// Measures one point. `progress` gets the number of requests sent so far.
 pub fn measure(
     point: &Point,
@@ -191,6 +268,10 @@ pub fn measure(
     let config = run_config(point);
     let mut shards = Vec::new();
     let (outcome, forwarder) = match (point.launch, point.transport) {
+        (Launch::InProcess, _) if point.data_path == DataPath::GpuDirect => {
+            let (outcome, stats) = measure_direct(point, &config, &workload, &load, &mut progress)?;
+            (outcome, Some(counts(&stats)))
+        }
         (Launch::InProcess, TransportKind::Inproc) => {
             let slot = HEADER_LEN + (point.payload_bytes as usize).max(64) + 64;
             let (mut client, server) = inproc::channel(4096, slot)?;
@@ -350,6 +431,8 @@ pub fn measure(
                 .collect::<Vec<_>>()
                 .join(";")
         },
+        data_path: point.data_path.to_string(),
+        links: Some(point.links),
         ..Row::default()
     };
     row.set_latencies(&outcome.histogram);

@@ -136,7 +136,7 @@ impl DirectOptions {
 
 enum Device {
     StandIn(stand_in::StandIn),
-    Gpu(gpu::direct::DirectKernel),
+    Gpu(Box<gpu::direct::DirectKernel>),
 }
 
 /// The device side's counters, summed over its warps (or stand-in threads).
@@ -251,14 +251,14 @@ impl DirectService {
                     ..Default::default()
                 };
                 table.fill(&mut params);
-                Device::Gpu(gpu::direct::DirectKernel::start(
+                Device::Gpu(Box::new(gpu::direct::DirectKernel::start(
                     g,
                     &set,
                     &region,
                     &options.queues,
                     params,
                     &decoders,
-                )?)
+                )?))
             }
             None => Device::StandIn(stand_in::StandIn::start(
                 &set,

@@ -129,7 +129,7 @@ impl Link {
         let mut out = vec![0u8; HEADER_LEN + MAX_RESULT_LEN];
         let mut msg = vec![0u8; self.l.rx_slot_bytes];
         loop {
-            let at = self.l.rx_cqe(pos.cqe_slot() as u32);
+            let at = self.l.rx_cqe(pos.cqe_slot());
             let tail = self.queues.load_chunk(at + 48);
             let mut mid = self.queues.load_chunk(at + 32);
             c.bump(abi::CTR_POLLS);
@@ -177,7 +177,7 @@ impl Link {
         out: &mut [u8],
         c: &mut Counters,
     ) -> u32 {
-        let at = self.l.rx_cqe(pos.cqe_slot() as u32);
+        let at = self.l.rx_cqe(pos.cqe_slot());
         if rc.opcode == CqeOpcode::RespErr as u8 {
             self.poison(at, None, 0);
             return outcome_counter(Some(DropKind::RxError), 0);
