@@ -224,6 +224,7 @@ fn quickstart(out: PathBuf) -> Result<()> {
         columns: None,
         spread: false,
         p99_target_us: None,
+        where_: Vec::new(),
     };
     report::run(&args)?;
     if rows.iter().any(|r| r.errors > 0 || r.dropped > 0) {

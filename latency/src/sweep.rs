@@ -1029,12 +1029,20 @@ fn point_report(m: &Measured, i: usize, points: usize, of_runs: &str, label: &st
     if let (Some(stalls), Some(requests)) = (r.forwarder_stalls, r.forwarder_stalled_requests) {
         s.push_str(&format!(", stalls {stalls} ({requests} requests)"));
     }
-    if let Some(note) = stall_note(m.outcome.stalled_samples, r.samples) {
-        s.push_str(&format!("\n  {note}"));
-    }
-    if let (Some(stalled), Some(f)) = (r.forwarder_stalled_requests, m.forwarder) {
-        if let Some(note) = forwarder_stall_note(stalled, f.received) {
+    if let Some(why) = crate::plot::trouble(r) {
+        // A queue, not the host, sets these latencies: say so instead of a stall note.
+        s.push_str(&format!(
+            "\n  {why}: these latencies measure a queue, not the service (plots mark the \
+             point off the latency scale)"
+        ));
+    } else {
+        if let Some(note) = stall_note(m.outcome.stalled_samples, r.samples) {
             s.push_str(&format!("\n  {note}"));
+        }
+        if let (Some(stalled), Some(f)) = (r.forwarder_stalled_requests, m.forwarder) {
+            if let Some(note) = forwarder_stall_note(stalled, f.received) {
+                s.push_str(&format!("\n  {note}"));
+            }
         }
     }
     if !m.shards.is_empty() {
