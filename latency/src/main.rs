@@ -238,6 +238,7 @@ fn main() -> ExitCode {
         eprintln!("qfwd-latency: warning: {e} (a closed stdout will end this with an error)");
     }
     let cli = Cli::parse();
+    qfwd::logging::init("");
     let result = match cli.command {
         None => quickstart(PathBuf::from("results/quickstart.csv")),
         Some(Cmd::Quickstart { out }) => quickstart(out),

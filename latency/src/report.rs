@@ -169,7 +169,7 @@ pub fn load(csvs: &[PathBuf]) -> Result<Vec<Entry>> {
     for path in csvs {
         let rows = record::read_csv(path)?;
         if rows.is_empty() {
-            eprintln!("warning: {}: no rows", path.display());
+            tracing::warn!("{}: no rows", path.display());
         }
         entries.extend(rows.into_iter().map(|row| Entry {
             source: path.clone(),
@@ -711,8 +711,8 @@ fn warn_mixed_kinds(c: &Comparison) {
         .map(|(i, e)| format!("{} ({})", i + 1, e.row.rtt_or_oneway))
         .collect();
     if !mixed.is_empty() {
-        eprintln!(
-            "warning: the baseline measures {base:?} latency but rows {} do not; their ratios are not like for like",
+        tracing::warn!(
+            "the baseline measures {base:?} latency but rows {} do not; their ratios are not like for like",
             mixed.join(", ")
         );
     }

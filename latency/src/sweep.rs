@@ -856,7 +856,7 @@ pub fn run(args: &SweepArgs) -> Result<Vec<Row>> {
         .out
         .clone()
         .unwrap_or_else(|| PathBuf::from("results").join(format!("{}.csv", scenario.name)));
-    eprintln!(
+    tracing::info!(
         "{}: {} points -> {}",
         scenario.path.display(),
         scenario.points.len(),
@@ -991,13 +991,13 @@ pub fn run_scenario_repeated(scenario: &Scenario, out: &Path, repeat: u32) -> Re
                 bar.set_message(format!("{label}  {}%", done * 100 / total.max(1)));
             })?;
             record(&mut m, i, run, out, &mut sink)?;
-            bar.suspend(|| eprintln!("{}", point_report(&m, i, points, &of_runs, &label)));
+            bar.suspend(|| tracing::info!("{}", point_report(&m, i, points, &of_runs, &label)));
             bar.inc(1);
             rows.push(m.row);
         }
     }
     bar.finish_and_clear();
-    eprintln!("wrote {} rows to {}", rows.len(), out.display());
+    tracing::info!("wrote {} rows to {}", rows.len(), out.display());
     Ok(rows)
 }
 
