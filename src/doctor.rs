@@ -392,8 +392,8 @@ pub fn run(args: &DoctorArgs) -> crate::Result<()> {
         } else {
             args.jitter_cores.clone()
         };
-        eprintln!(
-            "qfwd doctor: measuring jitter on {} cores for {seconds} s (each core spins)",
+        tracing::info!(
+            "doctor: measuring jitter on {} cores for {seconds} s (each core spins)",
             cores.len()
         );
         let results =

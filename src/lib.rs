@@ -22,6 +22,7 @@ pub mod gpu;
 pub mod handler;
 pub mod host;
 pub mod idle;
+pub mod logging;
 pub mod mailbox;
 pub mod mlx5;
 pub mod process;

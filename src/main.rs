@@ -55,6 +55,13 @@ qfwd decode --dem tests/fixtures/surface_d5_r5_z_p001.dem --dets tests/fixtures/
     Decode(qfwd::decode_cli::DecodeArgs),
 }
 
+/// `qfwd run --stats-format`.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+enum StatsFormat {
+    Text,
+    Json,
+}
+
 #[derive(Args)]
 struct RunArgs {
     /// TOML file with the same keys as the flags (flags override it).
@@ -88,6 +95,12 @@ struct RunArgs {
     /// Seconds between live status lines on stderr; 0 turns them off [default: 1].
     #[arg(long, value_name = "SECONDS")]
     stats_interval: Option<f64>,
+    /// How the live intervals and the final summary are written: `text` (lines on stderr)
+    /// or `json` (on stdout, one JSON object per line: `"kind": "interval"` every
+    /// --stats-interval, then one `"kind": "summary"`; the text summary still goes to
+    /// stderr).
+    #[arg(long, value_enum, default_value_t = StatsFormat::Text, value_name = "FORMAT")]
+    stats_format: StatsFormat,
     /// Largest request argument accepted, in bytes; larger gets status -5 (oversized).
     #[arg(long, value_name = "BYTES")]
     max_request_bytes: Option<usize>,
@@ -270,6 +283,7 @@ impl RunArgs {
 }
 
 fn run(args: RunArgs) -> qfwd::Result<()> {
+    let format = args.stats_format;
     let config = args.into_config()?;
     if config.transport == TransportKind::Inproc {
         return Err(qfwd::Error::InvalidSetting {
@@ -292,13 +306,44 @@ fn run(args: RunArgs) -> qfwd::Result<()> {
     for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
         signal_hook::flag::register(sig, flag.clone()).map_err(qfwd::Error::Signal)?;
     }
-    // The loop stops itself at the duration; this thread only waits.
+    // The loop stops itself at the duration; this thread prints its reports and waits.
     while !running.is_finished() && !flag.load(Ordering::Relaxed) {
+        for interval in running.intervals() {
+            report(format, &interval)?;
+        }
         std::thread::sleep(Duration::from_millis(20));
     }
     running.stop();
+    let intervals: Vec<_> = running.intervals().collect();
     let stats = running.join()?;
+    for interval in &intervals {
+        report(format, interval)?;
+    }
     eprintln!("qfwd: stopped.\n{stats}");
+    if format == StatsFormat::Json {
+        json_line(&stats.summary())?;
+    }
+    Ok(())
+}
+
+/// Writes one live interval: its status line on stderr, or one JSON line on stdout.
+fn report(format: StatsFormat, interval: &qfwd::stats::Interval) -> qfwd::Result<()> {
+    match format {
+        StatsFormat::Text => {
+            eprintln!("{interval}");
+            Ok(())
+        }
+        StatsFormat::Json => json_line(interval),
+    }
+}
+
+/// `value` as one line of JSON on stdout.
+fn json_line(value: &impl serde::Serialize) -> qfwd::Result<()> {
+    let line = serde_json::to_string(value).map_err(|e| qfwd::Error::Io {
+        what: "writing a JSON report".to_string(),
+        source: std::io::Error::other(e),
+    })?;
+    println!("{line}");
     Ok(())
 }
 
@@ -358,6 +403,7 @@ fn main() -> ExitCode {
         eprintln!("qfwd: warning: {e} (a closed stdout will end this with an error)");
     }
     let cli = Cli::parse();
+    qfwd::logging::init("qfwd: ");
     let result = match cli.command {
         Command::Run(a) => run(*a),
         Command::Doctor(a) => qfwd::doctor::run(&a),

@@ -5,7 +5,7 @@
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::{mpsc, Arc};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -17,7 +17,7 @@ use crate::gpu;
 use crate::handler::Registry;
 use crate::route::{RouteBackend, RouteCounters, RouteMap};
 use crate::softnic::DevicePosting;
-use crate::stats::Stats;
+use crate::stats::{Interval, Stats};
 use crate::transport::inproc::InprocServer;
 use crate::transport::udp::UdpTransport;
 use crate::transport::Transport;
@@ -29,6 +29,8 @@ pub struct Running {
     thread: Option<JoinHandle<Result<Stats>>>,
     local_addr: Option<SocketAddr>,
     description: String,
+    /// Live interval reports (every `stats_interval_s`), oldest first.
+    intervals: mpsc::Receiver<Interval>,
 }
 
 impl Running {
@@ -45,6 +47,12 @@ impl Running {
     /// The flag that stops it (signal handlers set it).
     pub fn stop_flag(&self) -> Arc<AtomicBool> {
         self.stop.clone()
+    }
+
+    /// The interval reports made since the last call (none when `stats_interval_s` is 0):
+    /// the caller prints them, as text or JSON.
+    pub fn intervals(&self) -> impl Iterator<Item = Interval> + '_ {
+        self.intervals.try_iter()
     }
 
     /// Whether the loop has ended (duration elapsed, or an error).
@@ -166,9 +174,10 @@ pub fn spawn_rdma(config: &RunConfig) -> Result<Running> {
             ..crate::rdma::RdmaConfig::default()
         };
         let listener = crate::rdma::RdmaListener::bind(&cfg)?;
-        eprintln!(
-            "qfwd: RDMA control plane on udp {}; waiting for the QPU side (handshake timeout {:?})",
-            config.listen, cfg.handshake_timeout
+        tracing::info!(
+            "RDMA control plane on udp {}; waiting for the QPU side (handshake timeout {:?})",
+            config.listen,
+            cfg.handshake_timeout
         );
         let transport = listener.accept()?;
         let description = format!(
@@ -280,10 +289,12 @@ where
     let config_topology = config.topology;
     let config = config.clone();
     let (ready_tx, ready_rx) = std::sync::mpsc::channel();
+    let (intervals_tx, intervals) = mpsc::channel();
     let thread = std::thread::Builder::new()
         .name("qfwd-forward".to_string())
         .spawn(move || -> Result<Stats> {
             READY.with(|r| *r.borrow_mut() = Some(ready_tx));
+            INTERVALS.with(|r| *r.borrow_mut() = Some(intervals_tx));
             if let Some(c) = core {
                 if !core_affinity::set_for_current(core_affinity::CoreId { id: c }) {
                     return Err(Error::Pin {
@@ -329,6 +340,7 @@ where
         thread: Some(thread),
         local_addr,
         description,
+        intervals,
     })
 }
 
@@ -338,6 +350,9 @@ const BACKEND_START_TIMEOUT: Duration = Duration::from_secs(60);
 thread_local! {
     /// Set on a spawned forwarding thread: told when the loop is about to run.
     static READY: std::cell::RefCell<Option<std::sync::mpsc::Sender<()>>> =
+        const { std::cell::RefCell::new(None) };
+    /// Set on a spawned forwarding thread: where its live interval reports go.
+    static INTERVALS: std::cell::RefCell<Option<mpsc::Sender<Interval>>> =
         const { std::cell::RefCell::new(None) };
 }
 
@@ -419,8 +434,8 @@ pub fn serve_with_nic<T: Transport>(
             // not stop is reported rather than left spinning.
             backend.shutdown(KERNEL_STOP_TIMEOUT)?;
             if let Some(c) = backend.device().nic_counters() {
-                eprintln!(
-                    "qfwd: GPU posting: {}",
+                tracing::info!(
+                    "GPU posting: {}",
                     c.pairs()
                         .iter()
                         .map(|(k, v)| format!("{k} {v}"))
@@ -555,7 +570,15 @@ fn run_loop<T: Transport, B: Backend>(
             if let Some(c) = shards {
                 c.snapshot_into(&mut stats.shards);
             }
-            eprintln!("{}", stats.status_line(elapsed))
+            let report = stats.interval(elapsed);
+            // To the caller of `spawn` when there is one (it prints or serializes it).
+            let unsent = INTERVALS.with(|tx| match &*tx.borrow() {
+                Some(tx) => tx.send(report).err().map(|e| e.0),
+                None => Some(report),
+            });
+            if let Some(report) = unsent {
+                tracing::info!("{report}");
+            }
         },
     )?;
     Ok((stats, fwd.into_backend()))

@@ -8,6 +8,7 @@ use std::fmt;
 use std::time::Duration;
 
 use hdrhistogram::Histogram;
+use serde::Serialize;
 
 use crate::wire::status;
 
@@ -62,7 +63,7 @@ const OTHER_HANDLER_ERROR: usize = ERROR_KINDS.len();
 /// What one shard (one GPU's backend) of a routed run did; see [`crate::route`].
 /// `submitted == completed + in flight` while it runs; `rejected` requests were answered
 /// with the shard's error status (`OVERLOAD`, `OVERSIZED`...) and never entered it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
 pub struct ShardCounts {
     /// The GPU index (for `topology = cpu`: the shard's label from `gpus`).
     pub gpu: usize,
@@ -283,38 +284,142 @@ impl Stats {
         v
     }
 
-    /// The live one-line status; resets the interval histogram.
-    pub fn status_line(&mut self, interval: Duration) -> String {
-        let rate = self.interval_received as f64 / interval.as_secs_f64().max(1e-9);
-        let (p50, p99) = quantiles_us(&self.interval_ns);
-        let mut line = format!(
-            "qfwd: rx {} | ok {} | err {} | drop {} | {:.0} req/s | svc p50 {} p99 {}",
-            self.received,
-            self.answered_ok,
-            self.answered_error_total(),
-            self.dropped_total(),
-            rate,
-            p50,
-            p99
-        );
-        for s in &self.shards {
-            line.push_str(&format!(
-                " | gpu{} sub {} done {} rej {}",
-                s.gpu, s.submitted, s.completed, s.rejected
-            ));
-        }
+    /// The live report of the interval that just ended (`interval` long): the counters so
+    /// far and the interval's rate and service time. Resets the interval's counts.
+    pub fn interval(&mut self, interval: Duration) -> Interval {
+        let h = &self.interval_ns;
+        let report = Interval {
+            kind: "interval",
+            interval_s: interval.as_secs_f64(),
+            received: self.received,
+            answered_ok: self.answered_ok,
+            answered_error: self.answered_error_total(),
+            dropped: self.dropped_total(),
+            rate_hz: self.interval_received as f64 / interval.as_secs_f64().max(1e-9),
+            service_p50_ns: (!h.is_empty()).then(|| h.value_at_quantile(0.5)),
+            service_p99_ns: (!h.is_empty()).then(|| h.value_at_quantile(0.99)),
+            stalls: self.stalls,
+            stalled_requests: self.stalled_requests,
+            shards: self.shards.clone(),
+        };
         self.interval_ns.reset();
         self.interval_received = 0;
-        line
+        report
+    }
+
+    /// The live one-line status ([`Stats::interval`] as text); resets the interval.
+    pub fn status_line(&mut self, interval: Duration) -> String {
+        self.interval(interval).to_string()
+    }
+
+    /// The final counters and service time, for `qfwd run --stats-format json`.
+    pub fn summary(&self) -> Summary {
+        let h = &self.service_ns;
+        Summary {
+            kind: "summary",
+            received: self.received,
+            answered_ok: self.answered_ok,
+            answered_error: self.answered_error_total(),
+            dropped: self.dropped_total(),
+            adds_up: self.adds_up(),
+            breakdown: self
+                .breakdown()
+                .into_iter()
+                .map(|(k, v)| (k.to_string(), v))
+                .collect(),
+            late_completions: self.late_completions,
+            stalls: self.stalls,
+            stalled_requests: self.stalled_requests,
+            service_ns: (!h.is_empty()).then(|| ServiceTime {
+                min: h.min(),
+                p50: h.value_at_quantile(0.5),
+                p99: h.value_at_quantile(0.99),
+                p99_9: h.value_at_quantile(0.999),
+                max: h.max(),
+                mean: h.mean().round() as u64,
+            }),
+            shards: self.shards.clone(),
+        }
     }
 }
 
-fn quantiles_us(h: &Histogram<u64>) -> (String, String) {
-    if h.is_empty() {
-        return ("-".into(), "-".into());
+/// One live interval of a running forwarder ([`Stats::interval`]). Its `Display` is the
+/// status line; serialized (`qfwd run --stats-format json`) it is one JSON object with
+/// `"kind": "interval"`. Counters are totals since the start; `rate_hz` and the service
+/// time quantiles (ns, absent when nothing was answered) cover the interval only.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Interval {
+    pub kind: &'static str,
+    pub interval_s: f64,
+    pub received: u64,
+    pub answered_ok: u64,
+    pub answered_error: u64,
+    pub dropped: u64,
+    pub rate_hz: f64,
+    pub service_p50_ns: Option<u64>,
+    pub service_p99_ns: Option<u64>,
+    pub stalls: u64,
+    pub stalled_requests: u64,
+    /// Per-GPU counters of a routed run (empty otherwise).
+    pub shards: Vec<ShardCounts>,
+}
+
+impl fmt::Display for Interval {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let us = |ns: Option<u64>| match ns {
+            Some(ns) => format!("{:.2}us", ns as f64 / 1000.0),
+            None => "-".into(),
+        };
+        write!(
+            f,
+            "qfwd: rx {} | ok {} | err {} | drop {} | {:.0} req/s | svc p50 {} p99 {}",
+            self.received,
+            self.answered_ok,
+            self.answered_error,
+            self.dropped,
+            self.rate_hz,
+            us(self.service_p50_ns),
+            us(self.service_p99_ns)
+        )?;
+        for s in &self.shards {
+            write!(
+                f,
+                " | gpu{} sub {} done {} rej {}",
+                s.gpu, s.submitted, s.completed, s.rejected
+            )?;
+        }
+        Ok(())
     }
-    let f = |q| format!("{:.2}us", h.value_at_quantile(q) as f64 / 1000.0);
-    (f(0.5), f(0.99))
+}
+
+/// The end of a run as one JSON object (`"kind": "summary"`): the counters that add up
+/// (`received = answered_ok + answered_error + dropped`), each non-zero error and drop
+/// kind by name, and the whole run's service time in ns (absent when nothing was answered).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Summary {
+    pub kind: &'static str,
+    pub received: u64,
+    pub answered_ok: u64,
+    pub answered_error: u64,
+    pub dropped: u64,
+    pub adds_up: bool,
+    pub breakdown: std::collections::BTreeMap<String, u64>,
+    pub late_completions: u64,
+    pub stalls: u64,
+    pub stalled_requests: u64,
+    pub service_ns: Option<ServiceTime>,
+    pub shards: Vec<ShardCounts>,
+}
+
+/// Service-time quantiles in ns.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct ServiceTime {
+    pub min: u64,
+    pub p50: u64,
+    pub p99: u64,
+    pub p99_9: u64,
+    pub max: u64,
+    pub mean: u64,
 }
 
 /// The final summary: counters that add up, each kind named.
@@ -396,6 +501,46 @@ mod tests {
         let line = s.status_line(Duration::from_secs(1));
         assert!(line.contains("rx 6"), "{line}");
         assert!(s.interval_ns.is_empty());
+    }
+
+    #[test]
+    fn intervals_and_the_summary_serialize_as_one_json_object_each() {
+        let mut s = Stats::default();
+        for _ in 0..4 {
+            s.on_received();
+        }
+        s.on_answered(status::OK, Duration::from_micros(3));
+        s.on_answered(status::OK, Duration::from_micros(5));
+        s.on_answered(status::UNKNOWN_FUNCTION, Duration::from_micros(1));
+        s.on_dropped(DropKind::BadMagic);
+        let i = s.interval(Duration::from_millis(500));
+        let json: serde_json::Value = serde_json::to_value(&i).unwrap();
+        assert_eq!(json["kind"], "interval");
+        assert_eq!(json["received"], 4);
+        assert_eq!(json["rate_hz"], 8.0);
+        assert_eq!(json["dropped"], 1);
+        assert!(json["service_p99_ns"].as_u64().unwrap() >= 4_990);
+        let text = serde_json::to_string(&i).unwrap();
+        assert!(!text.contains('\n'), "one line: {text}");
+        // The next interval saw nothing: its quantiles are null, its counters still totals.
+        let quiet = serde_json::to_value(s.interval(Duration::from_secs(1))).unwrap();
+        assert_eq!(quiet["service_p50_ns"], serde_json::Value::Null);
+        assert_eq!(quiet["rate_hz"], 0.0);
+        assert_eq!(quiet["answered_ok"], 2);
+
+        let sum = serde_json::to_value(s.summary()).unwrap();
+        assert_eq!(sum["kind"], "summary");
+        assert_eq!(sum["adds_up"], true);
+        assert_eq!(sum["breakdown"]["unknown_function"], 1);
+        assert_eq!(sum["breakdown"]["bad_magic"], 1);
+        assert_eq!(sum["service_ns"]["max"].as_u64().unwrap() / 1000, 5);
+        assert_eq!(
+            sum["received"].as_u64().unwrap(),
+            ["answered_ok", "answered_error", "dropped"]
+                .iter()
+                .map(|k| sum[k].as_u64().unwrap())
+                .sum::<u64>()
+        );
     }
 
     #[test]

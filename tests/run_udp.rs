@@ -304,3 +304,63 @@ fn a_closed_stdout_ends_decode_quietly() {
     assert_eq!(out.status.signal(), Some(13), "ended by SIGPIPE: {err}");
     assert!(!err.contains("panicked") && !err.contains("error"), "{err}");
 }
+
+/// `--stats-format json`: one JSON object per line on stdout, an interval every
+/// --stats-interval and a summary at the end whose counters add up.
+#[test]
+fn stats_format_json_streams_intervals_then_a_summary() {
+    let port = free_port();
+    let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+    let child = Command::new(env!("CARGO_BIN_EXE_qfwd"))
+        .args(["run", "--listen", &addr.to_string(), "--idle", "yield"])
+        .args([
+            "--stats-interval",
+            "0.1",
+            "--stats-format",
+            "json",
+            "--duration",
+            "2",
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("qfwd binary starts");
+    let sock = UdpSocket::bind("127.0.0.1:0").unwrap();
+    sock.set_read_timeout(Some(Duration::from_millis(50)))
+        .unwrap();
+    let mut buf = [0u8; 64];
+    let n = wire::write_request(&mut buf, function_id("parity"), 1, 0, &[0b1011]).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let mut answered = 0;
+    while answered < 5 {
+        assert!(Instant::now() < deadline, "qfwd did not answer");
+        if ask(&sock, addr, &buf[..n]).is_some() {
+            answered += 1;
+        }
+    }
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let lines: Vec<serde_json::Value> = String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+        .collect();
+    let (summary, intervals) = lines.split_last().expect("some JSON lines");
+    assert!(intervals.len() >= 5, "{} intervals in 2 s", intervals.len());
+    assert!(intervals.iter().all(|i| i["kind"] == "interval"));
+    assert!(intervals
+        .iter()
+        .any(|i| i["rate_hz"].as_f64().unwrap() > 0.0));
+    assert_eq!(summary["kind"], "summary");
+    assert_eq!(summary["adds_up"], true);
+    let received = summary["received"].as_u64().unwrap();
+    assert!(received >= 5, "{summary}");
+    assert_eq!(summary["answered_ok"].as_u64().unwrap(), received);
+    assert!(summary["service_ns"]["p50"].as_u64().unwrap() > 0);
+    // The human summary stays on stderr.
+    assert!(String::from_utf8_lossy(&out.stderr).contains("received"));
+}

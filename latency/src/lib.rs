@@ -4,11 +4,12 @@
 //! - [`scenario`] reads TOML scenario files and expands their sweeps;
 //! - [`sweep`] runs each point (forwarder in-process or as a child process) and records it;
 //! - [`record`] writes summary CSV rows and `.hgrm` percentile spectra;
-//! - [`report`] compares CSVs side by side and draws SVG plots;
+//! - [`report`] compares CSVs side by side; [`plot`] draws them as SVG;
 //! - [`spread`] summarises a configuration measured several times (lowest, median, highest).
 #![forbid(unsafe_code)]
 
 pub mod emulator;
+pub mod plot;
 pub mod provenance;
 pub mod record;
 pub mod replay;

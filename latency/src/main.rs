@@ -224,6 +224,7 @@ fn quickstart(out: PathBuf) -> Result<()> {
         columns: None,
         spread: false,
         p99_target_us: None,
+        where_: Vec::new(),
     };
     report::run(&args)?;
     if rows.iter().any(|r| r.errors > 0 || r.dropped > 0) {
@@ -237,6 +238,7 @@ fn main() -> ExitCode {
         eprintln!("qfwd-latency: warning: {e} (a closed stdout will end this with an error)");
     }
     let cli = Cli::parse();
+    qfwd::logging::init("");
     let result = match cli.command {
         None => quickstart(PathBuf::from("results/quickstart.csv")),
         Some(Cmd::Quickstart { out }) => quickstart(out),

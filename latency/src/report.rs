@@ -5,18 +5,11 @@
 //! the measured columns (latencies in µs) and a ratio against a baseline row.
 //! `--markdown` writes the same table as a GitHub pipe table; `--svg DIR` draws the
 //! percentile distribution (`percentiles.svg`) and latency against offered rate
-//! (`latency-vs-rate.svg`).
-//!
-//! Plots use plotters' SVG backend without its `ttf` feature: text becomes SVG `<text>`
-//! laid out by estimate (plotters' naive font module), so no fontconfig and no system font
-//! is needed; the SVG viewer renders the text.
+//! (`latency-vs-rate.svg`, [`crate::plot`]). `--where COL=VALUE` keeps only the rows that
+//! match.
 
-use std::fmt::Display;
 use std::io::Write;
 use std::path::{Path, PathBuf};
-
-use plotters::coord::ranged1d::{DefaultFormatting, KeyPointHint};
-use plotters::prelude::*;
 
 use crate::record::{self, Row, COLUMNS};
 use crate::{Error, Result};
@@ -49,11 +42,7 @@ pub const CONFIG_COLUMNS: &[&str] = &[
 /// Pseudo column: the CSV file a row came from (as given on the command line).
 pub const SOURCE_COLUMN: &str = "csv";
 
-/// File name of the percentile-distribution plot inside `--svg DIR`.
-pub const PERCENTILES_SVG: &str = "percentiles.svg";
-
-/// File name of the latency-against-offered-rate plot inside `--svg DIR`.
-pub const RATE_SVG: &str = "latency-vs-rate.svg";
+pub use crate::plot::{PERCENTILES_SVG, RATE_SVG};
 
 /// Longest candidate list an error message prints before summarising the rest.
 const MAX_CANDIDATES: usize = 30;
@@ -137,6 +126,11 @@ pub struct ReportArgs {
     /// With `--spread`: also count the runs whose p99 is at most this many µs.
     #[arg(long, value_name = "US", requires = "spread")]
     pub p99_target_us: Option<f64>,
+
+    /// Keep only the rows whose column COL reads VALUE; several conditions (repeated, or
+    /// joined by commas) must all hold, e.g. `--where payload_bytes=32,mode=ping-pong`.
+    #[arg(long = "where", value_name = "COL=VALUE", value_delimiter = ',')]
+    pub where_: Vec<String>,
 }
 
 /// One CSV row together with the file it came from (spectra are relative to that file).
@@ -175,7 +169,7 @@ pub fn load(csvs: &[PathBuf]) -> Result<Vec<Entry>> {
     for path in csvs {
         let rows = record::read_csv(path)?;
         if rows.is_empty() {
-            eprintln!("warning: {}: no rows", path.display());
+            tracing::warn!("{}: no rows", path.display());
         }
         entries.extend(rows.into_iter().map(|row| Entry {
             source: path.clone(),
@@ -639,91 +633,6 @@ pub(crate) fn render_md(caption: &str, t: &Table) -> String {
     out
 }
 
-/// One line of the percentile plot: x = 1/(1-p), y = latency in µs.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Spectrum {
-    pub label: String,
-    pub points: Vec<(f64, f64)>,
-}
-
-/// Converts `read_hgrm` points to (1/(1-p), µs). The p = 1.0 point (the maximum) is kept
-/// at the last finite x, so the line ends in a vertical step to the max.
-pub fn spectrum_points(hgrm: &[(f64, u64)]) -> Vec<(f64, f64)> {
-    let mut out = Vec::with_capacity(hgrm.len());
-    let mut last_x = 1.0f64;
-    for &(p, ns) in hgrm {
-        // A percentile outside [0, 1] would put x off the axis; drop it.
-        if !(0.0..=1.0).contains(&p) {
-            continue;
-        }
-        let x = if p < 1.0 {
-            (1.0 / (1.0 - p)).max(1.0)
-        } else {
-            last_x
-        };
-        if x.is_finite() {
-            last_x = last_x.max(x);
-            out.push((x, ns as f64 / 1000.0));
-        }
-    }
-    out
-}
-
-/// Tick label for x = 10^k on the percentile axis: 0%, 90%, 99%, 99.9%, ...
-pub fn percentile_label(k: u32) -> String {
-    match k {
-        0 => "0%".into(),
-        1 => "90%".into(),
-        2 => "99%".into(),
-        _ => format!("99.{}%", "9".repeat(k as usize - 2)),
-    }
-}
-
-/// One group of open-loop rows: (offered rate Hz, p50 µs, p99 µs), sorted by rate.
-#[derive(Debug, Clone, PartialEq)]
-pub struct RateGroup {
-    pub label: String,
-    pub points: Vec<(f64, f64, f64)>,
-}
-
-/// Open-loop rows with samples, grouped by the label columns except `offered_rate_hz`,
-/// groups in order of first appearance.
-pub fn rate_groups(c: &Comparison) -> Vec<RateGroup> {
-    let group_columns: Vec<&str> = c
-        .columns
-        .iter()
-        .copied()
-        .filter(|col| *col != "offered_rate_hz")
-        .collect();
-    let mut groups: Vec<RateGroup> = Vec::new();
-    for e in &c.entries {
-        let r = &e.row;
-        if r.mode != "open-loop" || r.samples == 0 || r.offered_rate_hz == 0 {
-            continue;
-        }
-        let mut name = label(e, &group_columns);
-        if name.is_empty() {
-            name = "open-loop".into();
-        }
-        let point = (
-            r.offered_rate_hz as f64,
-            r.p50_ns as f64 / 1000.0,
-            r.p99_ns as f64 / 1000.0,
-        );
-        match groups.iter_mut().find(|g| g.label == name) {
-            Some(g) => g.points.push(point),
-            None => groups.push(RateGroup {
-                label: name,
-                points: vec![point],
-            }),
-        }
-    }
-    for g in &mut groups {
-        g.points.sort_by(|a, b| a.0.total_cmp(&b.0));
-    }
-    groups
-}
-
 /// Per open-loop group: the highest offered rate answered with nothing lost, late or
 /// wrong, and its p99 (the capacity figure a lab engineer asks for first).
 pub fn clean_rate_summary(c: &Comparison) -> Vec<String> {
@@ -776,460 +685,11 @@ pub fn clean_rate_summary(c: &Comparison) -> Vec<String> {
         .collect()
 }
 
-/// Draws the plots into `dir` (created if missing) and returns the files written; a plot
-/// with nothing to show is skipped with a note on stderr.
-pub fn write_svgs(c: &Comparison, dir: &Path) -> Result<Vec<PathBuf>> {
-    std::fs::create_dir_all(dir).map_err(|source| Error::Io {
-        path: dir.to_path_buf(),
-        source,
-    })?;
-    let y_desc = latency_axis_name(c);
-    let mut written = Vec::new();
-
-    let spectra = load_spectra(c);
-    if spectra.is_empty() {
-        eprintln!("note: no row has a readable spectrum; {PERCENTILES_SVG} not drawn");
-    } else {
-        let path = dir.join(PERCENTILES_SVG);
-        draw_percentiles(&path, &spectra, &y_desc)?;
-        written.push(path);
-    }
-
-    let groups = rate_groups(c);
-    if groups.is_empty() {
-        if c.entries.iter().any(|e| e.row.mode == "open-loop") {
-            eprintln!("note: no open-loop row has samples and a rate; {RATE_SVG} not drawn");
-        } else {
-            eprintln!("note: no open-loop rows; {RATE_SVG} not drawn");
-        }
-    } else {
-        let path = dir.join(RATE_SVG);
-        draw_rate(&path, &groups, &y_desc)?;
-        written.push(path);
-    }
-    Ok(written)
-}
-
-/// "latency (rtt, µs)" when every row measured the same kind of latency.
-fn latency_axis_name(c: &Comparison) -> String {
-    let first = &c.entries[0].row.rtt_or_oneway;
-    if !first.is_empty() && c.entries.iter().all(|e| &e.row.rtt_or_oneway == first) {
-        format!("latency ({first}, µs)")
-    } else {
-        "latency (µs)".into()
-    }
-}
-
-fn load_spectra(c: &Comparison) -> Vec<Spectrum> {
-    let mut out = Vec::new();
-    for (i, e) in c.entries.iter().enumerate() {
-        let name = c.label(i);
-        let Some(path) = e.spectrum_path() else {
-            eprintln!(
-                "warning: row {} ({name}): no spectrum recorded; left out of {PERCENTILES_SVG}",
-                i + 1
-            );
-            continue;
-        };
-        match record::read_hgrm(&path) {
-            Ok(hgrm) => {
-                let points = spectrum_points(&hgrm);
-                if points.is_empty() {
-                    eprintln!(
-                        "warning: row {} ({name}): {} holds no percentiles; left out of {PERCENTILES_SVG}",
-                        i + 1,
-                        path.display()
-                    );
-                } else {
-                    out.push(Spectrum {
-                        label: name,
-                        points,
-                    });
-                }
-            }
-            Err(err) => eprintln!(
-                "warning: row {} ({name}): {err}; left out of {PERCENTILES_SVG}",
-                i + 1
-            ),
-        }
-    }
-    out
-}
-
-const WIDTH: u32 = 1000;
-
-/// Tableau 10: distinguishable on white; further lines cycle through darker and lighter
-/// shades of it (and dashes on the percentile plot).
-const PALETTE: &[(u8, u8, u8)] = &[
-    (31, 119, 180),
-    (255, 127, 14),
-    (44, 160, 44),
-    (214, 39, 40),
-    (148, 103, 189),
-    (140, 86, 75),
-    (227, 119, 194),
-    (127, 127, 127),
-    (188, 189, 34),
-    (23, 190, 207),
-];
-
-fn palette_color(i: usize) -> RGBColor {
-    let (r, g, b) = PALETTE[i % PALETTE.len()];
-    let shade = |v: u8, round: usize| -> u8 {
-        match round {
-            1 => (f64::from(v) * 0.6) as u8,
-            2 => (f64::from(v) + (255.0 - f64::from(v)) * 0.45) as u8,
-            _ => v,
-        }
-    };
-    let round = (i / PALETTE.len()) % 3;
-    RGBColor(shade(r, round), shade(g, round), shade(b, round))
-}
-
-/// Tall enough for the legend to fit inside the plot however many lines there are.
-fn chart_height(legend_entries: usize) -> u32 {
-    let h = legend_entries
-        .saturating_mul(20)
-        .saturating_add(160)
-        .max(600);
-    u32::try_from(h.min(20_000)).unwrap_or(20_000)
-}
-
-fn plot_err(path: &Path, e: impl Display) -> Error {
-    Error::Plot {
-        path: path.to_path_buf(),
-        detail: e.to_string(),
-    }
-}
-
 fn write_file(path: &Path, text: &str) -> Result<()> {
     std::fs::write(path, text).map_err(|source| Error::Io {
         path: path.to_path_buf(),
         source,
     })
-}
-
-/// A linear f64 axis with explicit ticks. Both plots put already-transformed values on it
-/// (log10 where the axis is logarithmic) so tick positions and labels are ours to choose;
-/// plotters' own `WithKeyPoints` over f64 has no value formatter, hence this small type.
-struct TickedAxis {
-    lo: f64,
-    hi: f64,
-    ticks: Vec<f64>,
-}
-
-impl Ranged for TickedAxis {
-    type FormatOption = DefaultFormatting;
-    type ValueType = f64;
-
-    fn map(&self, value: &f64, limit: (i32, i32)) -> i32 {
-        let span = self.hi - self.lo;
-        let frac = if span > 0.0 {
-            (value - self.lo) / span
-        } else {
-            0.5
-        };
-        // `as` saturates, so a wild value lands off the plot instead of overflowing.
-        limit.0 + (f64::from(limit.1 - limit.0) * frac).round() as i32
-    }
-
-    fn key_points<H: KeyPointHint>(&self, hint: H) -> Vec<f64> {
-        // Bold ticks only: no light grid between them.
-        if hint.weight().allow_light_points() {
-            Vec::new()
-        } else {
-            self.ticks.clone()
-        }
-    }
-
-    fn range(&self) -> std::ops::Range<f64> {
-        self.lo..self.hi
-    }
-}
-
-type Chart<'a, 'b> = ChartContext<'a, SVGBackend<'b>, Cartesian2d<TickedAxis, TickedAxis>>;
-
-fn draw_line<'a, 'b: 'a>(
-    chart: &mut Chart<'a, 'b>,
-    points: Vec<(f64, f64)>,
-    color: RGBColor,
-    dashed: bool,
-    name: &str,
-) -> std::result::Result<(), String> {
-    let style = color.stroke_width(2);
-    let anno = if dashed {
-        chart.draw_series(DashedLineSeries::new(points, 8, 5, style))
-    } else {
-        chart.draw_series(LineSeries::new(points, style))
-    }
-    .map_err(|e| e.to_string())?;
-    anno.label(name).legend(move |(x, y)| {
-        if dashed {
-            EmptyElement::at((x, y))
-                + PathElement::new(vec![(0, 0), (7, 0)], style)
-                + PathElement::new(vec![(13, 0), (20, 0)], style)
-        } else {
-            EmptyElement::at((x, y))
-                + PathElement::new(vec![(0, 0), (10, 0)], style)
-                + PathElement::new(vec![(10, 0), (20, 0)], style)
-        }
-    });
-    Ok(())
-}
-
-fn draw_legend<'a, 'b: 'a>(chart: &mut Chart<'a, 'b>) -> std::result::Result<(), String> {
-    chart
-        .configure_series_labels()
-        .position(SeriesLabelPosition::UpperLeft)
-        .background_style(WHITE.mix(0.85))
-        .border_style(BLACK)
-        .label_font(("sans-serif", 14))
-        .draw()
-        .map_err(|e| e.to_string())
-}
-
-fn draw_percentiles(path: &Path, spectra: &[Spectrum], y_desc: &str) -> Result<()> {
-    let max_x = spectra
-        .iter()
-        .flat_map(|s| s.points.iter().map(|p| p.0))
-        .fold(1.0f64, f64::max);
-    // Whole decades, at least up to 90%.
-    let decades = (max_x.log10() - 1e-9).ceil().clamp(1.0, 30.0) as u32;
-    let max_y = spectra
-        .iter()
-        .flat_map(|s| s.points.iter().map(|p| p.1))
-        .fold(0.0f64, f64::max);
-    let max_y = if max_y > 0.0 { max_y * 1.05 } else { 1.0 };
-    let ticks: Vec<f64> = (0..=decades).map(f64::from).collect();
-
-    let mut svg = String::new();
-    {
-        let root = SVGBackend::with_string(&mut svg, (WIDTH, chart_height(spectra.len())))
-            .into_drawing_area();
-        root.fill(&WHITE).map_err(|e| plot_err(path, e))?;
-        let mut chart = ChartBuilder::on(&root)
-            .caption("latency by percentile", ("sans-serif", 22))
-            .margin(15)
-            .margin_right(45)
-            .x_label_area_size(45)
-            .y_label_area_size(70)
-            .build_cartesian_2d(
-                TickedAxis {
-                    lo: 0.0,
-                    hi: f64::from(decades),
-                    ticks,
-                },
-                TickedAxis {
-                    lo: 0.0,
-                    hi: max_y,
-                    ticks: linear_ticks(0.0, max_y),
-                },
-            )
-            .map_err(|e| plot_err(path, e))?;
-        chart
-            .configure_mesh()
-            .x_desc("percentile (x = 1/(1-p), log scale)")
-            .y_desc(y_desc)
-            .label_style(("sans-serif", 14))
-            .axis_desc_style(("sans-serif", 16))
-            .x_label_formatter(&|v: &f64| percentile_label(v.round().max(0.0) as u32))
-            .draw()
-            .map_err(|e| plot_err(path, e))?;
-        for (i, s) in spectra.iter().enumerate() {
-            let points = s.points.iter().map(|&(x, y)| (x.log10(), y)).collect();
-            let dashed = (i / PALETTE.len()) % 2 == 1;
-            draw_line(&mut chart, points, palette_color(i), dashed, &s.label)
-                .map_err(|e| plot_err(path, e))?;
-        }
-        draw_legend(&mut chart).map_err(|e| plot_err(path, e))?;
-        root.present().map_err(|e| plot_err(path, e))?;
-    }
-    write_file(path, &svg)
-}
-
-/// `1.5k`, `2M`, `800`: compact request rates for tick labels.
-fn format_rate(hz: f64) -> String {
-    let (v, unit) = if hz.abs() >= 1e6 {
-        (hz / 1e6, "M")
-    } else if hz.abs() >= 1e3 {
-        (hz / 1e3, "k")
-    } else {
-        (hz, "")
-    };
-    let s = format!("{v:.2}");
-    let s = s.trim_end_matches('0').trim_end_matches('.');
-    format!("{s}{unit}")
-}
-
-/// About six round-numbered ticks (1, 2 or 5 times a power of ten apart) in [lo, hi].
-fn linear_ticks(lo: f64, hi: f64) -> Vec<f64> {
-    let span = hi - lo;
-    if span <= 0.0 || !span.is_finite() {
-        return vec![lo];
-    }
-    let raw = span / 6.0;
-    let mag = 10f64.powf(raw.log10().floor());
-    let step = mag
-        * match raw / mag {
-            n if n <= 1.0 => 1.0,
-            n if n <= 2.0 => 2.0,
-            n if n <= 5.0 => 5.0,
-            _ => 10.0,
-        };
-    let mut v = (lo / step).ceil() * step;
-    let mut out = Vec::new();
-    while v <= hi + step * 1e-9 && out.len() < 100 {
-        out.push(v);
-        v += step;
-    }
-    out
-}
-
-/// log10 of the 1-2-5 values between lo and hi (both > 0).
-fn log_ticks(lo: f64, hi: f64) -> Vec<f64> {
-    let first = lo.log10().floor() as i32;
-    let last = hi.log10().ceil() as i32;
-    let mut out = Vec::new();
-    for e in first..=last {
-        for m in [1.0, 2.0, 5.0] {
-            let v = m * 10f64.powi(e);
-            if v >= lo * (1.0 - 1e-9) && v <= hi * (1.0 + 1e-9) {
-                out.push(v.log10());
-            }
-        }
-    }
-    out
-}
-
-fn draw_rate(path: &Path, groups: &[RateGroup], y_desc: &str) -> Result<()> {
-    let rates = || groups.iter().flat_map(|g| g.points.iter().map(|p| p.0));
-    let lo = rates().fold(f64::INFINITY, f64::min);
-    let hi = rates().fold(0.0f64, f64::max);
-    // Rates were filtered to > 0, so a log axis is always possible; use it for wide sweeps.
-    let log = hi / lo > 10.0;
-    let (x_lo, x_hi, ticks) = if log {
-        let (a, b) = (lo.log10(), hi.log10());
-        let pad = (b - a) * 0.05;
-        let (a, b) = (a - pad, b + pad);
-        (a, b, log_ticks(10f64.powf(a), 10f64.powf(b)))
-    } else if hi > lo {
-        let pad = (hi - lo) * 0.05;
-        let (a, b) = ((lo - pad).max(0.0), hi + pad);
-        (a, b, linear_ticks(a, b))
-    } else {
-        let (a, b) = (lo * 0.9, hi * 1.1);
-        (a, b, linear_ticks(a, b))
-    };
-    let tx = move |hz: f64| if log { hz.log10() } else { hz };
-    let max_y = groups
-        .iter()
-        .flat_map(|g| g.points.iter().map(|p| p.1.max(p.2)))
-        .fold(0.0f64, f64::max);
-    let max_y = if max_y > 0.0 { max_y * 1.1 } else { 1.0 };
-    // Past saturation latencies grow by orders of magnitude: a log latency axis keeps
-    // the unsaturated points readable.
-    let min_y = groups
-        .iter()
-        .flat_map(|g| g.points.iter().map(|p| p.1.min(p.2)))
-        .filter(|v| *v > 0.0)
-        .fold(f64::INFINITY, f64::min);
-    let y_log = min_y.is_finite() && max_y / min_y > 20.0;
-    let (y_lo, y_hi, y_ticks) = if y_log {
-        let (a, b) = ((min_y * 0.8).log10(), max_y.log10());
-        (a, b, log_ticks(10f64.powf(a), 10f64.powf(b)))
-    } else {
-        (0.0, max_y, linear_ticks(0.0, max_y))
-    };
-    let ty = move |us: f64| if y_log { us.max(1e-9).log10() } else { us };
-    let y_desc = if y_log {
-        format!("{y_desc}, log scale")
-    } else {
-        y_desc.to_string()
-    };
-    let x_desc = if log {
-        "offered rate (requests/s, log scale)"
-    } else {
-        "offered rate (requests/s)"
-    };
-
-    let mut svg = String::new();
-    {
-        let root = SVGBackend::with_string(&mut svg, (WIDTH, chart_height(groups.len() * 2)))
-            .into_drawing_area();
-        root.fill(&WHITE).map_err(|e| plot_err(path, e))?;
-        let mut chart = ChartBuilder::on(&root)
-            .caption(
-                "latency vs offered rate (solid: p50, dashed: p99)",
-                ("sans-serif", 22),
-            )
-            .margin(15)
-            .margin_right(45)
-            .x_label_area_size(45)
-            .y_label_area_size(70)
-            .build_cartesian_2d(
-                TickedAxis {
-                    lo: x_lo,
-                    hi: x_hi,
-                    ticks,
-                },
-                TickedAxis {
-                    lo: y_lo,
-                    hi: y_hi,
-                    ticks: y_ticks,
-                },
-            )
-            .map_err(|e| plot_err(path, e))?;
-        chart
-            .configure_mesh()
-            .x_desc(x_desc)
-            .y_desc(y_desc.as_str())
-            .label_style(("sans-serif", 14))
-            .axis_desc_style(("sans-serif", 16))
-            .x_label_formatter(&|v: &f64| format_rate(if log { 10f64.powf(*v) } else { *v }))
-            .y_label_formatter(&|v: &f64| {
-                let us = if y_log { 10f64.powf(*v) } else { *v };
-                if us >= 100.0 {
-                    format!("{us:.0}")
-                } else {
-                    format!("{us:.2}")
-                }
-            })
-            .draw()
-            .map_err(|e| plot_err(path, e))?;
-        for (i, g) in groups.iter().enumerate() {
-            let color = palette_color(i);
-            let p50: Vec<(f64, f64)> = g.points.iter().map(|p| (tx(p.0), ty(p.1))).collect();
-            let p99: Vec<(f64, f64)> = g.points.iter().map(|p| (tx(p.0), ty(p.2))).collect();
-            draw_line(
-                &mut chart,
-                p50.clone(),
-                color,
-                false,
-                &format!("{} p50", g.label),
-            )
-            .map_err(|e| plot_err(path, e))?;
-            chart
-                .draw_series(p50.iter().map(|&p| Circle::new(p, 4, color.filled())))
-                .map_err(|e| plot_err(path, e))?;
-            draw_line(
-                &mut chart,
-                p99.clone(),
-                color,
-                true,
-                &format!("{} p99", g.label),
-            )
-            .map_err(|e| plot_err(path, e))?;
-            chart
-                .draw_series(
-                    p99.iter()
-                        .map(|&p| TriangleMarker::new(p, 5, color.filled())),
-                )
-                .map_err(|e| plot_err(path, e))?;
-        }
-        draw_legend(&mut chart).map_err(|e| plot_err(path, e))?;
-        root.present().map_err(|e| plot_err(path, e))?;
-    }
-    write_file(path, &svg)
 }
 
 fn join_paths(paths: &[PathBuf]) -> String {
@@ -1251,8 +711,8 @@ fn warn_mixed_kinds(c: &Comparison) {
         .map(|(i, e)| format!("{} ({})", i + 1, e.row.rtt_or_oneway))
         .collect();
     if !mixed.is_empty() {
-        eprintln!(
-            "warning: the baseline measures {base:?} latency but rows {} do not; their ratios are not like for like",
+        tracing::warn!(
+            "the baseline measures {base:?} latency but rows {} do not; their ratios are not like for like",
             mixed.join(", ")
         );
     }
@@ -1265,9 +725,51 @@ pub fn run(args: &ReportArgs) -> Result<()> {
     run_to(args, &mut out)
 }
 
+/// The rows that meet every `COL=VALUE` condition; an error names a bad condition, or
+/// the values the columns hold when no row meets them all.
+pub fn select(entries: Vec<Entry>, conditions: &[String]) -> Result<Vec<Entry>> {
+    let mut parsed: Vec<(&'static str, &str)> = Vec::new();
+    for cond in conditions
+        .iter()
+        .map(|c| c.trim())
+        .filter(|c| !c.is_empty())
+    {
+        let (col, value) = cond
+            .split_once('=')
+            .ok_or_else(|| Error::Report(format!("--where `{cond}`: expected COL=VALUE")))?;
+        let col = known_column(col.trim()).ok_or_else(|| unknown_column(col.trim()))?;
+        parsed.push((col, value.trim()));
+    }
+    if parsed.is_empty() {
+        return Ok(entries);
+    }
+    let matches = |e: &Entry| {
+        parsed
+            .iter()
+            .all(|(c, v)| e.value(c).as_deref() == Some(*v))
+    };
+    if entries.iter().any(matches) {
+        return Ok(entries.into_iter().filter(matches).collect());
+    }
+    let seen: Vec<String> = parsed
+        .iter()
+        .map(|(c, _)| {
+            let mut vs: Vec<String> = entries.iter().filter_map(|e| e.value(c)).collect();
+            vs.sort();
+            vs.dedup();
+            format!("{c} is one of {}", vs.join(", "))
+        })
+        .collect();
+    Err(Error::Report(format!(
+        "no row has {}; {}",
+        conditions.join(","),
+        seen.join("; ")
+    )))
+}
+
 /// [`run`] with the table (and the list of files written) going to `out`.
 pub fn run_to(args: &ReportArgs, out: &mut dyn Write) -> Result<()> {
-    let entries = load(&args.csvs)?;
+    let entries = select(load(&args.csvs)?, &args.where_)?;
     let target_ns = match args.p99_target_us {
         Some(us) if !(us.is_finite() && us > 0.0) => {
             return Err(Error::Report(format!(
@@ -1323,7 +825,11 @@ pub fn run_to(args: &ReportArgs, out: &mut dyn Write) -> Result<()> {
         writeln!(out, "wrote {}", md.display()).map_err(out_err)?;
     }
     if let Some(dir) = &args.svg {
-        for path in write_svgs(&comparison, dir)? {
+        let plots = crate::plot::write_svgs(&comparison, dir)?;
+        for note in &plots.notes {
+            writeln!(out, "note: {note}").map_err(out_err)?;
+        }
+        for path in &plots.written {
             writeln!(out, "wrote {}", path.display()).map_err(out_err)?;
         }
     }
@@ -1331,13 +837,13 @@ pub fn run_to(args: &ReportArgs, out: &mut dyn Write) -> Result<()> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use hdrhistogram::Histogram;
     use record::CsvSink;
 
     /// A complete, plausible row; p50 drives the other percentiles.
-    fn row(transport: &str, pollers: u32, p50_ns: u64) -> Row {
+    pub(crate) fn row(transport: &str, pollers: u32, p50_ns: u64) -> Row {
         Row {
             run_id: format!("{transport}-{pollers}-{p50_ns}"),
             scenario: "echo".into(),
@@ -1379,7 +885,7 @@ mod tests {
         }
     }
 
-    fn entries(source: &str, rows: Vec<Row>) -> Vec<Entry> {
+    pub(crate) fn entries(source: &str, rows: Vec<Row>) -> Vec<Entry> {
         rows.into_iter()
             .map(|row| Entry {
                 source: PathBuf::from(source),
@@ -1407,7 +913,7 @@ mod tests {
         }
     }
 
-    fn histogram(base_ns: u64) -> Histogram<u64> {
+    pub(crate) fn histogram(base_ns: u64) -> Histogram<u64> {
         let mut h = Histogram::<u64>::new(3).unwrap();
         for v in 0..1000u64 {
             h.record(base_ns + v * 10).unwrap();
@@ -1417,7 +923,7 @@ mod tests {
 
     /// Writes `rows` to `dir/name` with CsvSink, and for every row whose `spectrum` is set
     /// an .hgrm at that path relative to the CSV.
-    fn write_csv(dir: &Path, name: &str, rows: &[Row]) -> PathBuf {
+    pub(crate) fn write_csv(dir: &Path, name: &str, rows: &[Row]) -> PathBuf {
         let path = dir.join(name);
         let mut sink = CsvSink::create(&path).unwrap();
         for r in rows {
@@ -1432,7 +938,7 @@ mod tests {
     }
 
     /// Whether the SVG has a `<text>` element reading exactly `t` (plotters' layout).
-    fn has_text(svg: &str, t: &str) -> bool {
+    pub(crate) fn has_text(svg: &str, t: &str) -> bool {
         svg.contains(&format!(">\n{t}\n</text>"))
     }
 
@@ -1446,6 +952,7 @@ mod tests {
             columns: None,
             spread: false,
             p99_target_us: None,
+            where_: Vec::new(),
         }
     }
 
@@ -1712,148 +1219,21 @@ mod tests {
     }
 
     #[test]
-    fn spectrum_points_clamp_the_maximum_to_the_last_finite_x() {
-        let pts = spectrum_points(&[(0.0, 1000), (0.9, 2000), (0.99, 4000), (1.0, 9000)]);
-        assert_eq!(pts.len(), 4);
-        assert_eq!(pts[0], (1.0, 1.0));
-        assert!((pts[1].0 - 10.0).abs() < 1e-9 && pts[1].1 == 2.0);
-        assert!((pts[2].0 - 100.0).abs() < 1e-9);
-        assert_eq!(pts[3], (pts[2].0, 9.0));
-        assert!(spectrum_points(&[(1.5, 1), (f64::NAN, 2)]).is_empty());
-        assert_eq!(
-            (0..5).map(percentile_label).collect::<Vec<_>>(),
-            vec!["0%", "90%", "99%", "99.9%", "99.99%"]
-        );
-    }
-
-    #[test]
-    fn svgs_are_written_with_legends_and_ticks() {
-        let dir = tempfile::tempdir().unwrap();
-        let mut rows = Vec::new();
-        for transport in ["udp", "rdma"] {
-            for (i, rate) in [10_000u64, 100_000, 1_000_000].into_iter().enumerate() {
-                let mut r = row(transport, 1, 2000 + 500 * i as u64);
-                r.mode = "open-loop".into();
-                r.offered_rate_hz = rate;
-                r.spectrum = format!("spectra/{transport}-{rate}.hgrm");
-                rows.push(r);
-            }
-        }
-        // The spectra sit beside the CSV, not in the working directory.
-        let csv = write_csv(&dir.path().join("results"), "sweep.csv", &rows);
-        let c = Comparison::new(load(&[csv]).unwrap(), None, None, Metric::P50).unwrap();
-        let out = dir.path().join("plots/new");
-        let written = write_svgs(&c, &out).unwrap();
-        assert_eq!(written, vec![out.join(PERCENTILES_SVG), out.join(RATE_SVG)]);
-
-        let pct = std::fs::read_to_string(out.join(PERCENTILES_SVG)).unwrap();
-        assert!(pct.contains("<svg"));
-        assert!(
-            pct.contains("transport=udp, offered_rate_hz=10000"),
-            "legend missing"
-        );
-        assert!(
-            pct.contains("transport=rdma, offered_rate_hz=1000000"),
-            "legend missing"
-        );
-        for tick in ["90%", "99%", "99.9%"] {
-            assert!(has_text(&pct, tick), "no tick {tick}");
-        }
-        assert_eq!(
-            pct.matches(r#"stroke-width="2""#).count(),
-            6 + 6 * 2,
-            "6 lines and 6 two-segment legend swatches"
-        );
-
-        let rate = std::fs::read_to_string(out.join(RATE_SVG)).unwrap();
-        assert!(rate.contains("<svg"));
-        for want in [
-            "transport=udp p50",
-            "transport=udp p99",
-            "transport=rdma p99",
-        ] {
-            assert!(rate.contains(want), "legend missing {want}");
-        }
-        assert!(rate.contains("log scale"));
-        for tick in ["10k", "20k", "100k", "500k", "1M"] {
-            assert!(has_text(&rate, tick), "no tick {tick}");
-        }
-        assert_eq!(
-            rate.matches("<circle").count(),
-            6,
-            "one marker per p50 point"
-        );
-    }
-
-    #[test]
-    fn narrow_rate_sweeps_use_a_linear_axis_and_closed_loop_skips_the_plot() {
-        let dir = tempfile::tempdir().unwrap();
-        let rows: Vec<Row> = [100_000u64, 200_000, 300_000]
-            .into_iter()
-            .map(|rate| {
-                let mut r = row("udp", 1, 2000);
-                r.mode = "open-loop".into();
-                r.offered_rate_hz = rate;
-                r
-            })
-            .collect();
-        let csv = write_csv(dir.path(), "a.csv", &rows);
-        let c = Comparison::new(load(&[csv]).unwrap(), None, None, Metric::P50).unwrap();
-        // No spectra: only the rate plot, with one group named after the mode.
-        let written = write_svgs(&c, dir.path()).unwrap();
-        assert_eq!(written, vec![dir.path().join(RATE_SVG)]);
-        let rate = std::fs::read_to_string(&written[0]).unwrap();
-        assert!(!rate.contains("log scale"));
-        assert!(has_text(&rate, "150k"), "linear ticks");
-        assert!(rate.contains("open-loop p50"));
-
-        let closed = Comparison::new(three(), None, None, Metric::P50).unwrap();
-        let out = dir.path().join("closed");
-        assert!(write_svgs(&closed, &out).unwrap().is_empty());
-        assert!(!out.join(RATE_SVG).exists());
-    }
-
-    #[test]
-    fn missing_spectrum_is_skipped_not_fatal() {
-        let dir = tempfile::tempdir().unwrap();
-        let mut a = row("udp", 1, 2000);
-        a.spectrum = "udp.hgrm".into();
-        let mut b = row("rdma", 1, 3000);
-        b.spectrum = "rdma.hgrm".into();
-        let csv = write_csv(dir.path(), "a.csv", &[a, b]);
-        std::fs::remove_file(dir.path().join("rdma.hgrm")).unwrap();
-        let c = Comparison::new(load(&[csv]).unwrap(), None, None, Metric::P50).unwrap();
-        let written = write_svgs(&c, &dir.path().join("svg")).unwrap();
-        assert_eq!(written.len(), 1);
-        let pct = std::fs::read_to_string(&written[0]).unwrap();
-        assert!(pct.contains("transport=udp"));
-        assert!(!pct.contains("transport=rdma"));
-    }
-
-    #[test]
-    fn many_lines_still_draw_with_a_cycling_palette() {
-        let dir = tempfile::tempdir().unwrap();
-        let rows: Vec<Row> = (1..=15u32)
-            .map(|p| {
-                let mut r = row("udp", p, 1000 + u64::from(p) * 100);
-                r.spectrum = format!("p{p}.hgrm");
-                r
-            })
-            .collect();
-        let csv = write_csv(dir.path(), "a.csv", &rows);
-        let c = Comparison::new(load(&[csv]).unwrap(), None, None, Metric::P50).unwrap();
-        let written = write_svgs(&c, dir.path()).unwrap();
-        let pct = std::fs::read_to_string(&written[0]).unwrap();
-        for p in 1..=15 {
-            assert!(
-                has_text(&pct, &format!("pollers={p}")),
-                "legend for pollers={p}"
-            );
-        }
-        assert_ne!(palette_color(0), palette_color(PALETTE.len()));
-        assert_eq!(palette_color(1), palette_color(1 + 3 * PALETTE.len()));
-        assert_eq!(chart_height(15), 600);
-        assert!(chart_height(40) >= 40 * 20, "legend of 40 lines fits");
+    fn where_keeps_the_matching_rows_and_explains_an_empty_match() {
+        let kept = select(three(), &["transport=rdma".into(), "pollers=2".into()]).unwrap();
+        assert_eq!(kept.len(), 1);
+        assert_eq!(kept[0].row.p50_ns, 1000);
+        assert_eq!(select(three(), &[]).unwrap().len(), 3);
+        let err = select(three(), &["transport=tcp".into()])
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("transport is one of rdma, udp"), "{err}");
+        let err = select(three(), &["nope=1".into()]).unwrap_err().to_string();
+        assert!(err.contains("unknown column `nope`"), "{err}");
+        let err = select(three(), &["transport".into()])
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("expected COL=VALUE"), "{err}");
     }
 
     #[test]
@@ -1954,7 +1334,11 @@ mod tests {
         assert_eq!(lines[4].split_whitespace().next(), Some("2*"), "{out}");
         assert!(out.contains(&format!("wrote {}", md.display())), "{out}");
         assert!(out.contains(&format!("wrote {}", svg.join(PERCENTILES_SVG).display())));
-        assert!(!out.contains(RATE_SVG), "closed loop: no rate plot");
+        assert!(
+            !out.contains(&format!("wrote {}", svg.join(RATE_SVG).display())),
+            "closed loop: no rate plot"
+        );
+        assert!(out.contains("note: no open-loop rows"), "{out}");
         let text = std::fs::read_to_string(&md).unwrap();
         assert_eq!(text.lines().count(), 4 + 2);
         let pct = std::fs::read_to_string(svg.join(PERCENTILES_SVG)).unwrap();

@@ -939,7 +939,7 @@ pub fn run(args: &SweepArgs) -> Result<Vec<Row>> {
         .out
         .clone()
         .unwrap_or_else(|| PathBuf::from("results").join(format!("{}.csv", scenario.name)));
-    eprintln!(
+    tracing::info!(
         "{}: {} points -> {}",
         scenario.path.display(),
         scenario.points.len(),
@@ -1074,13 +1074,13 @@ pub fn run_scenario_repeated(scenario: &Scenario, out: &Path, repeat: u32) -> Re
                 bar.set_message(format!("{label}  {}%", done * 100 / total.max(1)));
             })?;
             record(&mut m, i, run, out, &mut sink)?;
-            bar.suspend(|| eprintln!("{}", point_report(&m, i, points, &of_runs, &label)));
+            bar.suspend(|| tracing::info!("{}", point_report(&m, i, points, &of_runs, &label)));
             bar.inc(1);
             rows.push(m.row);
         }
     }
     bar.finish_and_clear();
-    eprintln!("wrote {} rows to {}", rows.len(), out.display());
+    tracing::info!("wrote {} rows to {}", rows.len(), out.display());
     Ok(rows)
 }
 
@@ -1112,12 +1112,20 @@ fn point_report(m: &Measured, i: usize, points: usize, of_runs: &str, label: &st
     if let (Some(stalls), Some(requests)) = (r.forwarder_stalls, r.forwarder_stalled_requests) {
         s.push_str(&format!(", stalls {stalls} ({requests} requests)"));
     }
-    if let Some(note) = stall_note(m.outcome.stalled_samples, r.samples) {
-        s.push_str(&format!("\n  {note}"));
-    }
-    if let (Some(stalled), Some(f)) = (r.forwarder_stalled_requests, m.forwarder) {
-        if let Some(note) = forwarder_stall_note(stalled, f.received) {
+    if let Some(why) = crate::plot::trouble(r) {
+        // A queue, not the host, sets these latencies: say so instead of a stall note.
+        s.push_str(&format!(
+            "\n  {why}: these latencies measure a queue, not the service (plots mark the \
+             point off the latency scale)"
+        ));
+    } else {
+        if let Some(note) = stall_note(m.outcome.stalled_samples, r.samples) {
             s.push_str(&format!("\n  {note}"));
+        }
+        if let (Some(stalled), Some(f)) = (r.forwarder_stalled_requests, m.forwarder) {
+            if let Some(note) = forwarder_stall_note(stalled, f.received) {
+                s.push_str(&format!("\n  {note}"));
+            }
         }
     }
     if !m.shards.is_empty() {
