@@ -41,7 +41,10 @@
 #define QFWD_MAX_WARPS_PER_LINK 8u
 #define QFWD_MAX_FUNCTIONS 32u
 #define QFWD_MAX_RX_SLOTS 1024u
-#define QFWD_WARP_COUNTERS 16u
+#define QFWD_WARP_COUNTERS 24u
+#define QFWD_HANDOFF_SLOTS 64u
+#define QFWD_HANDOFF_SLOT_BYTES 128u
+#define QFWD_HANDOFF_HEADER_BYTES 256u
 #define QFWD_HEARTBEAT_POLLS 4096u
 #define QFWD_CREDIT_BATCH 16u
 #define QFWD_CTR_POLLS 0u
@@ -60,6 +63,14 @@
 #define QFWD_CTR_POSTED 13u
 #define QFWD_CTR_TX_ERRORS 14u
 #define QFWD_CTR_LOST_CLAIMS 15u
+#define QFWD_CTR_FENCE_CYCLES 16u
+#define QFWD_CTR_FENCES 17u
+#define QFWD_CTR_ANSWER_CYCLES 18u
+#define QFWD_CTR_ANSWERS 19u
+#define QFWD_CTR_STAGE_CYCLES 20u
+#define QFWD_CTR_SERVE_CYCLES 21u
+#define QFWD_CTR_CREDIT_CYCLES 22u
+#define QFWD_CTR_CREDIT_FENCES 23u
 
 struct QfwdLinkDesc {
     unsigned long long rx_cq;
@@ -113,6 +124,7 @@ static_assert(sizeof(((struct QfwdLinkDesc*)0)->reserved) == 4, "QfwdLinkDesc.re
 
 struct QfwdDirectParams {
     unsigned long long links;
+    unsigned long long handoff;
     unsigned int nlinks;
     unsigned int warps_per_link;
     unsigned int pollers_per_slot;
@@ -122,8 +134,9 @@ struct QfwdDirectParams {
     unsigned int function_ids[32];
     unsigned int function_codes[32];
 };
-static_assert(sizeof(struct QfwdDirectParams) == 288, "QfwdDirectParams size");
+static_assert(sizeof(struct QfwdDirectParams) == 296, "QfwdDirectParams size");
 static_assert(sizeof(((struct QfwdDirectParams*)0)->links) == 8, "QfwdDirectParams.links");
+static_assert(sizeof(((struct QfwdDirectParams*)0)->handoff) == 8, "QfwdDirectParams.handoff");
 static_assert(sizeof(((struct QfwdDirectParams*)0)->nlinks) == 4, "QfwdDirectParams.nlinks");
 static_assert(sizeof(((struct QfwdDirectParams*)0)->warps_per_link) == 4, "QfwdDirectParams.warps_per_link");
 static_assert(sizeof(((struct QfwdDirectParams*)0)->pollers_per_slot) == 4, "QfwdDirectParams.pollers_per_slot");

@@ -217,8 +217,18 @@ abi_consts!(render_direct {
     MAX_FUNCTIONS: u32 = 32;
     /// Most receive slots per link (the credit bitmap's size).
     MAX_RX_SLOTS: u32 = 1024;
-    /// u64 counters per poller warp, at [`LinkDesc::counters`] + 128 x warp.
-    WARP_COUNTERS: u32 = 16;
+    /// u64 counters per poller warp, at [`LinkDesc::counters`] + 256 x warp; the link's
+    /// poster keeps its own at block `MAX_WARPS_PER_LINK`.
+    WARP_COUNTERS: u32 = 24;
+    /// Slots of the ring in device memory through which a link's pollers hand answers to
+    /// its poster (regular and blueflame doorbells).
+    HANDOFF_SLOTS: u32 = 64;
+    /// Bytes of a handoff slot: tagged 16 B chunks, answers of at most 92 bytes.
+    HANDOFF_SLOT_BYTES: u32 = 128;
+    /// Bytes before a link's handoff slots: the poster's consumer index (u32 at 0), the
+    /// count of the link's pollers that ended (u32 at 8), and a copy of the poster's
+    /// counters (at 64).
+    HANDOFF_HEADER_BYTES: u32 = 256;
     /// Polls between two heartbeat writes of a warp's poll counter.
     HEARTBEAT_POLLS: u32 = 4096;
     /// cpu-assisted: receive credits are published (behind a system fence) when this many
@@ -240,6 +250,19 @@ abi_consts!(render_direct {
     CTR_POSTED: u32 = 13;
     CTR_TX_ERRORS: u32 = 14;
     CTR_LOST_CLAIMS: u32 = 15;
+    /// SM clock cycles the poster spent in its system fences, and their number.
+    CTR_FENCE_CYCLES: u32 = 16;
+    CTR_FENCES: u32 = 17;
+    /// SM clock cycles from a new CQE seen to its answer handed on (pollers), and the
+    /// number of answers; of those cycles, the ones until the request was staged, and
+    /// until it was served.
+    CTR_ANSWER_CYCLES: u32 = 18;
+    CTR_ANSWERS: u32 = 19;
+    CTR_STAGE_CYCLES: u32 = 20;
+    CTR_SERVE_CYCLES: u32 = 21;
+    /// SM clock cycles a poller warp spent returning receives (its credit fences).
+    CTR_CREDIT_CYCLES: u32 = 22;
+    CTR_CREDIT_FENCES: u32 = 23;
 });
 
 abi_struct!(
@@ -264,7 +287,7 @@ abi_struct!(
         /// cpu-assisted: the tagged response ring and its consumer index.
         resp_ring: u64,
         resp_ci: u64,
-        /// The warps' counters (`WARP_COUNTERS` u64 per warp, 128 B apart).
+        /// The warps' counters (`WARP_COUNTERS` u64 per warp, 256 B apart).
         counters: u64,
         rx_cqes: u32,
         rx_slots: u32,
@@ -287,6 +310,9 @@ abi_struct!(
     DirectParams: "QfwdDirectParams" {
         /// Device address of `nlinks` [`LinkDesc`]s.
         links: u64,
+        /// Device memory of the links' handoff rings (`HANDOFF_HEADER_BYTES` +
+        /// `HANDOFF_SLOTS` x `HANDOFF_SLOT_BYTES` per link, zeroed), or 0 (cpu-assisted).
+        handoff: u64,
         nlinks: u32,
         /// Poller warps per link (the block size / 32).
         warps_per_link: u32,
@@ -370,7 +396,7 @@ mod tests {
         let b = p.to_bytes();
         assert_eq!(b.len(), std::mem::size_of::<DirectParams>());
         assert_eq!(&b[..8], &0x1122u64.to_le_bytes());
-        assert_eq!(&b[8..12], &3u32.to_le_bytes());
+        assert_eq!(&b[16..20], &3u32.to_le_bytes());
     }
 
     #[test]

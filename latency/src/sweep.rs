@@ -224,6 +224,25 @@ fn measure_direct(
             .collect()
     });
     let report = service.stop(Duration::from_secs(2))?;
+    let sum = |k: u32| report.per_link.iter().map(|c| c.get(k)).sum::<u64>();
+    let per = |a: u32, b: u32| sum(a).checked_div(sum(b)).unwrap_or(0);
+    tracing::info!(
+        "  gpu-direct device: torn reads {}, lost claims {}, send failures {}, undrained {}, \
+         heartbeat stalls {}; cycles per answer {} (staged {}, served {}), per poster fence {} \
+         ({} fences), per credit fence {} ({})",
+        sum(qfwd::abi::CTR_TORN),
+        sum(qfwd::abi::CTR_LOST_CLAIMS),
+        sum(qfwd::abi::CTR_SEND_FAILED),
+        report.undrained,
+        report.stalls,
+        per(qfwd::abi::CTR_ANSWER_CYCLES, qfwd::abi::CTR_ANSWERS),
+        per(qfwd::abi::CTR_STAGE_CYCLES, qfwd::abi::CTR_ANSWERS),
+        per(qfwd::abi::CTR_SERVE_CYCLES, qfwd::abi::CTR_ANSWERS),
+        per(qfwd::abi::CTR_FENCE_CYCLES, qfwd::abi::CTR_FENCES),
+        sum(qfwd::abi::CTR_FENCES),
+        per(qfwd::abi::CTR_CREDIT_CYCLES, qfwd::abi::CTR_CREDIT_FENCES),
+        sum(qfwd::abi::CTR_CREDIT_FENCES),
+    );
     let mut merged: Option<Outcome> = None;
     for o in outcomes {
         let o = o?;
@@ -358,7 +377,10 @@ pub fn measure(
             (outcome?, summary)
         }
     };
-    let persistent = point.topology == Topology::GpuPersistent;
+    // A persistent kernel polls (either data path); the mailbox's rx_completion is the
+    // forwarded path's.
+    let kernel = point.topology == Topology::GpuPersistent;
+    let persistent = kernel && point.data_path == DataPath::CpuForwarded;
     let mut row = Row {
         run_id: run_id.to_string(),
         scenario: scenario.to_string(),
@@ -370,8 +392,8 @@ pub fn measure(
             "-".into()
         },
         doorbell: point.doorbell.clone(),
-        pollers: if persistent { config.pollers } else { 0 },
-        pollers_per_slot: if persistent {
+        pollers: if kernel { config.pollers } else { 0 },
+        pollers_per_slot: if kernel {
             config.pollers_per_slot_or_default()
         } else {
             0

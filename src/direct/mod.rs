@@ -460,11 +460,34 @@ impl DirectService {
         self.set.write_stop(&self.region)?;
         match self.device.take() {
             Some(Device::StandIn(s)) => s.join()?,
-            Some(Device::Gpu(mut k)) => k.wait(Instant::now() + Duration::from_secs(2))?,
+            Some(Device::Gpu(mut k)) => {
+                k.wait(Instant::now() + Duration::from_secs(2))?;
+                if std::env::var_os("QFWD_DIRECT_DUMP").is_some() {
+                    for (i, c) in k.poster_counters()?.iter().enumerate() {
+                        tracing::warn!("gpu-direct poster {i} counters in device memory: {c:?}");
+                    }
+                }
+            }
             None => {}
         }
         if let Some(p) = self.proxy.take() {
             p.stop()?;
+        }
+        if std::env::var_os("QFWD_DIRECT_DUMP").is_some() {
+            for link in 0..self.set.links {
+                for block in 0..crate::queues::links::COUNTER_BLOCKS_PER_LINK {
+                    let at = self.set.counters_of(link, block);
+                    let words: Vec<u64> = (0..abi::WARP_COUNTERS as usize)
+                        .map(|k| {
+                            self.region
+                                .load_u64(at + 8 * k, std::sync::atomic::Ordering::Relaxed)
+                        })
+                        .collect();
+                    tracing::warn!(
+                        "gpu-direct counters link {link} block {block} @{at}: {words:?}"
+                    );
+                }
+            }
         }
         let per_link = self.per_link();
         let mut sum = DeviceCounters([0; abi::WARP_COUNTERS as usize]);

@@ -44,6 +44,7 @@ pub struct DirectKernel {
     stream: Option<Stream>,
     module: Option<Module>,
     descs: Option<DeviceBuffer>,
+    handoff: Option<DeviceBuffer>,
     decoders: Option<DeviceDecoders>,
     /// The queues (keeps the mapped memory alive while the kernel may touch it).
     region: Option<SharedRegion>,
@@ -116,10 +117,19 @@ impl DirectKernel {
         let descs = DeviceBuffer::zeroed(&ctx, words.len() * 8)?;
         descs.write_u64s(&words)?;
         params.links = descs.device_ptr();
+        // regular / blueflame: each link's poster block, and the ring its pollers hand
+        // answers to it through.
+        let posters = queues.doorbell != crate::mlx5::Doorbell::CpuAssisted;
+        let per_link =
+            (abi::HANDOFF_HEADER_BYTES + abi::HANDOFF_SLOTS * abi::HANDOFF_SLOT_BYTES) as usize;
+        let handoff = DeviceBuffer::zeroed(&ctx, per_link * set.links as usize)?;
+        params.handoff = if posters { handoff.device_ptr() } else { 0 };
+        let blocks = set.links * if posters { 2 } else { 1 };
         params.poll_chunks = poll_chunks_for(decoders, params.poll_chunks);
         let mut decoders = DeviceDecoders::upload(&ctx, decoders, options)?;
         let staging = warps * (set.layout.rx_slot_bytes as u32 + RESP_STAGE_BYTES);
-        let mut shared = staging;
+        // The poster's block stages four answers of 256 B in the same memory.
+        let mut shared = staging.max(4 * RESP_STAGE_BYTES);
         if let Some(d) = decoders.as_mut() {
             shared += d.place(
                 &ctx,
@@ -132,6 +142,17 @@ impl DirectKernel {
             d.install(&module)?;
         } else {
             super::decoder::install_none(&module)?;
+        }
+        // One block per SM: a system fence waits for its SM's outstanding host reads, so a
+        // poster must not share its SM with pollers (nor pollers of two links share one).
+        // Asking for more than half an SM's shared memory keeps any two blocks apart.
+        let sms =
+            ctx.attribute(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)?;
+        let per_sm = ctx.attribute(
+            sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_MULTIPROCESSOR,
+        )?;
+        if i64::from(blocks) <= i64::from(sms) && per_sm > 0 {
+            shared = shared.max(per_sm as u32 / 2 + 1024);
         }
         if shared > DEFAULT_SHARED_LIMIT {
             let max = ctx.attribute(
@@ -148,10 +169,16 @@ impl DirectKernel {
             function.allow_dynamic_shared(&ctx, shared)?;
         }
         let stream = Stream::new(&ctx)?;
+        // Every copy and memset above (the NULL stream's) is done before the kernel, which
+        // runs on a non-blocking stream, reads what they wrote.
+        ctx.bind()?;
+        cudarc::driver::result::ctx::synchronize()
+            .map_err(|source| ctx.error("cuCtxSynchronize", source))?;
         let mut kernel = DirectKernel {
             stream: None,
             module: None,
             descs: None,
+            handoff: None,
             decoders: None,
             region: Some(region.clone()),
             set: *set,
@@ -163,10 +190,11 @@ impl DirectKernel {
         // `device/qfwd_abi.h` (generated from `DirectParams`) asserts; the addresses in it
         // are of `descs`, the decoders' buffers and `region`, which `kernel` owns from here
         // on and frees only after the kernel stopped (or leaks, see Drop).
-        unsafe { function.launch(&ctx, &stream, set.links, warps * 32, shared, &mut args) }?;
+        unsafe { function.launch(&ctx, &stream, blocks, warps * 32, shared, &mut args) }?;
         kernel.stream = Some(stream);
         kernel.module = Some(module);
         kernel.descs = Some(descs);
+        kernel.handoff = Some(handoff);
         kernel.decoders = decoders;
         kernel.running = true;
         // A kernel that cannot run (launch resources, a fault) shows up at once.
@@ -191,6 +219,23 @@ impl DirectKernel {
 
     pub fn device_index(&self) -> usize {
         self.ctx.index()
+    }
+
+    /// The copy of each link's poster counters the poster keeps in device memory (read
+    /// after the kernel stopped; a cross-check of the ones in mapped host memory).
+    pub fn poster_counters(&self) -> Result<Vec<Vec<u64>>> {
+        let Some(h) = &self.handoff else {
+            return Ok(Vec::new());
+        };
+        let per_link =
+            (abi::HANDOFF_HEADER_BYTES + abi::HANDOFF_SLOTS * abi::HANDOFF_SLOT_BYTES) as usize / 8;
+        let mut words = vec![0u64; per_link * self.set.links as usize];
+        h.read_u64s(&mut words)?;
+        Ok((0..self.set.links as usize)
+            .map(|i| {
+                words[i * per_link + 8..i * per_link + 8 + abi::WARP_COUNTERS as usize].to_vec()
+            })
+            .collect())
     }
 
     /// True while the kernel has not been seen to finish.
@@ -255,6 +300,7 @@ impl Drop for DirectKernel {
             );
             std::mem::forget(self.region.take());
             std::mem::forget(self.descs.take());
+            std::mem::forget(self.handoff.take());
             std::mem::forget(self.decoders.take());
             std::mem::forget(self.module.take());
             std::mem::forget(self.stream.take());

@@ -24,7 +24,10 @@ use crate::shm::SharedRegion;
 use crate::{Error, Result};
 
 /// Bytes of one warp's counter block.
-pub const WARP_COUNTER_BYTES: usize = 128;
+pub const WARP_COUNTER_BYTES: usize = 256;
+/// Counter blocks per link: one per poller warp, and the poster's
+/// (`abi::MAX_WARPS_PER_LINK`).
+pub const COUNTER_BLOCKS_PER_LINK: u32 = abi::MAX_WARPS_PER_LINK + 1;
 
 const _: () = assert!(abi::WARP_COUNTERS as usize * 8 <= WARP_COUNTER_BYTES);
 
@@ -78,7 +81,7 @@ impl LinkSet {
         }
         let stride = layout.len.next_multiple_of(uar::PAGE);
         let counters = stride * links as usize;
-        let counter_bytes = (links * abi::MAX_WARPS_PER_LINK) as usize * WARP_COUNTER_BYTES;
+        let counter_bytes = (links * COUNTER_BLOCKS_PER_LINK) as usize * WARP_COUNTER_BYTES;
         Ok(LinkSet {
             layout,
             links,
@@ -94,9 +97,9 @@ impl LinkSet {
         region.view(i as usize * self.stride, self.layout.len)
     }
 
-    /// Offset of warp `warp`'s counters of link `link`.
-    pub fn counters_of(&self, link: u32, warp: u32) -> usize {
-        self.counters + (link * abi::MAX_WARPS_PER_LINK + warp) as usize * WARP_COUNTER_BYTES
+    /// Offset of counter block `block` of link `link` (a poller warp's, or the poster's).
+    pub fn counters_of(&self, link: u32, block: u32) -> usize {
+        self.counters + (link * COUNTER_BLOCKS_PER_LINK + block) as usize * WARP_COUNTER_BYTES
     }
 
     /// Prepares a fresh region for the direct protocol (see the module docs).
@@ -193,14 +196,14 @@ impl LinkSet {
         }
     }
 
-    /// The counters of every warp of link `link`, summed.
+    /// The counters of every warp of link `link` (its pollers' and its poster's), summed.
     pub fn read_counters(
         &self,
         region: &SharedRegion,
         link: u32,
     ) -> [u64; abi::WARP_COUNTERS as usize] {
         let mut sum = [0u64; abi::WARP_COUNTERS as usize];
-        for w in 0..self.warps_per_link {
+        for w in (0..self.warps_per_link).chain([abi::MAX_WARPS_PER_LINK]) {
             let at = self.counters_of(link, w);
             for (k, s) in sum.iter_mut().enumerate() {
                 *s += region.load_u64(at + 8 * k, Ordering::Relaxed);
@@ -243,7 +246,7 @@ mod tests {
             );
             assert_eq!(d.doorbell, 2);
         }
-        assert!(set.counters_of(2, 15) + WARP_COUNTER_BYTES <= set.len);
+        assert!(set.counters_of(2, abi::MAX_WARPS_PER_LINK) + WARP_COUNTER_BYTES <= set.len);
         set.write_stop(&region).unwrap();
         let link = set.link(&region, 1).unwrap();
         assert_eq!(link.load_chunk(set.layout.rx_cqe(7) + 48), stop_chunk());
