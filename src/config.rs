@@ -19,7 +19,7 @@ use crate::mailbox::{Layout, RxCompletion};
 use crate::mlx5::Doorbell;
 use crate::transport::udp::AllowedPeer;
 use crate::transport::TransportKind;
-use crate::{Error, Result};
+use crate::{limits, Error, Result};
 
 /// Everything `qfwd run` needs. Field names are the TOML keys.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -151,26 +151,7 @@ impl RunConfig {
         if self.handlers.is_empty() {
             return bad("handlers", "at least one handler is needed");
         }
-        if self.batch == 0 {
-            return bad("batch", "must be at least 1");
-        }
-        if self.max_in_flight == 0 {
-            return bad("max_in_flight", "must be at least 1");
-        }
-        if self.max_request_bytes == 0 || self.max_request_bytes > 65_000 {
-            return bad("max_request_bytes", "must be between 1 and 65000");
-        }
-        if self.watchdog_us == 0 {
-            return bad("watchdog_us", "must be at least 1");
-        }
-        if !(self.stats_interval_s >= 0.0 && self.stats_interval_s.is_finite()) {
-            return bad("stats_interval_s", "must be a number >= 0");
-        }
-        if let Some(d) = self.duration_s {
-            if !(d > 0.0 && d.is_finite()) {
-                return bad("duration_s", "must be a number > 0");
-            }
-        }
+        self.check_ranges()?;
         self.allowlist()?;
         // Names only: building a decoder (reading its model) waits for the start.
         for spec in &self.handlers {
@@ -184,13 +165,7 @@ impl RunConfig {
                         "a decoder needs --dem FILE (a Stim detector error model)",
                     )
                 }
-                Some(p) if !p.is_file() => {
-                    return Err(Error::InvalidSetting {
-                        key: "dem",
-                        detail: format!("{}: no such file", p.display()),
-                    })
-                }
-                Some(_) => {}
+                Some(p) => check_model_file(p)?,
             }
         }
         if self.topology.needs_gpu() {
@@ -215,6 +190,41 @@ impl RunConfig {
                 "route",
                 "a route map needs the GPUs to route over: --gpus 0,1 (TOML gpus = [0, 1])",
             );
+        }
+        Ok(())
+    }
+
+    /// Every numeric setting against its range ([`crate::limits`]), before anything is
+    /// sized by it.
+    fn check_ranges(&self) -> Result<()> {
+        limits::BATCH.check(self.batch)?;
+        limits::MAX_IN_FLIGHT.check(self.max_in_flight)?;
+        limits::MAX_REQUEST_BYTES.check(self.max_request_bytes)?;
+        limits::WATCHDOG_US.check(self.watchdog_us)?;
+        limits::STATS_INTERVAL_S.check(self.stats_interval_s)?;
+        if let Some(d) = self.duration_s {
+            limits::DURATION_S.check(d)?;
+        }
+        for (i, &c) in self.cores.iter().enumerate() {
+            limits::CORE.check_as(&format!("cores[{i}]"), c)?;
+        }
+        limits::GPU.check(self.gpu_device)?;
+        for (i, &g) in self.gpus.iter().enumerate() {
+            limits::GPU.check_as(&format!("gpus[{i}]"), g)?;
+        }
+        for (name, &g) in &self.route {
+            limits::GPU.check_as(&format!("route.{name}"), g)?;
+        }
+        limits::POLLERS.check(self.pollers)?;
+        if let Some(p) = self.pollers_per_slot {
+            limits::POLLERS_PER_SLOT.check(p)?;
+        }
+        limits::SLOTS.check(self.slots)?;
+        if let Some(k) = self.uf_table_max_defects {
+            limits::UF_TABLE_MAX_DEFECTS.check(k)?;
+        }
+        if let Some(k) = self.uf_split_max_defects {
+            limits::UF_SPLIT_MAX_DEFECTS.check(k)?;
         }
         Ok(())
     }
@@ -321,11 +331,39 @@ impl RunConfig {
             })?;
             // One model, shared by every name (a GPU kernel holds one model per kind).
             let handler = Handler::decoder(dem, kind)?;
+            if let Handler::Decoder(d) = &handler {
+                self.check_request_fits(dem, d.payload_len(), d.num_detectors())?;
+            }
             for name in self.decoder_name_list() {
                 r.register(&name, handler.clone())?;
             }
         }
         Ok(r)
+    }
+
+    /// A model whose requests are larger than `max_request_bytes` would get `OVERSIZED`
+    /// for every request: refused at load, with both numbers.
+    fn check_request_fits(&self, dem: &Path, request: usize, detectors: usize) -> Result<()> {
+        if request <= self.max_request_bytes {
+            return Ok(());
+        }
+        let fix = if limits::MAX_REQUEST_BYTES.contains(request) {
+            format!("raise --max-request-bytes (TOML max_request_bytes) to {request} or more")
+        } else {
+            format!(
+                "more than a request can carry ({}): split the model",
+                limits::MAX_REQUEST_BYTES.describe()
+            )
+        };
+        Err(Error::InvalidSetting {
+            key: "max_request_bytes",
+            detail: format!(
+                "{}: a request for this model ({detectors} detectors) carries {request} bytes \
+                 (bit-packed events + u32 count), more than max_request_bytes = {}; {fix}",
+                dem.display(),
+                self.max_request_bytes
+            ),
+        })
     }
 
     /// The configured decoder's kind, if any.
@@ -381,6 +419,22 @@ impl RunConfig {
     pub fn stats_interval(&self) -> Option<Duration> {
         (self.stats_interval_s > 0.0).then(|| Duration::from_secs_f64(self.stats_interval_s))
     }
+}
+
+/// A decoder model path that can be read: a clear error for a missing file, a directory,
+/// or one that cannot be opened.
+fn check_model_file(path: &Path) -> Result<()> {
+    let detail = match std::fs::metadata(path) {
+        Ok(m) if m.is_file() => return Ok(()),
+        Ok(m) if m.is_dir() => "is a directory; expected a Stim detector error model file".into(),
+        Ok(_) => "is not a regular file; expected a Stim detector error model file".into(),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => "no such file".into(),
+        Err(e) => e.to_string(),
+    };
+    Err(Error::InvalidSetting {
+        key: "dem",
+        detail: format!("{}: {detail}", path.display()),
+    })
 }
 
 /// `KIND` or `KIND:NAME` (see [`RunConfig::handlers`]) as (kind, registration name);

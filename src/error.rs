@@ -38,6 +38,12 @@ pub enum Error {
     Config { path: PathBuf, detail: String },
     #[error("invalid setting {key}: {detail}")]
     InvalidSetting { key: &'static str, detail: String },
+    #[error("invalid setting {key}: {value} is out of range (expected {range})")]
+    OutOfRange {
+        key: String,
+        value: String,
+        range: String,
+    },
     #[error("route {name}={gpu}: GPU {gpu} is not among the GPUs served ({gpus})")]
     RouteUnknownGpu {
         name: String,

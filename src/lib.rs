@@ -19,6 +19,7 @@ pub mod forward;
 pub mod gpu;
 pub mod handler;
 pub mod host;
+pub mod limits;
 pub mod mailbox;
 pub mod mlx5;
 pub mod process;

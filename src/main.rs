@@ -77,32 +77,38 @@ struct RunArgs {
     /// Where requests are computed: cpu, gpu-launch, gpu-graph, gpu-persistent.
     #[arg(long)]
     topology: Option<Topology>,
-    /// CPU cores to pin to (comma-separated): the forwarding loop, then the soft NIC thread
-    /// and the cpu-assisted proxy (transport softnic).
+    /// CPU cores to pin to (comma-separated, each 0 ..= 1023): the forwarding loop, then
+    /// the soft NIC thread and the cpu-assisted proxy (transport softnic).
     #[arg(long, value_delimiter = ',', value_name = "N,...")]
     cores: Vec<usize>,
-    /// Seconds to serve, then exit [default: until Ctrl-C / SIGTERM].
+    /// Seconds to serve, then exit, 0.001 ..= 31536000 (a year) [default: until Ctrl-C,
+    /// SIGTERM or SIGHUP].
     #[arg(long, value_name = "SECONDS")]
     duration: Option<f64>,
-    /// Seconds between live status lines on stderr; 0 turns them off [default: 1].
+    /// Seconds between live status lines on stderr, 0.1 ..= 86400; 0 turns them off
+    /// [default: 1].
     #[arg(long, value_name = "SECONDS")]
     stats_interval: Option<f64>,
-    /// Largest request argument accepted, in bytes; larger gets status -5 (oversized).
+    /// Largest request argument accepted, in bytes, 1 ..= 65000; larger gets status -5
+    /// (oversized). A --decoder model whose requests are larger is refused at start
+    /// [default: 4096].
     #[arg(long, value_name = "BYTES")]
     max_request_bytes: Option<usize>,
-    /// Most datagrams received per poll.
+    /// Most datagrams received per poll, 1 ..= 1024 [default: 32].
     #[arg(long)]
     batch: Option<usize>,
-    /// Most requests in flight toward the decoder; more get status -6 (overload).
+    /// Most requests in flight toward the decoder, 1 ..= 65536; more get status -6
+    /// (overload) [default: 1024].
     #[arg(long)]
     max_in_flight: Option<usize>,
-    /// Per-request deadline in microseconds; past it the answer is status -7.
+    /// Per-request deadline in microseconds, 1 ..= 60000000; past it the answer is status
+    /// -7 (decoder timeout) [default: 10000].
     #[arg(long, value_name = "MICROSECONDS")]
     watchdog_us: Option<u64>,
     /// When idle: spin (lowest latency, one core at 100%) or yield.
     #[arg(long)]
     idle: Option<IdlePolicy>,
-    /// GPU topologies: CUDA device index [default: 0].
+    /// GPU topologies: CUDA device index, 0 ..= 255 [default: 0].
     #[arg(long = "gpu", value_name = "INDEX")]
     gpu_device: Option<usize>,
     /// Several GPUs (comma-separated CUDA indices): one backend per GPU (gpu-persistent:
@@ -121,12 +127,12 @@ struct RunArgs {
     /// gpu-persistent: poller warps, 1-32 [default: 8].
     #[arg(long)]
     pollers: Option<u32>,
-    /// gpu-persistent: warps polling each slot out of phase; must divide --pollers
-    /// [default: min(2, pollers)].
+    /// gpu-persistent: warps polling each slot out of phase, 1 ..= 32; must divide
+    /// --pollers [default: min(2, pollers)].
     #[arg(long)]
     pollers_per_slot: Option<u32>,
-    /// GPU uf decoder: answer syndromes of at most N defects from a table that the CPU uf
-    /// fills at start-up (same answers, one memory load); 0 turns it off [default: the
+    /// GPU uf decoder: answer syndromes of at most N defects (0 ..= 16) from a table that
+    /// the CPU uf fills at start-up (same answers, one memory load); 0 turns it off [default: the
     /// largest N, at most 4, whose table fits the build budget of ~10 s of work per core,
     /// logged at start; a d=7 surface code gets 4 on 13 cores and more, 16-21 s to build on
     /// 16, where 3 starts in about a second]. A table that took a second or more is kept in
@@ -139,7 +145,8 @@ struct RunArgs {
     /// it answers at least half the shots drawn from the model, logged at start].
     #[arg(long, value_name = "N")]
     uf_split_max_defects: Option<u32>,
-    /// GPU topologies: request slots, i.e. requests on the GPU at once [default: 64].
+    /// GPU topologies: request slots, i.e. requests on the GPU at once, 1 ..= 4096
+    /// [default: 64].
     #[arg(long)]
     slots: Option<usize>,
     /// softnic transport: cpu-assisted, regular or blueflame [default: blueflame].

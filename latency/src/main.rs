@@ -72,19 +72,19 @@ struct EmulateArgs {
     /// ping-pong (one request in flight) or open-loop (fixed rate).
     #[arg(long, default_value = "ping-pong")]
     mode: Mode,
-    /// Offered rate for open loop, requests/s.
+    /// Offered rate for open loop, requests/s, 1 ..= 100000000.
     #[arg(long, default_value_t = 0)]
     rate: u64,
-    /// Argument bytes per request (after the 24-byte header).
+    /// Argument bytes per request (after the 24-byte header), 0 ..= 65000.
     #[arg(long, default_value_t = 32)]
     payload_bytes: u32,
-    /// Timed requests.
+    /// Timed requests, 1 ..= 2147483647.
     #[arg(long, default_value_t = 100_000)]
     samples: u64,
-    /// Untimed requests sent first.
+    /// Untimed requests sent first, 0 ..= 2147483647.
     #[arg(long, default_value_t = 1_000)]
     warmup: u64,
-    /// A request unanswered after this many ms is lost.
+    /// A request unanswered after this many ms is lost, 1 ..= 60000.
     #[arg(long, default_value_t = 1_000)]
     timeout_ms: u64,
     /// Handler name the requests call.

@@ -31,6 +31,7 @@ use std::path::{Path, PathBuf};
 
 use qfwd::backend::Topology;
 use qfwd::forward::IdlePolicy;
+use qfwd::limits;
 use qfwd::transport::TransportKind;
 use serde::{Deserialize, Serialize};
 use toml::{Table, Value};
@@ -319,20 +320,7 @@ impl Point {
                 "launch = \"external\" needs transport = \"udp\" and target = \"IP:port\"".into(),
             );
         }
-        if self.samples == 0 && self.duration_s.is_none() {
-            return Err("samples must be at least 1".into());
-        }
-        if let Some(d) = self.duration_s {
-            if !(d > 0.0 && d.is_finite()) {
-                return Err("duration_s must be > 0".into());
-            }
-        }
-        if self.payload_bytes as usize > 65_000 {
-            return Err("payload_bytes must be at most 65000".into());
-        }
-        if self.timeout_ms == 0 {
-            return Err("timeout_ms must be at least 1".into());
-        }
+        self.check_ranges()?;
         if self.decoder != "-" {
             if !matches!(self.decoder.as_str(), "uf" | "lut") {
                 return Err(format!("decoder {:?}: expected uf or lut", self.decoder));
@@ -357,6 +345,68 @@ impl Point {
                 "rx_completion {:?}: expected buffer or inline",
                 self.rx_completion
             ));
+        }
+        Ok(())
+    }
+
+    /// Every numeric key against its range (`qfwd::limits`), before anything is sized by
+    /// it; the forwarder's keys share the ranges of `qfwd run`.
+    fn check_ranges(&self) -> std::result::Result<(), String> {
+        fn check<T: PartialOrd + Copy + std::fmt::Display>(
+            limit: limits::Limit<T>,
+            value: T,
+        ) -> std::result::Result<(), String> {
+            limit.check(value).map(drop).map_err(|e| e.to_string())
+        }
+        fn check_as<T: PartialOrd + Copy + std::fmt::Display>(
+            limit: limits::Limit<T>,
+            key: &str,
+            value: T,
+        ) -> std::result::Result<(), String> {
+            limit
+                .check_as(key, value)
+                .map(drop)
+                .map_err(|e| e.to_string())
+        }
+        check(limits::PAYLOAD_BYTES, self.payload_bytes)?;
+        check(limits::WARMUP, self.warmup)?;
+        check(limits::TIMEOUT_MS, self.timeout_ms)?;
+        match self.duration_s {
+            Some(d) => check(limits::LOAD_DURATION_S, d)?,
+            None => check(limits::SAMPLES, self.samples)?,
+        }
+        if self.mode == Mode::OpenLoop {
+            check(limits::RATE_HZ, self.rate_hz)?;
+            // rate x duration, when it sets the count.
+            check(limits::SAMPLES, self.timed_samples())?;
+        }
+        check(limits::BATCH, self.batch)?;
+        check(limits::MAX_IN_FLIGHT, self.max_in_flight)?;
+        check(limits::WATCHDOG_US, self.watchdog_us)?;
+        check(limits::GPU, self.gpu_device)?;
+        if self.pollers != 0 {
+            check(limits::POLLERS, self.pollers)?;
+        }
+        if let Some(p) = self.pollers_per_slot {
+            check(limits::POLLERS_PER_SLOT, p)?;
+        }
+        if self.slots != 0 {
+            check(limits::SLOTS, self.slots)?;
+        }
+        if let Some(k) = self.uf_table_max_defects {
+            check(limits::UF_TABLE_MAX_DEFECTS, k)?;
+        }
+        if let Some(k) = self.uf_split_max_defects {
+            check(limits::UF_SPLIT_MAX_DEFECTS, k)?;
+        }
+        for (i, &c) in self.cores.iter().enumerate() {
+            check_as(limits::CORE, &format!("cores[{i}]"), c)?;
+        }
+        if let Some(c) = self.emulator_core {
+            check_as(limits::CORE, "emulator_core", c)?;
+        }
+        for (i, g) in self.gpu_list()?.into_iter().enumerate() {
+            check_as(limits::GPU, &format!("gpus[{i}]"), g)?;
         }
         Ok(())
     }
@@ -681,6 +731,54 @@ mod tests {
             assert!(e.contains("test.toml"), "{e}");
             assert!(e.contains(key), "want {key:?} in {e}");
             assert!(e.contains(reason), "want {reason:?} in {e}");
+        }
+    }
+
+    #[test]
+    fn numbers_out_of_range_name_the_key_the_value_and_the_range() {
+        let cases = [
+            ("[forwarder]\nbatch = 100000000\n", "batch", "1 ..= 1024"),
+            (
+                "[forwarder]\nmax_in_flight = 0\n",
+                "max_in_flight",
+                "1 ..= 65536",
+            ),
+            ("[forwarder]\nslots = 99999999\n", "slots", "1 ..= 4096"),
+            (
+                "[forwarder]\ncores = [0, 70000]\n",
+                "cores[1]",
+                "0 ..= 1023",
+            ),
+            (
+                "[forwarder]\nwatchdog_us = 0\n",
+                "watchdog_us",
+                "1 ..= 60000000",
+            ),
+            ("[load]\nsamples = 9000000000000\n", "samples", "1 ..= "),
+            ("[load]\ntimeout_ms = 0\n", "timeout_ms", "1 ..= 60000 ms"),
+            ("[load]\nemulator_core = 5000\n", "emulator_core", "5000"),
+            (
+                "[load]\nmode = \"open-loop\"\nrate_hz = 1000000000000\n",
+                "rate_hz",
+                "100000000 req/s",
+            ),
+            (
+                "[load]\nmode = \"open-loop\"\nrate_hz = 1000\nduration_s = 1e30\n",
+                "duration_s",
+                "86400 s",
+            ),
+            (
+                "[load]\nmode = \"open-loop\"\nrate_hz = 100000000\nduration_s = 86400.0\n",
+                "samples",
+                "8639999999000",
+            ),
+        ];
+        for (text, key, range) in cases {
+            let e = parse(text).unwrap_err().to_string();
+            assert!(
+                e.contains(key) && e.contains(range),
+                "want {key:?}, {range:?} in {e}"
+            );
         }
     }
 

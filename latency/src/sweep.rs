@@ -757,8 +757,8 @@ pub struct SweepArgs {
     /// List the points and exit without measuring.
     #[arg(long)]
     pub dry_run: bool,
-    /// Override samples for every point (quick checks).
-    #[arg(long)]
+    /// Override samples for every point (quick checks), 1 ..= 2147483647.
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..=qfwd::limits::SAMPLES.max))]
     pub samples: Option<u64>,
     /// Run every point with this topology instead, e.g. `cpu` to run a GPU scenario's shape
     /// on a host without GPUs (`gpus` then labels host shards).
