@@ -29,8 +29,12 @@ pub struct RunConfig {
     pub transport: TransportKind,
     /// Address to bind (udp).
     pub listen: SocketAddr,
-    /// Peers allowed to send requests (`IP` or `IP:port`); empty = everyone.
+    /// Peers allowed to send requests (`IP` or `IP:port`); empty = everyone, which on a
+    /// non-loopback `listen` needs `allow_any`.
     pub allow: Vec<String>,
+    /// Accept requests from every peer on a non-loopback `listen` (no allowlist): an
+    /// explicit choice, warned about at start.
+    pub allow_any: bool,
     /// Handlers to serve: `KIND` (e.g. `parity`) answers to the FNV-1a of its name;
     /// `KIND:NAME` (e.g. `parity:patch0`) serves KIND under NAME, so one kind can be served
     /// under several names (one per logical patch) and routed apart.
@@ -99,6 +103,7 @@ impl Default for RunConfig {
             transport: TransportKind::Udp,
             listen: "127.0.0.1:9000".parse().expect("literal address"),
             allow: Vec::new(),
+            allow_any: false,
             handlers: vec!["parity".to_string()],
             topology: Topology::Cpu,
             cores: Vec::new(),
@@ -153,6 +158,7 @@ impl RunConfig {
         }
         self.check_ranges()?;
         self.allowlist()?;
+        self.check_exposure()?;
         // Names only: building a decoder (reading its model) waits for the start.
         for spec in &self.handlers {
             handler_spec(spec)?;
@@ -227,6 +233,50 @@ impl RunConfig {
             limits::UF_SPLIT_MAX_DEFECTS.check(k)?;
         }
         Ok(())
+    }
+
+    /// Whether `listen` can be reached from other hosts (not a loopback address; the
+    /// unspecified `0.0.0.0` / `[::]` can).
+    pub fn listens_beyond_loopback(&self) -> bool {
+        !self.listen.ip().to_canonical().is_loopback()
+    }
+
+    /// A non-loopback `listen` without an allowlist answers any host that can reach it:
+    /// only with `allow_any`, which in turn contradicts an allowlist.
+    fn check_exposure(&self) -> Result<()> {
+        if self.allow_any && !self.allow.is_empty() {
+            return Err(Error::InvalidSetting {
+                key: "allow_any",
+                detail: format!(
+                    "--allow-any accepts every peer, --allow only {}: pick one",
+                    self.allow.join(", ")
+                ),
+            });
+        }
+        if self.listens_beyond_loopback() && self.allow.is_empty() && !self.allow_any {
+            return Err(Error::InvalidSetting {
+                key: "allow",
+                detail: format!(
+                    "listening on {} (not loopback) with no allowlist would answer any host \
+                     that reaches it; name the QPU controller with --allow IP (repeat for \
+                     more; TOML allow = [\"IP\"]), or pass --allow-any (TOML allow_any = true) \
+                     to accept every peer",
+                    self.listen
+                ),
+            });
+        }
+        Ok(())
+    }
+
+    /// The warning to print at start when every peer is accepted beyond loopback.
+    pub fn exposure_warning(&self) -> Option<String> {
+        (self.listens_beyond_loopback() && self.allow.is_empty()).then(|| {
+            format!(
+                "listening on {} with no allowlist (--allow-any): any host that can reach \
+                 it can send requests and receive the answers",
+                self.listen
+            )
+        })
     }
 
     /// Whether requests are routed over one backend per entry of `gpus`.
@@ -551,6 +601,35 @@ mod tests {
             e.contains("uf_split_max_defects") && e.contains("40"),
             "{e}"
         );
+    }
+
+    #[test]
+    fn a_non_loopback_listen_needs_an_allowlist_or_allow_any() {
+        for listen in ["0.0.0.0:9000", "[::]:9000", "10.1.2.3:9000"] {
+            let mut c = RunConfig {
+                listen: listen.parse().unwrap(),
+                ..Default::default()
+            };
+            let e = c.validate().unwrap_err().to_string();
+            assert!(e.contains("--allow-any") && e.contains(listen), "{e}");
+            c.allow_any = true;
+            c.validate().unwrap();
+            assert!(c.exposure_warning().unwrap().contains(listen));
+            c.allow_any = false;
+            c.allow = vec!["10.0.0.7".into()];
+            c.validate().unwrap();
+            assert!(c.exposure_warning().is_none());
+            c.allow_any = true;
+            assert!(c.validate().unwrap_err().to_string().contains("pick one"));
+        }
+        for listen in ["127.0.0.1:9000", "[::1]:9000", "[::ffff:127.0.0.1]:9000"] {
+            let c = RunConfig {
+                listen: listen.parse().unwrap(),
+                ..Default::default()
+            };
+            c.validate().unwrap();
+            assert!(c.exposure_warning().is_none(), "{listen}");
+        }
     }
 
     #[test]

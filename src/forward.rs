@@ -240,6 +240,7 @@ impl<T: Transport, B: Backend> Forwarder<T, B> {
                 if let Some(iv) = interval {
                     let elapsed = now - last_report;
                     if elapsed >= iv {
+                        self.stats.absorb_transport_drops(self.transport.drops());
                         on_interval(&mut self.stats, elapsed);
                         last_report = now;
                     }
@@ -247,6 +248,7 @@ impl<T: Transport, B: Backend> Forwarder<T, B> {
             }
         }
         self.drain()?;
+        self.stats.absorb_transport_drops(self.transport.drops());
         Ok(self.stats.clone())
     }
 

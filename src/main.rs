@@ -66,10 +66,15 @@ struct RunArgs {
     /// Address to listen on [default: 127.0.0.1:9000].
     #[arg(long, value_name = "ADDR")]
     listen: Option<SocketAddr>,
-    /// Accept requests only from this peer (IP or IP:port); repeat for more. Without
-    /// any, every peer is accepted.
+    /// Accept requests only from this peer (IP or IP:port); repeat for more. An IPv4
+    /// entry also matches the peer as a dual-stack socket sees it (::ffff:IP). Without
+    /// any, every peer is accepted, which beyond loopback needs --allow-any.
     #[arg(long, value_name = "PEER")]
     allow: Vec<String>,
+    /// Listen on a non-loopback address (0.0.0.0, [::], a NIC's address) with no
+    /// allowlist: every host that can reach it may send requests. Warned about at start.
+    #[arg(long, conflicts_with = "allow")]
+    allow_any: bool,
     /// Handler to serve, by name (function_id = FNV-1a of the name), or KIND:NAME to serve
     /// a handler under another name (parity:patch0); repeat for more [default: parity].
     #[arg(long = "handler", value_name = "NAME|KIND:NAME")]
@@ -180,6 +185,9 @@ impl RunArgs {
         if !self.allow.is_empty() {
             c.allow = self.allow;
         }
+        if self.allow_any {
+            c.allow_any = true;
+        }
         if !self.handlers.is_empty() {
             c.handlers = self.handlers;
         }
@@ -275,6 +283,9 @@ fn run(args: RunArgs) -> qfwd::Result<()> {
         _ => qfwd::serve::spawn_udp(&config)?,
     };
     eprintln!("qfwd: {}", running.description());
+    if let Some(w) = config.exposure_warning() {
+        eprintln!("qfwd: warning: {w}");
+    }
     let flag = running.stop_flag();
     for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
         signal_hook::flag::register(sig, flag.clone()).map_err(qfwd::Error::Signal)?;

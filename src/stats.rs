@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use hdrhistogram::Histogram;
 
+use crate::transport::TransportDrops;
 use crate::wire::status;
 
 /// Why a datagram got no response.
@@ -22,14 +23,17 @@ pub enum DropKind {
     NotAllowed = 2,
     /// The response could not be handed to the transport.
     SendFailed = 3,
+    /// From an allowed peer other than the one the soft NIC's queue pair is connected to.
+    ForeignPeer = 4,
 }
 
 impl DropKind {
-    pub const ALL: [DropKind; 4] = [
+    pub const ALL: [DropKind; 5] = [
         DropKind::TruncatedHeader,
         DropKind::BadMagic,
         DropKind::NotAllowed,
         DropKind::SendFailed,
+        DropKind::ForeignPeer,
     ];
 
     pub fn name(&self) -> &'static str {
@@ -38,6 +42,7 @@ impl DropKind {
             DropKind::BadMagic => "bad_magic",
             DropKind::NotAllowed => "not_allowed",
             DropKind::SendFailed => "send_failed",
+            DropKind::ForeignPeer => "foreign_peer",
         }
     }
 }
@@ -150,6 +155,8 @@ pub struct Stats {
     /// Requests answered after being in service across such a stall: their service time
     /// includes time the forwarder did not run.
     pub stalled_requests: u64,
+    /// The transport's own drops as last absorbed ([`Stats::absorb_transport_drops`]).
+    transport_drops: TransportDrops,
 }
 
 fn histogram() -> Histogram<u64> {
@@ -170,6 +177,7 @@ impl Default for Stats {
             shards: Vec::new(),
             stalls: 0,
             stalled_requests: 0,
+            transport_drops: TransportDrops::default(),
         }
     }
 }
@@ -184,6 +192,22 @@ impl Stats {
     #[inline]
     pub fn on_dropped(&mut self, kind: DropKind) {
         self.dropped[kind as usize] += 1;
+    }
+
+    /// Counts what the transport dropped before the forwarder saw it (`total`: its
+    /// counters since it started) as received and dropped, so the totals add up over
+    /// every datagram that reached the host. Takes the growth since the last call.
+    pub fn absorb_transport_drops(&mut self, total: TransportDrops) {
+        let last = std::mem::replace(&mut self.transport_drops, total);
+        for (kind, now, before) in [
+            (DropKind::NotAllowed, total.not_allowed, last.not_allowed),
+            (DropKind::ForeignPeer, total.foreign_peer, last.foreign_peer),
+        ] {
+            let n = now.saturating_sub(before);
+            self.received += n;
+            self.interval_received += n;
+            self.dropped[kind as usize] += n;
+        }
     }
 
     /// Records one response handed to the transport, with its service time.
@@ -368,6 +392,28 @@ mod tests {
         let line = s.status_line(Duration::from_secs(1));
         assert!(line.contains("rx 6"), "{line}");
         assert!(s.interval_ns.is_empty());
+    }
+
+    #[test]
+    fn transport_drops_are_received_and_dropped_once() {
+        let mut s = Stats::default();
+        s.on_received();
+        s.on_answered(status::OK, Duration::from_micros(1));
+        let mut t = TransportDrops {
+            not_allowed: 3,
+            foreign_peer: 1,
+        };
+        s.absorb_transport_drops(t);
+        s.absorb_transport_drops(t);
+        assert_eq!(s.received, 5);
+        assert_eq!(s.dropped(DropKind::NotAllowed), 3);
+        assert_eq!(s.dropped(DropKind::ForeignPeer), 1);
+        assert!(s.adds_up());
+        t.foreign_peer = 4;
+        s.absorb_transport_drops(t);
+        assert_eq!((s.received, s.dropped_total()), (8, 7));
+        assert!(s.adds_up());
+        assert!(s.to_string().contains("foreign_peer       4"), "{s}");
     }
 
     #[test]

@@ -76,6 +76,8 @@ pub fn run_config(point: &Point) -> RunConfig {
     RunConfig {
         transport: point.transport,
         listen: point.listen,
+        // The harness owns both ends: on a lab host's address, the emulator is the peer.
+        allow_any: !point.listen.ip().to_canonical().is_loopback(),
         handlers: handler_specs(point),
         topology: point.topology,
         cores: point.cores.clone(),
@@ -468,6 +470,9 @@ impl ChildForwarder {
         if !point.cores.is_empty() {
             let list: Vec<String> = point.cores.iter().map(|c| c.to_string()).collect();
             cmd.arg("--cores").arg(list.join(","));
+        }
+        if run_config(point).allow_any {
+            cmd.arg("--allow-any");
         }
         let command = format!("{cmd:?}");
         let mut child = cmd

@@ -122,8 +122,10 @@ counters! {
     rx_messages,
     /// Requests longer than a ring slot (truncated to it).
     rx_truncated,
-    /// Datagrams from a peer other than the connected one, or not allowed (dropped).
+    /// Datagrams from an allowed peer other than the connected one (dropped).
     rx_foreign_drops,
+    /// Datagrams from a peer outside the allowlist (dropped).
+    rx_not_allowed,
     /// Receive errors reported by the wire.
     wire_recv_errors,
     /// Responses taken from the host path (the response ring, when a device side owns the
@@ -359,11 +361,21 @@ where
             };
             worked = true;
             if !self.wire.is_allowed(&peer) {
-                bump(&self.stats.rx_foreign_drops);
+                bump(&self.stats.rx_not_allowed);
                 continue;
             }
             match &self.peer {
-                None => self.peer = Some(peer),
+                // The QP connects to the first allowed peer that sends a request: a stray
+                // datagram that is not one goes to the ring (the forwarder counts it as
+                // malformed) without taking the QP from the QPU controller.
+                None if crate::wire::parse_request_header(
+                    &self.wire_buf[..n.min(self.wire_buf.len())],
+                )
+                .is_ok() =>
+                {
+                    self.peer = Some(peer)
+                }
+                None => {}
                 Some(p) if *p != peer => {
                     bump(&self.stats.rx_foreign_drops);
                     continue;

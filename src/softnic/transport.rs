@@ -34,7 +34,7 @@ use crate::mlx5::layout::{data, qp_dbrec};
 use crate::mlx5::{CqeOpcode, DataSeg, Doorbell};
 use crate::transport::inproc::{self, InprocClient};
 use crate::transport::udp::{AllowedPeer, UdpTransport};
-use crate::transport::Transport;
+use crate::transport::{Transport, TransportDrops};
 use crate::{Error, Result};
 
 /// Counters of the cpu-assisted proxy thread.
@@ -294,8 +294,17 @@ impl Transport for SoftNicTransport {
         Ok(Some((len, slot)))
     }
 
+    /// The NIC checked the allowlist (and its queue pair's peer) on the wire.
     fn is_allowed(&self, _peer: &u32) -> bool {
         true
+    }
+
+    fn drops(&self) -> TransportDrops {
+        let c = self.nic.counters();
+        TransportDrops {
+            not_allowed: c.rx_not_allowed,
+            foreign_peer: c.rx_foreign_drops,
+        }
     }
 
     #[inline]
@@ -418,7 +427,8 @@ pub fn inproc_in(
 
 /// A soft NIC in a fresh heap region whose wire is a UDP socket bound to `listen`:
 /// returns the bound address (for the emulator's `UdpClient`) and the transport. The QP
-/// connects to the first allowed peer that sends a request.
+/// connects to the first allowed peer that sends a CUQR request; datagrams from other peers
+/// are dropped and counted ([`TransportDrops`]).
 pub fn udp(
     config: &SoftNicConfig,
     listen: SocketAddr,

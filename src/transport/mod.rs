@@ -63,6 +63,19 @@ impl FromStr for TransportKind {
     }
 }
 
+/// Datagrams a transport dropped before it could hand them to the forwarder, counted
+/// since it started. The forwarder adds them to its own counters (as received and
+/// dropped), so its totals still add up.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct TransportDrops {
+    /// From a peer outside the allowlist, where the transport itself filters (the soft
+    /// NIC; the udp transport leaves the check to the forwarder).
+    pub not_allowed: u64,
+    /// From an allowed peer other than the one a connected queue pair serves (the soft
+    /// NIC's QP, like an RDMA UC QP, answers one peer).
+    pub foreign_peer: u64,
+}
+
 /// The forwarder's side of a transport.
 pub trait Transport {
     /// Who sent a request, so the response goes back there.
@@ -81,6 +94,12 @@ pub trait Transport {
 
     /// Sends one response to `peer`.
     fn send(&mut self, peer: Self::Peer, bytes: &[u8]) -> Result<()>;
+
+    /// What this transport dropped before `try_recv` could return it, since it started.
+    /// Read between polls (status lines, the end of a run), never per message.
+    fn drops(&self) -> TransportDrops {
+        TransportDrops::default()
+    }
 }
 
 /// The QPU controller's side of a transport (the emulator uses it).

@@ -28,10 +28,16 @@ pub enum AllowedPeer {
 }
 
 impl AllowedPeer {
-    fn matches(&self, peer: &SocketAddr) -> bool {
+    /// Whether `peer` is this entry. An IPv4 peer seen on a dual-stack socket
+    /// (`::ffff:10.0.0.7`) is the IPv4 host it maps, and matches an IPv4 entry (and the
+    /// other way round).
+    pub fn matches(&self, peer: &SocketAddr) -> bool {
+        let ip = peer.ip().to_canonical();
         match self {
-            AllowedPeer::Host(ip) => peer.ip() == *ip,
-            AllowedPeer::Exact(addr) => peer == addr,
+            AllowedPeer::Host(host) => ip == host.to_canonical(),
+            AllowedPeer::Exact(addr) => {
+                ip == addr.ip().to_canonical() && peer.port() == addr.port()
+            }
         }
     }
 }
@@ -248,6 +254,21 @@ mod tests {
         assert!(host.matches(&a) && host.matches(&b));
         assert!(exact.matches(&a) && !exact.matches(&b));
         assert!("not-an-ip".parse::<AllowedPeer>().is_err());
+    }
+
+    #[test]
+    fn ipv4_mapped_peers_match_ipv4_entries() {
+        let mapped: SocketAddr = "[::ffff:127.0.0.1]:4000".parse().unwrap();
+        let host: AllowedPeer = "127.0.0.1".parse().unwrap();
+        let exact: AllowedPeer = "127.0.0.1:4000".parse().unwrap();
+        let other_port: AllowedPeer = "127.0.0.1:4001".parse().unwrap();
+        assert!(host.matches(&mapped));
+        assert!(exact.matches(&mapped));
+        assert!(!other_port.matches(&mapped));
+        // A mapped entry matches a plain IPv4 peer too; a real IPv6 peer matches neither.
+        let mapped_entry: AllowedPeer = "::ffff:127.0.0.1".parse().unwrap();
+        assert!(mapped_entry.matches(&"127.0.0.1:1".parse().unwrap()));
+        assert!(!host.matches(&"[::1]:4000".parse().unwrap()));
     }
 
     #[test]
