@@ -56,6 +56,9 @@ pub struct RunConfig {
     pub max_in_flight: usize,
     /// Watchdog deadline per request, in microseconds.
     pub watchdog_us: u64,
+    /// A request that waited longer than this (microseconds) between reaching the host
+    /// and being read is answered `OVERLOAD` without being computed; 0 turns it off.
+    pub queue_deadline_us: u64,
     /// What the polling thread does when idle.
     pub idle: IdlePolicy,
     /// GPU topologies: CUDA device index.
@@ -113,6 +116,9 @@ impl Default for RunConfig {
             batch: f.batch,
             max_in_flight: f.max_in_flight,
             watchdog_us: f.watchdog.as_micros() as u64,
+            // The watchdog's default: a request that waited that long before it was read
+            // could not be answered within the watchdog anyway.
+            queue_deadline_us: 10_000,
             idle: f.idle,
             gpu_device: 0,
             rx_completion: RxCompletion::Inline,
@@ -207,6 +213,7 @@ impl RunConfig {
         limits::MAX_IN_FLIGHT.check(self.max_in_flight)?;
         limits::MAX_REQUEST_BYTES.check(self.max_request_bytes)?;
         limits::WATCHDOG_US.check(self.watchdog_us)?;
+        limits::QUEUE_DEADLINE_US.check(self.queue_deadline_us)?;
         limits::STATS_INTERVAL_S.check(self.stats_interval_s)?;
         if let Some(d) = self.duration_s {
             limits::DURATION_S.check(d)?;
@@ -457,6 +464,8 @@ impl RunConfig {
             batch: self.batch,
             max_in_flight: self.max_in_flight,
             watchdog: Duration::from_micros(self.watchdog_us),
+            queue_deadline: (self.queue_deadline_us > 0)
+                .then(|| Duration::from_micros(self.queue_deadline_us)),
             idle: self.idle,
             ..ForwardConfig::default()
         }

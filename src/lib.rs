@@ -28,6 +28,7 @@ pub mod route;
 pub mod serve;
 pub mod softnic;
 pub mod stats;
+pub mod sys;
 pub mod transport;
 pub mod wire;
 

@@ -4,7 +4,8 @@
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
@@ -110,6 +111,13 @@ struct RunArgs {
     /// -7 (decoder timeout) [default: 10000].
     #[arg(long, value_name = "MICROSECONDS")]
     watchdog_us: Option<u64>,
+    /// A request that waited longer than this many microseconds between reaching the host
+    /// and being read (kernel receive timestamp; soft NIC CQE timestamp) is answered with
+    /// status -6 (overload) at once instead of being computed, 1 ..= 60000000; 0 turns it
+    /// off [default: 10000]. What the kernel drops (socket buffer full) is counted as
+    /// socket_overflow.
+    #[arg(long, value_name = "MICROSECONDS")]
+    queue_deadline_us: Option<u64>,
     /// When idle: spin (lowest latency, one core at 100%) or yield.
     #[arg(long)]
     idle: Option<IdlePolicy>,
@@ -215,6 +223,9 @@ impl RunArgs {
         if let Some(v) = self.watchdog_us {
             c.watchdog_us = v;
         }
+        if let Some(v) = self.queue_deadline_us {
+            c.queue_deadline_us = v;
+        }
         if let Some(v) = self.idle {
             c.idle = v;
         }
@@ -277,6 +288,12 @@ fn run(args: RunArgs) -> qfwd::Result<()> {
                 .to_string(),
         });
     }
+    // Before anything starts, so that a signal during the start (a GPU start compiles
+    // kernels for seconds) or right after the start-up line still drains.
+    let signalled = Arc::new(AtomicBool::new(false));
+    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        signal_hook::flag::register(sig, signalled.clone()).map_err(qfwd::Error::Signal)?;
+    }
     let running = match config.transport {
         TransportKind::Softnic => qfwd::serve::spawn_softnic_udp(&config)?,
         TransportKind::Rdma => qfwd::serve::spawn_rdma(&config)?,
@@ -286,12 +303,8 @@ fn run(args: RunArgs) -> qfwd::Result<()> {
     if let Some(w) = config.exposure_warning() {
         eprintln!("qfwd: warning: {w}");
     }
-    let flag = running.stop_flag();
-    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
-        signal_hook::flag::register(sig, flag.clone()).map_err(qfwd::Error::Signal)?;
-    }
     // The loop stops itself at the duration; this thread only waits.
-    while !running.is_finished() && !flag.load(Ordering::Relaxed) {
+    while !running.is_finished() && !signalled.load(Ordering::Relaxed) {
         std::thread::sleep(Duration::from_millis(20));
     }
     running.stop();

@@ -25,15 +25,19 @@ pub enum DropKind {
     SendFailed = 3,
     /// From an allowed peer other than the one the soft NIC's queue pair is connected to.
     ForeignPeer = 4,
+    /// Dropped by the kernel before the forwarder read it: the socket's receive buffer was
+    /// full (the forwarder did not keep up).
+    SocketOverflow = 5,
 }
 
 impl DropKind {
-    pub const ALL: [DropKind; 5] = [
+    pub const ALL: [DropKind; 6] = [
         DropKind::TruncatedHeader,
         DropKind::BadMagic,
         DropKind::NotAllowed,
         DropKind::SendFailed,
         DropKind::ForeignPeer,
+        DropKind::SocketOverflow,
     ];
 
     pub fn name(&self) -> &'static str {
@@ -43,6 +47,7 @@ impl DropKind {
             DropKind::NotAllowed => "not_allowed",
             DropKind::SendFailed => "send_failed",
             DropKind::ForeignPeer => "foreign_peer",
+            DropKind::SocketOverflow => "socket_overflow",
         }
     }
 }
@@ -141,6 +146,10 @@ pub struct Stats {
     dropped: [u64; DropKind::ALL.len()],
     /// Completions that arrived after the watchdog had already answered the request.
     pub late_completions: u64,
+    /// Requests that had waited longer than the queue deadline before the forwarder read
+    /// them (the transport's arrival time says so): answered `OVERLOAD` without being
+    /// computed, and counted there too.
+    pub expired: u64,
     /// Service time (receive to response handed to the transport), whole run.
     pub service_ns: Histogram<u64>,
     /// Same, since the last status line.
@@ -171,6 +180,7 @@ impl Default for Stats {
             answered_error: [0; ERROR_KINDS.len() + 1],
             dropped: [0; DropKind::ALL.len()],
             late_completions: 0,
+            expired: 0,
             service_ns: histogram(),
             interval_ns: histogram(),
             interval_received: 0,
@@ -202,6 +212,11 @@ impl Stats {
         for (kind, now, before) in [
             (DropKind::NotAllowed, total.not_allowed, last.not_allowed),
             (DropKind::ForeignPeer, total.foreign_peer, last.foreign_peer),
+            (
+                DropKind::SocketOverflow,
+                total.socket_overflow,
+                last.socket_overflow,
+            ),
         ] {
             let n = now.saturating_sub(before);
             self.received += n;
@@ -284,11 +299,15 @@ impl Stats {
         let rate = self.interval_received as f64 / interval.as_secs_f64().max(1e-9);
         let (p50, p99) = quantiles_us(&self.interval_ns);
         let mut line = format!(
-            "qfwd: rx {} | ok {} | err {} | drop {} | {:.0} req/s | svc p50 {} p99 {}",
+            "qfwd: rx {} | ok {} | err {} (overload {}, expired {}) | drop {} (socket {}) \
+             | {:.0} req/s | svc p50 {} p99 {}",
             self.received,
             self.answered_ok,
             self.answered_error_total(),
+            self.answered_with(status::OVERLOAD),
+            self.expired,
             self.dropped_total(),
+            self.dropped(DropKind::SocketOverflow),
             rate,
             p50,
             p99
@@ -331,6 +350,21 @@ impl fmt::Display for Stats {
         )?;
         for (name, n) in self.breakdown() {
             writeln!(f, "  {name:<18} {n}")?;
+        }
+        if self.expired > 0 {
+            writeln!(
+                f,
+                "  of the overload answers, {} had waited past the queue deadline before the \
+                 forwarder read them",
+                self.expired
+            )?;
+        }
+        if self.dropped(DropKind::SocketOverflow) > 0 {
+            writeln!(
+                f,
+                "  socket_overflow: the kernel dropped these at the receive buffer: the \
+                 forwarder did not keep up"
+            )?;
         }
         if self.late_completions > 0 {
             writeln!(
@@ -402,6 +436,7 @@ mod tests {
         let mut t = TransportDrops {
             not_allowed: 3,
             foreign_peer: 1,
+            socket_overflow: 0,
         };
         s.absorb_transport_drops(t);
         s.absorb_transport_drops(t);
@@ -414,6 +449,14 @@ mod tests {
         assert_eq!((s.received, s.dropped_total()), (8, 7));
         assert!(s.adds_up());
         assert!(s.to_string().contains("foreign_peer       4"), "{s}");
+        t.socket_overflow = 10;
+        s.absorb_transport_drops(t);
+        assert_eq!((s.received, s.dropped(DropKind::SocketOverflow)), (18, 10));
+        assert!(s.adds_up());
+        let text = s.to_string();
+        assert!(text.contains("socket_overflow    10"), "{text}");
+        let line = s.status_line(Duration::from_secs(1));
+        assert!(line.contains("drop 17 (socket 10)"), "{line}");
     }
 
     #[test]

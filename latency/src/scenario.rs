@@ -122,6 +122,12 @@ pub struct Point {
     pub max_in_flight: usize,
     #[serde(default = "d_watchdog_us")]
     pub watchdog_us: u64,
+    /// Requests that waited longer than this (µs) before the forwarder read them are
+    /// answered -6 (overload) without being computed; 0 = off (the harness's default:
+    /// a measurement shows a stall as latency, and counts it; `qfwd run` itself uses
+    /// 10000).
+    #[serde(default)]
+    pub queue_deadline_us: u64,
     /// Several GPUs to route over, e.g. `"0,1"`: one backend per GPU, requests routed by
     /// function (with topology `cpu`: host shards, no GPU needed); `"-"` = one backend on
     /// `gpu_device`, unrouted.
@@ -231,6 +237,7 @@ pub const FORWARDER_KEYS: &[&str] = &[
     "batch",
     "max_in_flight",
     "watchdog_us",
+    "queue_deadline_us",
     "gpus",
     "route",
     "functions",
@@ -383,6 +390,7 @@ impl Point {
         check(limits::BATCH, self.batch)?;
         check(limits::MAX_IN_FLIGHT, self.max_in_flight)?;
         check(limits::WATCHDOG_US, self.watchdog_us)?;
+        check(limits::QUEUE_DEADLINE_US, self.queue_deadline_us)?;
         check(limits::GPU, self.gpu_device)?;
         if self.pollers != 0 {
             check(limits::POLLERS, self.pollers)?;

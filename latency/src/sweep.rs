@@ -87,6 +87,7 @@ pub fn run_config(point: &Point) -> RunConfig {
         batch: point.batch,
         max_in_flight: point.max_in_flight,
         watchdog_us: point.watchdog_us,
+        queue_deadline_us: point.queue_deadline_us,
         idle: point.idle,
         gpu_device: point.gpu_device,
         rx_completion: point.rx_completion.parse().unwrap_or(RxCompletion::Inline),
@@ -445,6 +446,8 @@ impl ChildForwarder {
             .arg(point.max_in_flight.to_string())
             .arg("--watchdog-us")
             .arg(point.watchdog_us.to_string())
+            .arg("--queue-deadline-us")
+            .arg(point.queue_deadline_us.to_string())
             .arg("--max-request-bytes")
             .arg((point.payload_bytes as usize).max(4096).to_string());
         if let (d, Some(dem)) = (&point.decoder, &point.dem) {

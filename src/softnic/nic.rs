@@ -128,6 +128,9 @@ counters! {
     rx_not_allowed,
     /// Receive errors reported by the wire.
     wire_recv_errors,
+    /// Datagrams the wire dropped before the NIC took them (a UDP wire's socket buffer
+    /// overflowed while the NIC had no receive credit); read about every millisecond.
+    wire_socket_drops,
     /// Responses taken from the host path (the response ring, when a device side owns the
     /// SQ) and put on the wire.
     host_sends,
@@ -152,8 +155,11 @@ struct Nic<W: Transport> {
     cfg: SoftNicConfig,
     wire: W,
     peer: Option<W::Peer>,
+    /// `peer` has sent a CUQR request (else it holds the QP only until another peer does).
+    peer_confirmed: bool,
     stats: Arc<NicStats>,
-    clock: Instant,
+    /// When the wire's drop counter was last read.
+    wire_drops_read: Instant,
     /// SQ consumer counter (WQEBBs, 16 bits as on hardware).
     sq_ci: u16,
     /// The SQ is armed up to here by doorbells.
@@ -228,8 +234,9 @@ impl SoftNic {
             cfg: config.clone(),
             wire,
             peer: None,
+            peer_confirmed: false,
             stats: stats.clone(),
-            clock: Instant::now(),
+            wire_drops_read: Instant::now(),
             sq_ci: 0,
             rung_upto: 0,
             armed: false,
@@ -304,12 +311,18 @@ where
 {
     fn run(&mut self, stop: &AtomicBool) {
         let mut spins = 0u32;
+        let mut rounds = 0u32;
         loop {
             let mut worked = self.receive();
             worked |= self.take_doorbells();
             worked |= self.execute();
             worked |= self.host_sends();
+            rounds = rounds.wrapping_add(1);
+            if rounds % 1024 == 0 {
+                self.read_wire_drops(Duration::from_millis(1));
+            }
             if stop.load(Ordering::Acquire) {
+                self.read_wire_drops(Duration::ZERO);
                 break;
             }
             if worked {
@@ -331,6 +344,17 @@ where
                 }
             }
         }
+    }
+
+    /// Copies the wire's socket drop counter into the NIC's counters, at most every
+    /// `every` (the read is a system call).
+    fn read_wire_drops(&mut self, every: Duration) {
+        if self.wire_drops_read.elapsed() < every {
+            return;
+        }
+        self.wire_drops_read = Instant::now();
+        let d = self.wire.drops().socket_overflow;
+        self.stats.wire_socket_drops.store(d, Ordering::Relaxed);
     }
 
     // ---- receive side ------------------------------------------------------------------
@@ -364,23 +388,25 @@ where
                 bump(&self.stats.rx_not_allowed);
                 continue;
             }
+            // The QP connects to the first allowed peer; a peer that has sent only
+            // datagrams that are not CUQR requests holds it tentatively, and the first peer
+            // to send a request takes it for good. A stray datagram cannot take the QP from
+            // the QPU controller: it goes to the ring, where the forwarder counts it as
+            // malformed.
+            let request =
+                crate::wire::parse_request_header(&self.wire_buf[..n.min(self.wire_buf.len())])
+                    .is_ok();
             match &self.peer {
-                // The QP connects to the first allowed peer that sends a request: a stray
-                // datagram that is not one goes to the ring (the forwarder counts it as
-                // malformed) without taking the QP from the QPU controller.
-                None if crate::wire::parse_request_header(
-                    &self.wire_buf[..n.min(self.wire_buf.len())],
-                )
-                .is_ok() =>
-                {
-                    self.peer = Some(peer)
-                }
-                None => {}
-                Some(p) if *p != peer => {
+                Some(p) if *p == peer => self.peer_confirmed |= request,
+                Some(_) if self.peer_confirmed => {
                     bump(&self.stats.rx_foreign_drops);
                     continue;
                 }
-                Some(_) => {}
+                Some(_) if !request => {}
+                _ => {
+                    self.peer = Some(peer);
+                    self.peer_confirmed = request;
+                }
             }
             let slot = self.rx_seq & (self.l.rx_slots - 1);
             let copy = n.min(self.l.rx_slot_bytes).min(self.wire_buf.len());
@@ -392,7 +418,12 @@ where
             let mut c = Cqe::new(CqeOpcode::RespWrImm, self.l.qpn, self.rq_ci);
             c.imm = slot;
             c.byte_cnt = n as u32;
-            c.timestamp = self.clock.elapsed().as_nanos() as u64;
+            // CLOCK_REALTIME, as a ConnectX in real-time clock mode stamps CQEs: when the
+            // request reached the host (the wire's kernel timestamp), else now.
+            c.timestamp = self
+                .wire
+                .last_arrival_ns()
+                .unwrap_or_else(crate::transport::realtime_ns);
             let at = self.l.rx_cqe(self.rx_cq_pi);
             publish_cqe(
                 &self.region,
@@ -681,7 +712,7 @@ where
                 let mut c = Cqe::new(CqeOpcode::Req, self.l.qpn, index);
                 c.sop = p.ctrl.opcode;
                 c.byte_cnt = bytes as u32;
-                c.timestamp = self.clock.elapsed().as_nanos() as u64;
+                c.timestamp = crate::transport::realtime_ns();
                 self.write_tx_cqe(&c);
                 bump(&self.stats.tx_cqes);
             }

@@ -94,6 +94,7 @@ pub struct SoftNicTransport {
     send_timeout: Duration,
     received: u64,
     rx_unexpected: u64,
+    last_arrival_ns: Option<u64>,
 }
 
 impl SoftNicTransport {
@@ -171,6 +172,7 @@ impl SoftNicTransport {
             send_timeout: config.send_timeout,
             received: 0,
             rx_unexpected: 0,
+            last_arrival_ns: None,
         };
         for _ in 0..layout.rx_slots {
             t.post_receive();
@@ -291,6 +293,7 @@ impl Transport for SoftNicTransport {
             .read(self.layout.rx_slot(slot), &mut buf[..copy]);
         self.post_receive();
         self.received += 1;
+        self.last_arrival_ns = (c.timestamp != 0).then_some(c.timestamp);
         Ok(Some((len, slot)))
     }
 
@@ -304,7 +307,15 @@ impl Transport for SoftNicTransport {
         TransportDrops {
             not_allowed: c.rx_not_allowed,
             foreign_peer: c.rx_foreign_drops,
+            socket_overflow: c.wire_socket_drops,
         }
+    }
+
+    /// The receive CQE's timestamp: when the request reached the host (the NIC stamps
+    /// `CLOCK_REALTIME`).
+    #[inline]
+    fn last_arrival_ns(&self) -> Option<u64> {
+        self.last_arrival_ns
     }
 
     #[inline]
