@@ -145,7 +145,13 @@ impl RunConfig {
             path: path.to_path_buf(),
             detail: e.to_string(),
         })?;
-        toml::from_str(&text).map_err(|e| Error::Config {
+        RunConfig::from_toml(&text, path)
+    }
+
+    /// Parses TOML text (`path` names it in errors). Values are checked by
+    /// [`RunConfig::validate`], not here.
+    pub fn from_toml(text: &str, path: &Path) -> Result<RunConfig> {
+        toml::from_str(text).map_err(|e| Error::Config {
             path: path.to_path_buf(),
             detail: e.to_string(),
         })
@@ -153,6 +159,17 @@ impl RunConfig {
 
     /// Checks values that types alone do not.
     pub fn validate(&self) -> Result<()> {
+        self.check_settings()?;
+        match (self.decoder_kind()?, &self.dem) {
+            (Some(_), Some(p)) => check_model_file(p),
+            _ => Ok(()),
+        }
+    }
+
+    /// [`RunConfig::validate`] without looking at files (the decoder model's path is
+    /// checked at start): for settings written on one host and run on another, such as
+    /// the harness's scenario files.
+    pub fn check_settings(&self) -> Result<()> {
         let bad = |key, detail: &str| {
             Err(Error::InvalidSetting {
                 key,
@@ -169,16 +186,11 @@ impl RunConfig {
         for spec in &self.handlers {
             handler_spec(spec)?;
         }
-        if self.decoder_kind()?.is_some() {
-            match &self.dem {
-                None => {
-                    return bad(
-                        "dem",
-                        "a decoder needs --dem FILE (a Stim detector error model)",
-                    )
-                }
-                Some(p) => check_model_file(p)?,
-            }
+        if self.decoder_kind()?.is_some() && self.dem.is_none() {
+            return bad(
+                "dem",
+                "a decoder needs --dem FILE (a Stim detector error model)",
+            );
         }
         if self.topology.needs_gpu() {
             self.gpu_options().validate()?;

@@ -212,6 +212,11 @@ impl<T: Transport, B: Backend> Forwarder<T, B> {
         &self.transport
     }
 
+    /// The transport, to feed or inspect it between polls (tests, fuzzing).
+    pub fn transport_mut(&mut self) -> &mut T {
+        &mut self.transport
+    }
+
     pub fn backend(&self) -> &B {
         &self.backend
     }

@@ -353,7 +353,11 @@ impl Point {
                 self.rx_completion
             ));
         }
-        Ok(())
+        // The forwarder's own checks (GPU options, routes, names), up front: a point that
+        // would fail at its start must not wait for the points before it to run.
+        crate::sweep::run_config(self)
+            .check_settings()
+            .map_err(|e| e.to_string())
     }
 
     /// Every numeric key against its range (`qfwd::limits`), before anything is sized by
@@ -798,12 +802,12 @@ mod tests {
             functions = ["patch0", "patch1"]
             route = ["patch1=1"]
             [[sweep]]
-            gpus = ["0", "0,1"]
+            gpus = ["1", "0,1"]
             "#,
         )
         .unwrap();
         assert_eq!(s.points.len(), 2);
-        assert_eq!(s.points[0].gpu_list().unwrap(), vec![0]);
+        assert_eq!(s.points[0].gpu_list().unwrap(), vec![1]);
         assert_eq!(s.points[1].gpu_list().unwrap(), vec![0, 1]);
         assert_eq!(s.points[1].route_map().unwrap().get("patch1"), Some(&1));
         assert_eq!(s.points[0].functions, vec!["patch0", "patch1"]);
@@ -813,6 +817,16 @@ mod tests {
             ("[forwarder]\nroute = [\"p=1\"]\n", "route needs gpus"),
             ("[forwarder]\ngpus = \"0\"\nroute = [\"p\"]\n", "NAME=GPU"),
             ("[forwarder]\nfunctions = [\"\"]\n", "functions"),
+            // Found when the forwarder's checks moved up front: this point used to fail
+            // only when its turn came, after the points before it had run.
+            (
+                "[forwarder]\nfunctions = [\"p\"]\ngpus = \"0\"\nroute = [\"p=1\"]\n",
+                "GPU 1 is not among the GPUs served",
+            ),
+            (
+                "[forwarder]\ntopology = \"gpu-persistent\"\npollers_per_slot = 3\n",
+                "must divide pollers",
+            ),
         ] {
             let e = parse(text).unwrap_err().to_string();
             assert!(e.contains(reason), "want {reason:?} in {e}");

@@ -853,6 +853,17 @@ pub fn run(args: &SweepArgs) -> Result<Vec<Row>> {
         args.unpinned,
         args.cores,
     );
+    // The overrides may make a point invalid (a topology its other keys do not fit).
+    for p in &scenario.points {
+        p.validate().map_err(|reason| Error::Scenario {
+            path: scenario.path.clone(),
+            key: format!(
+                "point ({}) after the command-line overrides",
+                p.label(&scenario.swept_keys)
+            ),
+            reason,
+        })?;
+    }
     let out = args
         .out
         .clone()
