@@ -34,7 +34,8 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Serve requests until the duration ends or Ctrl-C / SIGTERM.
+    /// Serve requests until the duration ends or Ctrl-C / SIGTERM / SIGHUP (each drains:
+    /// requests in flight are answered, then the counters are printed).
     #[command(after_help = "Examples:\n  \
 qfwd run --transport udp --listen 127.0.0.1:9000 --duration 60\n  \
 qfwd run --listen 0.0.0.0:9000 --allow 10.0.0.7 --cores 2 --stats-interval 5\n  \
@@ -176,6 +177,11 @@ struct RunArgs {
     /// model under several names (one per patch) [default: decode].
     #[arg(long, value_name = "NAME")]
     name: Vec<String>,
+    /// End (draining, as on SIGTERM) when process PID, the parent that started this
+    /// qfwd, ends, even by SIGKILL: a parent-death signal, and a check every 20 ms. For
+    /// harnesses and scripts; qfwd-latency passes it to the forwarders it starts.
+    #[arg(long, value_name = "PID")]
+    exit_with_parent: Option<u32>,
 }
 
 impl RunArgs {
@@ -279,6 +285,7 @@ impl RunArgs {
 }
 
 fn run(args: RunArgs) -> qfwd::Result<()> {
+    let parent = args.exit_with_parent;
     let config = args.into_config()?;
     if config.transport == TransportKind::Inproc {
         return Err(qfwd::Error::InvalidSetting {
@@ -289,11 +296,17 @@ fn run(args: RunArgs) -> qfwd::Result<()> {
         });
     }
     // Before anything starts, so that a signal during the start (a GPU start compiles
-    // kernels for seconds) or right after the start-up line still drains.
+    // kernels for seconds) or right after the start-up line still drains. SIGHUP (the
+    // terminal closed, or a service manager's reload) drains too.
     let signalled = Arc::new(AtomicBool::new(false));
-    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+    for sig in [
+        signal_hook::consts::SIGINT,
+        signal_hook::consts::SIGTERM,
+        signal_hook::consts::SIGHUP,
+    ] {
         signal_hook::flag::register(sig, signalled.clone()).map_err(qfwd::Error::Signal)?;
     }
+    let parent = parent.map(qfwd::process::ParentWatch::start).transpose()?;
     let running = match config.transport {
         TransportKind::Softnic => qfwd::serve::spawn_softnic_udp(&config)?,
         TransportKind::Rdma => qfwd::serve::spawn_rdma(&config)?,
@@ -305,6 +318,13 @@ fn run(args: RunArgs) -> qfwd::Result<()> {
     }
     // The loop stops itself at the duration; this thread only waits.
     while !running.is_finished() && !signalled.load(Ordering::Relaxed) {
+        if let Some(p) = parent.filter(|p| p.parent_gone()) {
+            eprintln!(
+                "qfwd: process {} (--exit-with-parent) has ended; stopping",
+                p.parent()
+            );
+            break;
+        }
         std::thread::sleep(Duration::from_millis(20));
     }
     running.stop();

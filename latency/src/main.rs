@@ -43,7 +43,8 @@ enum Cmd {
         #[arg(long, default_value = "results/quickstart.csv")]
         out: PathBuf,
     },
-    /// Play a QPU controller against one forwarder; print percentiles.
+    /// Play a QPU controller against one forwarder; print percentiles. Exits 1 when a
+    /// request was lost or answered wrongly.
     #[command(after_help = "Examples:\n  \
 qfwd-latency emulate                                  # in-process forwarder, inproc ring\n  \
 qfwd-latency emulate --target 127.0.0.1:9000          # a running `qfwd run`\n  \
@@ -184,6 +185,20 @@ fn emulate(a: EmulateArgs) -> Result<()> {
         let mut sink = CsvSink::create(&csv)?;
         sweep::record(&mut m, 0, 0, &csv, &mut sink)?;
         println!("wrote {}", csv.display());
+    }
+    // A script (or CI) running `emulate` learns from the exit status that the forwarder
+    // lost requests or answered them wrongly; error statuses are answers, listed above.
+    let o = &m.outcome;
+    let bad = o.lost + o.wrong + o.duplicate + o.malformed;
+    if bad > 0 {
+        return Err(qfwd_latency::Error::Emulator {
+            target: m.row.transport.clone(),
+            detail: format!(
+                "{} of {} requests lost, {} answered wrongly, {} duplicate and {} malformed \
+                 answers",
+                o.lost, o.sent, o.wrong, o.duplicate, o.malformed
+            ),
+        });
     }
     Ok(())
 }

@@ -477,6 +477,10 @@ impl ChildForwarder {
         if run_config(point).allow_any {
             cmd.arg("--allow-any");
         }
+        // The child ends with this process, even if it is killed (SIGKILL leaves no chance
+        // to stop it): an orphan forwarder would spin and hold the port.
+        cmd.arg("--exit-with-parent")
+            .arg(std::process::id().to_string());
         let command = format!("{cmd:?}");
         let mut child = cmd
             .stdin(Stdio::null())
