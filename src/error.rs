@@ -68,6 +68,8 @@ pub enum Error {
     FunctionIdCollision { a: String, b: String, id: u32 },
     #[error("cannot install signal handler: {0}")]
     Signal(#[source] std::io::Error),
+    #[error("{failed} lab host check(s) failed: see the [fail] lines and their fixes")]
+    DoctorFailed { failed: usize },
     #[error("forwarder thread panicked")]
     ThreadPanicked,
     #[error("in-process ring: {0}")]

@@ -30,6 +30,7 @@ pub mod softnic;
 pub mod stats;
 pub mod sys;
 pub mod transport;
+pub mod tuning;
 pub mod wire;
 
 pub use error::{Error, Result};

@@ -46,8 +46,15 @@ qfwd run --topology gpu-persistent --gpus 0,1 --handler parity:patch0 --handler 
 --route patch0=0 --route patch1=1\n\n\
 Then point a QPU controller (or `qfwd-latency emulate --target 127.0.0.1:9000`) at it.")]
     Run(Box<RunArgs>),
-    /// Check this host: GPUs, RDMA devices, ports, GIDs, link state, usable doorbell modes;
-    /// with --jitter, how much time each core loses to interruptions (which to pin to).
+    /// Check this host: lab tuning (isolated cores, CPU governor, C-states, transparent huge
+    /// pages, memlock limit, NIC interrupt affinity, GPU persistence mode and clocks; each
+    /// pass / warn / fail with the fix), GPUs, RDMA devices, ports, GIDs, link state, usable
+    /// doorbell modes; with --jitter, how much time each core loses to interruptions.
+    /// Exits 1 when a check fails.
+    #[command(after_help = "Examples:\n  \
+qfwd doctor\n  \
+qfwd doctor --cores 2,3 --format json > host.json\n  \
+qfwd doctor --no-gpu --jitter 5")]
     Doctor(qfwd::doctor::DoctorArgs),
     /// Decode recorded shots offline and count logical errors (like `pymatching count_mistakes`).
     #[command(after_help = "Example:\n  \
