@@ -111,6 +111,11 @@ struct EmulateArgs {
     /// Detection events to replay (Stim b8, or 01), one request per shot.
     #[arg(long, value_name = "FILE")]
     dets: Option<PathBuf>,
+    /// Mix in this many hostile datagrams per 100 requests, 0 ..= 50 (truncated, bad
+    /// magic, wrong lengths, unknown functions, arguments a decoder refuses); each must be
+    /// dropped or answered as its kind expects.
+    #[arg(long, default_value_t = 0.0, value_name = "PERCENT")]
+    hostile_percent: f64,
     /// Append the result as a summary CSV row (new file) here.
     #[arg(long, value_name = "FILE")]
     csv: Option<PathBuf>,
@@ -149,6 +154,7 @@ fn emulate(a: EmulateArgs) -> Result<()> {
         dets: a.dets,
         idle,
         emulator_idle: idle,
+        hostile_percent: a.hostile_percent,
         ..Point::defaults()
     };
     point
@@ -189,14 +195,14 @@ fn emulate(a: EmulateArgs) -> Result<()> {
     // A script (or CI) running `emulate` learns from the exit status that the forwarder
     // lost requests or answered them wrongly; error statuses are answers, listed above.
     let o = &m.outcome;
-    let bad = o.lost + o.wrong + o.duplicate + o.malformed;
+    let bad = o.lost + o.wrong + o.duplicate + o.malformed + o.hostile.unexpected;
     if bad > 0 {
         return Err(qfwd_latency::Error::Emulator {
             target: m.row.transport.clone(),
             detail: format!(
                 "{} of {} requests lost, {} answered wrongly, {} duplicate and {} malformed \
-                 answers",
-                o.lost, o.sent, o.wrong, o.duplicate, o.malformed
+                 answers, {} unexpected answers to hostile datagrams",
+                o.lost, o.sent, o.wrong, o.duplicate, o.malformed, o.hostile.unexpected
             ),
         });
     }

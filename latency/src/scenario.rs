@@ -166,6 +166,11 @@ pub struct Point {
     /// `spin` or `yield` while the emulator waits.
     #[serde(default)]
     pub emulator_idle: IdlePolicy,
+    /// Hostile datagrams (truncated, bad magic, wrong lengths, unknown functions, bad
+    /// arguments) mixed in, per 100 requests, 0 ..= 50; each is checked to be dropped or
+    /// answered as its kind expects.
+    #[serde(default)]
+    pub hostile_percent: f64,
 }
 
 fn d_launch() -> Launch {
@@ -254,6 +259,7 @@ pub const LOAD_KEYS: &[&str] = &[
     "timeout_ms",
     "emulator_core",
     "emulator_idle",
+    "hostile_percent",
 ];
 
 impl Point {
@@ -391,6 +397,7 @@ impl Point {
             // rate x duration, when it sets the count.
             check(limits::SAMPLES, self.timed_samples())?;
         }
+        check(limits::HOSTILE_PERCENT, self.hostile_percent)?;
         check(limits::BATCH, self.batch)?;
         check(limits::MAX_IN_FLIGHT, self.max_in_flight)?;
         check(limits::WATCHDOG_US, self.watchdog_us)?;

@@ -128,6 +128,7 @@ fn load_spec(point: &Point) -> LoadSpec {
         samples: point.timed_samples(),
         timeout: Duration::from_millis(point.timeout_ms),
         yield_when_idle: point.emulator_idle == qfwd::forward::IdlePolicy::Yield,
+        hostile_percent: point.hostile_percent,
     }
 }
 
