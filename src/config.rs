@@ -263,6 +263,15 @@ impl RunConfig {
     /// A non-loopback `listen` without an allowlist answers any host that can reach it:
     /// only with `allow_any`, which in turn contradicts an allowlist.
     fn check_exposure(&self) -> Result<()> {
+        if self.transport == TransportKind::Rdma && !self.allow.is_empty() {
+            return Err(Error::InvalidSetting {
+                key: "allow",
+                detail: "the rdma transport's control plane does not filter peers (the first \
+                         QPU side to connect gets the queue pair): leave --allow out, pass \
+                         --allow-any to listen beyond loopback, and firewall the control port"
+                    .into(),
+            });
+        }
         if self.allow_any && !self.allow.is_empty() {
             return Err(Error::InvalidSetting {
                 key: "allow_any",
@@ -643,6 +652,14 @@ mod tests {
             c.allow_any = true;
             assert!(c.validate().unwrap_err().to_string().contains("pick one"));
         }
+        let rdma = RunConfig {
+            transport: TransportKind::Rdma,
+            listen: "0.0.0.0:18515".parse().unwrap(),
+            allow: vec!["10.0.0.7".into()],
+            ..Default::default()
+        };
+        let e = rdma.validate().unwrap_err().to_string();
+        assert!(e.contains("does not filter peers"), "{e}");
         for listen in ["127.0.0.1:9000", "[::1]:9000", "[::ffff:127.0.0.1]:9000"] {
             let c = RunConfig {
                 listen: listen.parse().unwrap(),
