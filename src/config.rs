@@ -20,7 +20,7 @@ use crate::mailbox::{Layout, RxCompletion};
 use crate::mlx5::Doorbell;
 use crate::transport::udp::AllowedPeer;
 use crate::transport::TransportKind;
-use crate::{Error, Result};
+use crate::{limits, Error, Result};
 
 /// Everything `qfwd run` needs. Field names are the TOML keys.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -30,8 +30,12 @@ pub struct RunConfig {
     pub transport: TransportKind,
     /// Address to bind (udp).
     pub listen: SocketAddr,
-    /// Peers allowed to send requests (`IP` or `IP:port`); empty = everyone.
+    /// Peers allowed to send requests (`IP` or `IP:port`); empty = everyone, which on a
+    /// non-loopback `listen` needs `allow_any`.
     pub allow: Vec<String>,
+    /// Accept requests from every peer on a non-loopback `listen` (no allowlist): an
+    /// explicit choice, warned about at start.
+    pub allow_any: bool,
     /// Handlers to serve: `KIND` (e.g. `parity`) answers to the FNV-1a of its name;
     /// `KIND:NAME` (e.g. `parity:patch0`) serves KIND under NAME, so one kind can be served
     /// under several names (one per logical patch) and routed apart.
@@ -53,6 +57,9 @@ pub struct RunConfig {
     pub max_in_flight: usize,
     /// Watchdog deadline per request, in microseconds.
     pub watchdog_us: u64,
+    /// A request that waited longer than this (microseconds) between reaching the host
+    /// and being read is answered `OVERLOAD` without being computed; 0 turns it off.
+    pub queue_deadline_us: u64,
     /// What the polling thread does when idle.
     pub idle: IdlePolicy,
     /// GPU topologies: CUDA device index.
@@ -107,6 +114,7 @@ impl Default for RunConfig {
             transport: TransportKind::Udp,
             listen: "127.0.0.1:9000".parse().expect("literal address"),
             allow: Vec::new(),
+            allow_any: false,
             handlers: vec!["parity".to_string()],
             topology: Topology::Cpu,
             cores: Vec::new(),
@@ -116,6 +124,9 @@ impl Default for RunConfig {
             batch: f.batch,
             max_in_flight: f.max_in_flight,
             watchdog_us: f.watchdog.as_micros() as u64,
+            // The watchdog's default: a request that waited that long before it was read
+            // could not be answered within the watchdog anyway.
+            queue_deadline_us: 10_000,
             idle: f.idle,
             gpu_device: 0,
             rx_completion: RxCompletion::Inline,
@@ -144,7 +155,13 @@ impl RunConfig {
             path: path.to_path_buf(),
             detail: e.to_string(),
         })?;
-        toml::from_str(&text).map_err(|e| Error::Config {
+        RunConfig::from_toml(&text, path)
+    }
+
+    /// Parses TOML text (`path` names it in errors). Values are checked by
+    /// [`RunConfig::validate`], not here.
+    pub fn from_toml(text: &str, path: &Path) -> Result<RunConfig> {
+        toml::from_str(text).map_err(|e| Error::Config {
             path: path.to_path_buf(),
             detail: e.to_string(),
         })
@@ -152,6 +169,17 @@ impl RunConfig {
 
     /// Checks values that types alone do not.
     pub fn validate(&self) -> Result<()> {
+        self.check_settings()?;
+        match (self.decoder_kind()?, &self.dem) {
+            (Some(_), Some(p)) => check_model_file(p),
+            _ => Ok(()),
+        }
+    }
+
+    /// [`RunConfig::validate`] without looking at files (the decoder model's path is
+    /// checked at start): for settings written on one host and run on another, such as
+    /// the harness's scenario files.
+    pub fn check_settings(&self) -> Result<()> {
         let bad = |key, detail: &str| {
             Err(Error::InvalidSetting {
                 key,
@@ -161,47 +189,18 @@ impl RunConfig {
         if self.handlers.is_empty() {
             return bad("handlers", "at least one handler is needed");
         }
-        if self.batch == 0 {
-            return bad("batch", "must be at least 1");
-        }
-        if self.max_in_flight == 0 {
-            return bad("max_in_flight", "must be at least 1");
-        }
-        if self.max_request_bytes == 0 || self.max_request_bytes > 65_000 {
-            return bad("max_request_bytes", "must be between 1 and 65000");
-        }
-        if self.watchdog_us == 0 {
-            return bad("watchdog_us", "must be at least 1");
-        }
-        if !(self.stats_interval_s >= 0.0 && self.stats_interval_s.is_finite()) {
-            return bad("stats_interval_s", "must be a number >= 0");
-        }
-        if let Some(d) = self.duration_s {
-            if !(d > 0.0 && d.is_finite()) {
-                return bad("duration_s", "must be a number > 0");
-            }
-        }
+        self.check_ranges()?;
         self.allowlist()?;
+        self.check_exposure()?;
         // Names only: building a decoder (reading its model) waits for the start.
         for spec in &self.handlers {
             handler_spec(spec)?;
         }
-        if self.decoder_kind()?.is_some() {
-            match &self.dem {
-                None => {
-                    return bad(
-                        "dem",
-                        "a decoder needs --dem FILE (a Stim detector error model)",
-                    )
-                }
-                Some(p) if !p.is_file() => {
-                    return Err(Error::InvalidSetting {
-                        key: "dem",
-                        detail: format!("{}: no such file", p.display()),
-                    })
-                }
-                Some(_) => {}
-            }
+        if self.decoder_kind()?.is_some() && self.dem.is_none() {
+            return bad(
+                "dem",
+                "a decoder needs --dem FILE (a Stim detector error model)",
+            );
         }
         if self.topology.needs_gpu() {
             self.gpu_options().validate()?;
@@ -228,6 +227,95 @@ impl RunConfig {
             );
         }
         Ok(())
+    }
+
+    /// Every numeric setting against its range ([`crate::limits`]), before anything is
+    /// sized by it.
+    fn check_ranges(&self) -> Result<()> {
+        limits::BATCH.check(self.batch)?;
+        limits::MAX_IN_FLIGHT.check(self.max_in_flight)?;
+        limits::MAX_REQUEST_BYTES.check(self.max_request_bytes)?;
+        limits::WATCHDOG_US.check(self.watchdog_us)?;
+        limits::QUEUE_DEADLINE_US.check(self.queue_deadline_us)?;
+        limits::STATS_INTERVAL_S.check(self.stats_interval_s)?;
+        if let Some(d) = self.duration_s {
+            limits::DURATION_S.check(d)?;
+        }
+        for (i, &c) in self.cores.iter().enumerate() {
+            limits::CORE.check_as(&format!("cores[{i}]"), c)?;
+        }
+        limits::GPU.check(self.gpu_device)?;
+        for (i, &g) in self.gpus.iter().enumerate() {
+            limits::GPU.check_as(&format!("gpus[{i}]"), g)?;
+        }
+        for (name, &g) in &self.route {
+            limits::GPU.check_as(&format!("route.{name}"), g)?;
+        }
+        limits::POLLERS.check(self.pollers)?;
+        if let Some(p) = self.pollers_per_slot {
+            limits::POLLERS_PER_SLOT.check(p)?;
+        }
+        limits::SLOTS.check(self.slots)?;
+        if let Some(k) = self.uf_table_max_defects {
+            limits::UF_TABLE_MAX_DEFECTS.check(k)?;
+        }
+        if let Some(k) = self.uf_split_max_defects {
+            limits::UF_SPLIT_MAX_DEFECTS.check(k)?;
+        }
+        Ok(())
+    }
+
+    /// Whether `listen` can be reached from other hosts (not a loopback address; the
+    /// unspecified `0.0.0.0` / `[::]` can).
+    pub fn listens_beyond_loopback(&self) -> bool {
+        !self.listen.ip().to_canonical().is_loopback()
+    }
+
+    /// A non-loopback `listen` without an allowlist answers any host that can reach it:
+    /// only with `allow_any`, which in turn contradicts an allowlist.
+    fn check_exposure(&self) -> Result<()> {
+        if self.transport == TransportKind::Rdma && !self.allow.is_empty() {
+            return Err(Error::InvalidSetting {
+                key: "allow",
+                detail: "the rdma transport's control plane does not filter peers (the first \
+                         QPU side to connect gets the queue pair): leave --allow out, pass \
+                         --allow-any to listen beyond loopback, and firewall the control port"
+                    .into(),
+            });
+        }
+        if self.allow_any && !self.allow.is_empty() {
+            return Err(Error::InvalidSetting {
+                key: "allow_any",
+                detail: format!(
+                    "--allow-any accepts every peer, --allow only {}: pick one",
+                    self.allow.join(", ")
+                ),
+            });
+        }
+        if self.listens_beyond_loopback() && self.allow.is_empty() && !self.allow_any {
+            return Err(Error::InvalidSetting {
+                key: "allow",
+                detail: format!(
+                    "listening on {} (not loopback) with no allowlist would answer any host \
+                     that reaches it; name the QPU controller with --allow IP (repeat for \
+                     more; TOML allow = [\"IP\"]), or pass --allow-any (TOML allow_any = true) \
+                     to accept every peer",
+                    self.listen
+                ),
+            });
+        }
+        Ok(())
+    }
+
+    /// The warning to print at start when every peer is accepted beyond loopback.
+    pub fn exposure_warning(&self) -> Option<String> {
+        (self.listens_beyond_loopback() && self.allow.is_empty()).then(|| {
+            format!(
+                "listening on {} with no allowlist (--allow-any): any host that can reach \
+                 it can send requests and receive the answers",
+                self.listen
+            )
+        })
     }
 
     /// Whether requests are routed over one backend per entry of `gpus`.
@@ -332,11 +420,39 @@ impl RunConfig {
             })?;
             // One model, shared by every name (a GPU kernel holds one model per kind).
             let handler = Handler::decoder(dem, kind)?;
+            if let Handler::Decoder(d) = &handler {
+                self.check_request_fits(dem, d.payload_len(), d.num_detectors())?;
+            }
             for name in self.decoder_name_list() {
                 r.register(&name, handler.clone())?;
             }
         }
         Ok(r)
+    }
+
+    /// A model whose requests are larger than `max_request_bytes` would get `OVERSIZED`
+    /// for every request: refused at load, with both numbers.
+    fn check_request_fits(&self, dem: &Path, request: usize, detectors: usize) -> Result<()> {
+        if request <= self.max_request_bytes {
+            return Ok(());
+        }
+        let fix = if limits::MAX_REQUEST_BYTES.contains(request) {
+            format!("raise --max-request-bytes (TOML max_request_bytes) to {request} or more")
+        } else {
+            format!(
+                "more than a request can carry ({}): split the model",
+                limits::MAX_REQUEST_BYTES.describe()
+            )
+        };
+        Err(Error::InvalidSetting {
+            key: "max_request_bytes",
+            detail: format!(
+                "{}: a request for this model ({detectors} detectors) carries {request} bytes \
+                 (bit-packed events + u32 count), more than max_request_bytes = {}; {fix}",
+                dem.display(),
+                self.max_request_bytes
+            ),
+        })
     }
 
     /// The configured decoder's kind, if any.
@@ -472,6 +588,8 @@ impl RunConfig {
             batch: self.batch,
             max_in_flight: self.max_in_flight,
             watchdog: Duration::from_micros(self.watchdog_us),
+            queue_deadline: (self.queue_deadline_us > 0)
+                .then(|| Duration::from_micros(self.queue_deadline_us)),
             idle: self.idle,
             ..ForwardConfig::default()
         }
@@ -484,6 +602,22 @@ impl RunConfig {
     pub fn stats_interval(&self) -> Option<Duration> {
         (self.stats_interval_s > 0.0).then(|| Duration::from_secs_f64(self.stats_interval_s))
     }
+}
+
+/// A decoder model path that can be read: a clear error for a missing file, a directory,
+/// or one that cannot be opened.
+fn check_model_file(path: &Path) -> Result<()> {
+    let detail = match std::fs::metadata(path) {
+        Ok(m) if m.is_file() => return Ok(()),
+        Ok(m) if m.is_dir() => "is a directory; expected a Stim detector error model file".into(),
+        Ok(_) => "is not a regular file; expected a Stim detector error model file".into(),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => "no such file".into(),
+        Err(e) => e.to_string(),
+    };
+    Err(Error::InvalidSetting {
+        key: "dem",
+        detail: format!("{}: {detail}", path.display()),
+    })
 }
 
 /// `KIND` or `KIND:NAME` (see [`RunConfig::handlers`]) as (kind, registration name);
@@ -600,6 +734,43 @@ mod tests {
             e.contains("uf_split_max_defects") && e.contains("40"),
             "{e}"
         );
+    }
+
+    #[test]
+    fn a_non_loopback_listen_needs_an_allowlist_or_allow_any() {
+        for listen in ["0.0.0.0:9000", "[::]:9000", "10.1.2.3:9000"] {
+            let mut c = RunConfig {
+                listen: listen.parse().unwrap(),
+                ..Default::default()
+            };
+            let e = c.validate().unwrap_err().to_string();
+            assert!(e.contains("--allow-any") && e.contains(listen), "{e}");
+            c.allow_any = true;
+            c.validate().unwrap();
+            assert!(c.exposure_warning().unwrap().contains(listen));
+            c.allow_any = false;
+            c.allow = vec!["10.0.0.7".into()];
+            c.validate().unwrap();
+            assert!(c.exposure_warning().is_none());
+            c.allow_any = true;
+            assert!(c.validate().unwrap_err().to_string().contains("pick one"));
+        }
+        let rdma = RunConfig {
+            transport: TransportKind::Rdma,
+            listen: "0.0.0.0:18515".parse().unwrap(),
+            allow: vec!["10.0.0.7".into()],
+            ..Default::default()
+        };
+        let e = rdma.validate().unwrap_err().to_string();
+        assert!(e.contains("does not filter peers"), "{e}");
+        for listen in ["127.0.0.1:9000", "[::1]:9000", "[::ffff:127.0.0.1]:9000"] {
+            let c = RunConfig {
+                listen: listen.parse().unwrap(),
+                ..Default::default()
+            };
+            c.validate().unwrap();
+            assert!(c.exposure_warning().is_none(), "{listen}");
+        }
     }
 
     #[test]

@@ -37,6 +37,22 @@ pub struct DoctorArgs {
     /// Where the kernel lists RDMA devices.
     #[arg(long, default_value = sysfs::SYSFS_ROOT, hide = true)]
     pub sysfs_root: PathBuf,
+    /// The cores qfwd will run on (comma-separated), for the lab host checks (isolated,
+    /// no tick, no deep C-states, no NIC interrupts) [default: the isolated cores].
+    #[arg(long, value_delimiter = ',', value_name = "N,...")]
+    pub cores: Vec<usize>,
+    /// text, or json (one object: lab host checks, RDMA devices, GPUs, doorbell modes).
+    #[arg(long, default_value = "text", value_parser = ["text", "json"])]
+    pub format: String,
+    /// Root of the proc filesystem the lab host checks read (tests use fake trees).
+    #[arg(long, default_value = "/proc", hide = true)]
+    pub proc_root: PathBuf,
+    /// Root of the sys filesystem the lab host checks read.
+    #[arg(long, default_value = "/sys", hide = true)]
+    pub sys_root: PathBuf,
+    /// The nvidia-smi the GPU checks run.
+    #[arg(long, default_value = "nvidia-smi", hide = true)]
+    pub nvidia_smi: PathBuf,
 }
 
 impl Default for DoctorArgs {
@@ -48,6 +64,23 @@ impl Default for DoctorArgs {
             jitter: None,
             jitter_cores: Vec::new(),
             sysfs_root: PathBuf::from(sysfs::SYSFS_ROOT),
+            cores: Vec::new(),
+            format: "text".into(),
+            proc_root: PathBuf::from("/proc"),
+            sys_root: PathBuf::from("/sys"),
+            nvidia_smi: PathBuf::from("nvidia-smi"),
+        }
+    }
+}
+
+impl DoctorArgs {
+    /// Where the lab host checks look.
+    pub fn roots(&self) -> crate::tuning::Roots {
+        crate::tuning::Roots {
+            proc: self.proc_root.clone(),
+            sys: self.sys_root.clone(),
+            nvidia_smi: (!self.no_gpu).then(|| self.nvidia_smi.clone()),
+            cores: self.cores.clone(),
         }
     }
 }
@@ -82,6 +115,8 @@ pub struct Report {
     /// One line per GPU, or why there is none.
     pub gpus: Result<Vec<GpuLine>, String>,
     pub doorbells: Vec<Availability>,
+    /// Lab host checks: isolation, governor, C-states, THP, memlock, IRQs, GPU clocks.
+    pub lab: Vec<crate::tuning::Check>,
 }
 
 /// A GPU as the doctor reports it.
@@ -101,8 +136,56 @@ impl Report {
             .collect()
     }
 
+    /// Lab host checks that failed.
+    pub fn failed(&self) -> usize {
+        self.lab
+            .iter()
+            .filter(|c| c.status == crate::tuning::Status::Fail)
+            .count()
+    }
+
+    /// The whole report as one JSON object.
+    pub fn to_json(&self) -> serde_json::Value {
+        serde_json::json!({
+            "lab_host": self.lab,
+            "rdma_feature": self.rdma_feature,
+            "rdma_devices": self.devices.iter().map(|d| serde_json::json!({
+                "name": d.name,
+                "driver": d.driver,
+                "firmware": d.firmware,
+                "pci": d.pci,
+                "ports": d.ports.iter().map(|p| serde_json::json!({
+                    "number": p.number,
+                    "state": p.state,
+                    "link_layer": p.link_layer,
+                    "rate": p.rate,
+                    "roce": p.is_roce(),
+                    "active": p.is_active(),
+                })).collect::<Vec<_>>(),
+            })).collect::<Vec<_>>(),
+            "gpus": match &self.gpus {
+                Ok(g) => serde_json::json!(g.iter().map(|l| serde_json::json!({
+                    "description": l.text,
+                    "pci_bus_id": l.pci_bus_id,
+                    "can_map_host_memory": l.can_map_host_memory,
+                })).collect::<Vec<_>>()),
+                Err(e) => serde_json::json!({ "none": e }),
+            },
+            "doorbells": self.doorbells.iter().map(|a| serde_json::json!({
+                "doorbell": a.doorbell,
+                "path": a.path,
+                "usable": a.usable,
+                "reason": a.reason,
+            })).collect::<Vec<_>>(),
+        })
+    }
+
     pub fn render(&self) -> String {
         let mut s = String::new();
+        let _ = writeln!(s, "== Lab host");
+        for c in &self.lab {
+            let _ = writeln!(s, "{c}");
+        }
         let _ = writeln!(s, "== RDMA devices ({})", self.sysfs_root.display());
         if self.devices.is_empty() {
             let _ = writeln!(
@@ -372,14 +455,24 @@ pub fn diagnose(args: &DoctorArgs) -> Report {
         verbs_probes,
         gpus: gpus(args),
         doorbells: vec![],
+        lab: crate::tuning::checks(&args.roots()),
     };
     report.doorbells = doorbells(&report);
     report
 }
 
-/// `qfwd doctor`: prints the report.
+/// `qfwd doctor`: prints the report; an error when a lab host check failed (after the
+/// report, and after `--jitter`).
 pub fn run(args: &DoctorArgs) -> crate::Result<()> {
-    print!("{}", diagnose(args).render());
+    let report = diagnose(args);
+    if args.format == "json" {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&report.to_json()).expect("a JSON value serializes")
+        );
+    } else {
+        print!("{}", report.render());
+    }
     if let Some(seconds) = args.jitter {
         if !(seconds.is_finite() && seconds > 0.0 && seconds <= 3600.0) {
             return Err(crate::Error::InvalidSetting {
@@ -400,7 +493,10 @@ pub fn run(args: &DoctorArgs) -> crate::Result<()> {
             crate::host::measure(&cores, std::time::Duration::from_secs_f64(seconds), false)?;
         print!("{}", crate::host::render(&results));
     }
-    Ok(())
+    match report.failed() {
+        0 => Ok(()),
+        failed => Err(crate::Error::DoctorFailed { failed }),
+    }
 }
 
 #[cfg(test)]

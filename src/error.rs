@@ -38,6 +38,12 @@ pub enum Error {
     Config { path: PathBuf, detail: String },
     #[error("invalid setting {key}: {detail}")]
     InvalidSetting { key: &'static str, detail: String },
+    #[error("invalid setting {key}: {value} is out of range (expected {range})")]
+    OutOfRange {
+        key: String,
+        value: String,
+        range: String,
+    },
     #[error("route {name}={gpu}: GPU {gpu} is not among the GPUs served ({gpus})")]
     RouteUnknownGpu {
         name: String,
@@ -62,6 +68,8 @@ pub enum Error {
     FunctionIdCollision { a: String, b: String, id: u32 },
     #[error("cannot install signal handler: {0}")]
     Signal(#[source] std::io::Error),
+    #[error("{failed} lab host check(s) failed: see the [fail] lines and their fixes")]
+    DoctorFailed { failed: usize },
     #[error("forwarder thread panicked")]
     ThreadPanicked,
     #[error("in-process ring: {0}")]

@@ -6,6 +6,20 @@
 //! one response (a result or an error status); everything else is dropped and counted.
 //! A watchdog answers requests the backend has not completed by their deadline.
 //!
+//! Overload speaks. A request reaches the forwarder through a queue it does not see: the
+//! kernel's socket buffer (udp), the soft NIC's receive ring and the socket behind it. Where
+//! the transport knows when a datagram reached the host (a kernel receive timestamp, a CQE
+//! timestamp), a well-formed request that waited longer than the queue deadline is
+//! answered at once with `OVERLOAD` (-6) and counted as expired, instead of being computed
+//! and answered too late to be of use. Answering (rather than dropping) keeps the
+//! protocol's promise that every request whose header parses gets exactly one response:
+//! the QPU controller learns at once that this round was refused, instead of waiting out
+//! its own timeout, and the answer costs a header-sized send, a fraction of a decode, so
+//! shedding catches up with the queue. What the kernel itself drops (a full socket buffer)
+//! cannot be answered: it is read from the socket's drop counter and counted
+//! ([`DropKind::SocketOverflow`]), so the totals still add up over every datagram that
+//! reached the host.
+//!
 //! The loop also watches its own thread, as the emulator does its own: a gap between two
 //! of its clock reads [`STALL_NS`](crate::stats::STALL_NS) or more beyond the quickest is a *stall* (the host ran
 //! something else on the core), and a request in service across one is counted
@@ -42,6 +56,10 @@ pub struct ForwardConfig {
     /// After a stop, how long in-flight requests may still complete before they are
     /// answered with `SHUTTING_DOWN`.
     pub drain: Duration,
+    /// A request that waited longer than this between reaching the host and being read
+    /// (where the transport knows its arrival time) is answered `OVERLOAD` at once, not
+    /// computed; `None`: no such deadline. See the module docs.
+    pub queue_deadline: Option<Duration>,
 }
 
 impl Default for ForwardConfig {
@@ -53,6 +71,8 @@ impl Default for ForwardConfig {
             watchdog: Duration::from_millis(10),
             idle: IdlePolicy::Spin,
             drain: Duration::from_millis(100),
+            // Off in the library; `qfwd run` sets 10 ms (`RunConfig::queue_deadline_us`).
+            queue_deadline: None,
         }
     }
 }
@@ -171,6 +191,11 @@ impl<T: Transport, B: Backend> Forwarder<T, B> {
         &self.transport
     }
 
+    /// The transport, to feed or inspect it between polls (tests, fuzzing).
+    pub fn transport_mut(&mut self) -> &mut T {
+        &mut self.transport
+    }
+
     pub fn backend(&self) -> &B {
         &self.backend
     }
@@ -219,6 +244,7 @@ impl<T: Transport, B: Backend> Forwarder<T, B> {
                 if let Some(iv) = interval {
                     let elapsed = now - last_report;
                     if elapsed >= iv {
+                        self.stats.absorb_transport_drops(self.transport.drops());
                         on_interval(&mut self.stats, elapsed);
                         last_report = now;
                     }
@@ -226,6 +252,7 @@ impl<T: Transport, B: Backend> Forwarder<T, B> {
             }
         }
         self.drain()?;
+        self.stats.absorb_transport_drops(self.transport.drops());
         Ok(self.stats.clone())
     }
 
@@ -282,6 +309,12 @@ impl<T: Transport, B: Backend> Forwarder<T, B> {
                 return;
             }
         };
+        if self.waited_too_long() {
+            self.stats.expired += 1;
+            let now = self.clock.read(&mut self.stats);
+            self.answer_error(peer, &header, status::OVERLOAD, now);
+            return;
+        }
         if header.arg_len as usize > self.config.max_request_bytes {
             let now = self.clock.read(&mut self.stats);
             self.answer_error(peer, &header, status::OVERSIZED, now);
@@ -328,6 +361,18 @@ impl<T: Transport, B: Backend> Forwarder<T, B> {
                 self.free_tokens.push(token);
                 self.answer_error(peer, &header, code, received_at);
             }
+        }
+    }
+
+    /// Whether the datagram just received waited in the host longer than the queue
+    /// deadline before this loop read it.
+    #[inline]
+    fn waited_too_long(&self) -> bool {
+        match (self.config.queue_deadline, self.transport.last_arrival_ns()) {
+            (Some(limit), Some(at)) => {
+                crate::transport::realtime_ns().saturating_sub(at) > limit.as_nanos() as u64
+            }
+            _ => false,
         }
     }
 

@@ -22,6 +22,7 @@ pub mod gpu;
 pub mod handler;
 pub mod host;
 pub mod idle;
+pub mod limits;
 pub mod logging;
 pub mod mailbox;
 pub mod mlx5;
@@ -33,7 +34,9 @@ pub mod serve;
 pub mod shm;
 pub mod softnic;
 pub mod stats;
+pub mod sys;
 pub mod transport;
+pub mod tuning;
 pub mod wire;
 pub(crate) mod worker;
 

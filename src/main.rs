@@ -34,7 +34,8 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Serve requests until the duration ends or Ctrl-C / SIGTERM.
+    /// Serve requests until the duration ends or Ctrl-C / SIGTERM / SIGHUP (each drains:
+    /// requests in flight are answered, then the counters are printed).
     #[command(after_help = "Examples:\n  \
 qfwd run --transport udp --listen 127.0.0.1:9000 --duration 60\n  \
 qfwd run --listen 0.0.0.0:9000 --allow 10.0.0.7 --cores 2 --stats-interval 5\n  \
@@ -45,8 +46,15 @@ qfwd run --topology gpu-persistent --gpus 0,1 --handler parity:patch0 --handler 
 --route patch0=0 --route patch1=1\n\n\
 Then point a QPU controller (or `qfwd-latency emulate --target 127.0.0.1:9000`) at it.")]
     Run(Box<RunArgs>),
-    /// Check this host: GPUs, RDMA devices, ports, GIDs, link state, usable doorbell modes;
-    /// with --jitter, how much time each core loses to interruptions (which to pin to).
+    /// Check this host: lab tuning (isolated cores, CPU governor, C-states, transparent huge
+    /// pages, memlock limit, NIC interrupt affinity, GPU persistence mode and clocks; each
+    /// pass / warn / fail with the fix), GPUs, RDMA devices, ports, GIDs, link state, usable
+    /// doorbell modes; with --jitter, how much time each core loses to interruptions.
+    /// Exits 1 when a check fails.
+    #[command(after_help = "Examples:\n  \
+qfwd doctor\n  \
+qfwd doctor --cores 2,3 --format json > host.json\n  \
+qfwd doctor --no-gpu --jitter 5")]
     Doctor(qfwd::doctor::DoctorArgs),
     /// Decode recorded shots offline and count logical errors (like `pymatching count_mistakes`).
     #[command(after_help = "Example:\n  \
@@ -74,10 +82,15 @@ struct RunArgs {
     /// Address to listen on [default: 127.0.0.1:9000].
     #[arg(long, value_name = "ADDR")]
     listen: Option<SocketAddr>,
-    /// Accept requests only from this peer (IP or IP:port); repeat for more. Without
-    /// any, every peer is accepted.
+    /// Accept requests only from this peer (IP or IP:port); repeat for more. An IPv4
+    /// entry also matches the peer as a dual-stack socket sees it (::ffff:IP). Without
+    /// any, every peer is accepted, which beyond loopback needs --allow-any.
     #[arg(long, value_name = "PEER")]
     allow: Vec<String>,
+    /// Listen on a non-loopback address (0.0.0.0, [::], a NIC's address) with no
+    /// allowlist: every host that can reach it may send requests. Warned about at start.
+    #[arg(long, conflicts_with = "allow")]
+    allow_any: bool,
     /// Handler to serve, by name (function_id = FNV-1a of the name), or KIND:NAME to serve
     /// a handler under another name (parity:patch0); repeat for more [default: parity].
     #[arg(long = "handler", value_name = "NAME|KIND:NAME")]
@@ -85,14 +98,16 @@ struct RunArgs {
     /// Where requests are computed: cpu, gpu-launch, gpu-graph, gpu-persistent.
     #[arg(long)]
     topology: Option<Topology>,
-    /// CPU cores to pin to (comma-separated): the forwarding loop, then the soft NIC thread
-    /// and the cpu-assisted proxy (transport softnic).
+    /// CPU cores to pin to (comma-separated, each 0 ..= 1023): the forwarding loop, then
+    /// the soft NIC thread and the cpu-assisted proxy (transport softnic).
     #[arg(long, value_delimiter = ',', value_name = "N,...")]
     cores: Vec<usize>,
-    /// Seconds to serve, then exit [default: until Ctrl-C / SIGTERM].
+    /// Seconds to serve, then exit, 0.001 ..= 31536000 (a year) [default: until Ctrl-C,
+    /// SIGTERM or SIGHUP].
     #[arg(long, value_name = "SECONDS")]
     duration: Option<f64>,
-    /// Seconds between live status lines on stderr; 0 turns them off [default: 1].
+    /// Seconds between live status lines on stderr, 0.1 ..= 86400; 0 turns them off
+    /// [default: 1].
     #[arg(long, value_name = "SECONDS")]
     stats_interval: Option<f64>,
     /// How the live intervals and the final summary are written: `text` (lines on stderr)
@@ -101,22 +116,33 @@ struct RunArgs {
     /// stderr).
     #[arg(long, value_enum, default_value_t = StatsFormat::Text, value_name = "FORMAT")]
     stats_format: StatsFormat,
-    /// Largest request argument accepted, in bytes; larger gets status -5 (oversized).
+    /// Largest request argument accepted, in bytes, 1 ..= 65000; larger gets status -5
+    /// (oversized). A --decoder model whose requests are larger is refused at start
+    /// [default: 4096].
     #[arg(long, value_name = "BYTES")]
     max_request_bytes: Option<usize>,
-    /// Most datagrams received per poll.
+    /// Most datagrams received per poll, 1 ..= 1024 [default: 32].
     #[arg(long)]
     batch: Option<usize>,
-    /// Most requests in flight toward the decoder; more get status -6 (overload).
+    /// Most requests in flight toward the decoder, 1 ..= 65536; more get status -6
+    /// (overload) [default: 1024].
     #[arg(long)]
     max_in_flight: Option<usize>,
-    /// Per-request deadline in microseconds; past it the answer is status -7.
+    /// Per-request deadline in microseconds, 1 ..= 60000000; past it the answer is status
+    /// -7 (decoder timeout) [default: 10000].
     #[arg(long, value_name = "MICROSECONDS")]
     watchdog_us: Option<u64>,
+    /// A request that waited longer than this many microseconds between reaching the host
+    /// and being read (kernel receive timestamp; soft NIC CQE timestamp) is answered with
+    /// status -6 (overload) at once instead of being computed, 1 ..= 60000000; 0 turns it
+    /// off [default: 10000]. What the kernel drops (socket buffer full) is counted as
+    /// socket_overflow.
+    #[arg(long, value_name = "MICROSECONDS")]
+    queue_deadline_us: Option<u64>,
     /// When idle: spin (lowest latency, one core at 100%) or yield.
     #[arg(long)]
     idle: Option<IdlePolicy>,
-    /// GPU topologies: CUDA device index [default: 0].
+    /// GPU topologies: CUDA device index, 0 ..= 255 [default: 0].
     #[arg(long = "gpu", value_name = "INDEX")]
     gpu_device: Option<usize>,
     /// Several GPUs (comma-separated CUDA indices): one backend per GPU (gpu-persistent:
@@ -135,12 +161,12 @@ struct RunArgs {
     /// gpu-persistent: poller warps, 1-32 [default: 8].
     #[arg(long)]
     pollers: Option<u32>,
-    /// gpu-persistent: warps polling each slot out of phase; must divide --pollers
-    /// [default: min(2, pollers)].
+    /// gpu-persistent: warps polling each slot out of phase, 1 ..= 32; must divide
+    /// --pollers [default: min(2, pollers)].
     #[arg(long)]
     pollers_per_slot: Option<u32>,
-    /// GPU uf decoder: answer syndromes of at most N defects from a table that the CPU uf
-    /// fills at start-up (same answers, one memory load); 0 turns it off [default: the
+    /// GPU uf decoder: answer syndromes of at most N defects (0 ..= 16) from a table that
+    /// the CPU uf fills at start-up (same answers, one memory load); 0 turns it off [default: the
     /// largest N, at most 4, whose table fits the build budget of ~10 s of work per core,
     /// logged at start; a d=7 surface code gets 4 on 13 cores and more, 16-21 s to build on
     /// 16, where 3 starts in about a second]. A table that took a second or more is kept in
@@ -153,7 +179,8 @@ struct RunArgs {
     /// it answers at least half the shots drawn from the model, logged at start].
     #[arg(long, value_name = "N")]
     uf_split_max_defects: Option<u32>,
-    /// GPU topologies: request slots, i.e. requests on the GPU at once [default: 64].
+    /// GPU topologies: request slots, i.e. requests on the GPU at once, 1 ..= 4096
+    /// [default: 64].
     #[arg(long)]
     slots: Option<usize>,
     /// softnic transport: cpu-assisted, regular or blueflame [default: blueflame].
@@ -180,6 +207,11 @@ struct RunArgs {
     /// model under several names (one per patch) [default: decode].
     #[arg(long, value_name = "NAME")]
     name: Vec<String>,
+    /// End (draining, as on SIGTERM) when process PID, the parent that started this
+    /// qfwd, ends, even by SIGKILL: a parent-death signal, and a check every 20 ms. For
+    /// harnesses and scripts; qfwd-latency passes it to the forwarders it starts.
+    #[arg(long, value_name = "PID")]
+    exit_with_parent: Option<u32>,
 }
 
 impl RunArgs {
@@ -196,6 +228,9 @@ impl RunArgs {
         }
         if !self.allow.is_empty() {
             c.allow = self.allow;
+        }
+        if self.allow_any {
+            c.allow_any = true;
         }
         if !self.handlers.is_empty() {
             c.handlers = self.handlers;
@@ -223,6 +258,9 @@ impl RunArgs {
         }
         if let Some(v) = self.watchdog_us {
             c.watchdog_us = v;
+        }
+        if let Some(v) = self.queue_deadline_us {
+            c.queue_deadline_us = v;
         }
         if let Some(v) = self.idle {
             c.idle = v;
@@ -284,6 +322,7 @@ impl RunArgs {
 
 fn run(args: RunArgs) -> qfwd::Result<()> {
     let format = args.stats_format;
+    let parent = args.exit_with_parent;
     let config = args.into_config()?;
     if config.transport == TransportKind::Inproc {
         return Err(qfwd::Error::InvalidSetting {
@@ -293,8 +332,20 @@ fn run(args: RunArgs) -> qfwd::Result<()> {
                 .to_string(),
         });
     }
+    // Before anything starts, so that a signal during the start (a GPU start compiles
+    // kernels for seconds) or right after the start-up line still drains. SIGHUP (the
+    // terminal closed, or a service manager's reload) drains too.
+    let signalled = Arc::new(AtomicBool::new(false));
+    for sig in [
+        signal_hook::consts::SIGINT,
+        signal_hook::consts::SIGTERM,
+        signal_hook::consts::SIGHUP,
+    ] {
+        signal_hook::flag::register(sig, signalled.clone()).map_err(qfwd::Error::Signal)?;
+    }
+    let parent = parent.map(qfwd::process::ParentWatch::start).transpose()?;
     if config.data_path == qfwd::direct::DataPath::GpuDirect {
-        return run_direct(&config);
+        return run_direct(&config, &signalled, parent);
     }
     let running = match config.transport {
         TransportKind::Softnic => qfwd::serve::spawn_softnic_udp(&config)?,
@@ -302,14 +353,20 @@ fn run(args: RunArgs) -> qfwd::Result<()> {
         _ => qfwd::serve::spawn_udp(&config)?,
     };
     eprintln!("qfwd: {}", running.description());
-    let flag = running.stop_flag();
-    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
-        signal_hook::flag::register(sig, flag.clone()).map_err(qfwd::Error::Signal)?;
+    if let Some(w) = config.exposure_warning() {
+        eprintln!("qfwd: warning: {w}");
     }
     // The loop stops itself at the duration; this thread prints its reports and waits.
-    while !running.is_finished() && !flag.load(Ordering::Relaxed) {
+    while !running.is_finished() && !signalled.load(Ordering::Relaxed) {
         for interval in running.intervals() {
             report(format, &interval)?;
+        }
+        if let Some(p) = parent.filter(|p| p.parent_gone()) {
+            eprintln!(
+                "qfwd: process {} (--exit-with-parent) has ended; stopping",
+                p.parent()
+            );
+            break;
         }
         std::thread::sleep(Duration::from_millis(20));
     }
@@ -349,7 +406,11 @@ fn json_line(value: &impl serde::Serialize) -> qfwd::Result<()> {
 
 /// `qfwd run --data-path gpu-direct`: no forwarding thread; this thread prints the device
 /// side's counters and heartbeat until the duration or a signal, then stops it cleanly.
-fn run_direct(config: &RunConfig) -> qfwd::Result<()> {
+fn run_direct(
+    config: &RunConfig,
+    signalled: &AtomicBool,
+    parent: Option<qfwd::process::ParentWatch>,
+) -> qfwd::Result<()> {
     let (mut service, addrs) = qfwd::serve::start_direct_udp(config)?;
     let addrs: Vec<String> = addrs.iter().map(|a| a.to_string()).collect();
     eprintln!(
@@ -357,10 +418,6 @@ fn run_direct(config: &RunConfig) -> qfwd::Result<()> {
         service.description(),
         addrs.join(", ")
     );
-    let flag = Arc::new(AtomicBool::new(false));
-    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
-        signal_hook::flag::register(sig, flag.clone()).map_err(qfwd::Error::Signal)?;
-    }
     let started = Instant::now();
     let until = config
         .duration_s
@@ -368,7 +425,10 @@ fn run_direct(config: &RunConfig) -> qfwd::Result<()> {
     let interval = Duration::from_secs_f64(config.stats_interval_s);
     let mut next_line = started + interval;
     let mut last = 0;
-    while !flag.load(Ordering::Relaxed) && until.is_none_or(|u| Instant::now() < u) {
+    while !signalled.load(Ordering::Relaxed) && until.is_none_or(|u| Instant::now() < u) {
+        if parent.is_some_and(|p| p.parent_gone()) {
+            break;
+        }
         std::thread::sleep(Duration::from_millis(20));
         if config.stats_interval_s > 0.0 && Instant::now() >= next_line {
             eprintln!("{}", service.status_line(interval, &mut last));

@@ -87,18 +87,18 @@ pub fn spawn_udp(config: &RunConfig) -> Result<Running> {
     config.validate()?;
     let transport = UdpTransport::bind(config.listen, config.allowlist()?)?;
     let local = transport.local_addr();
-    let allow = if transport.allowlist().is_empty() {
+    let description = format!("udp {local}; {}", allow_description(transport.allowlist()));
+    spawn(transport, config, Some(local), description, None)
+}
+
+/// The start-up line's words on who may send requests.
+fn allow_description(allowlist: &[crate::transport::udp::AllowedPeer]) -> String {
+    if allowlist.is_empty() {
         "no allowlist: accepting requests from every peer".to_string()
     } else {
-        let list: Vec<String> = transport
-            .allowlist()
-            .iter()
-            .map(|a| a.to_string())
-            .collect();
+        let list: Vec<String> = allowlist.iter().map(|a| a.to_string()).collect();
         format!("allowing only {}", list.join(", "))
-    };
-    let description = format!("udp {local}; {allow}");
-    spawn(transport, config, Some(local), description, None)
+    }
 }
 
 /// Starts a soft NIC whose wire is a UDP socket, and the loop behind it. With
@@ -115,7 +115,12 @@ pub fn spawn_softnic_udp(config: &RunConfig) -> Result<Running> {
         region,
         config.device_posts(),
     )?;
-    let description = format!("soft NIC ({}) on udp {local}", softnic_doorbell(config));
+    let description = format!(
+        "soft NIC ({}) on udp {local}; {}; its queue pair connects to the first of them \
+         that sends a request",
+        softnic_doorbell(config),
+        allow_description(&config.allowlist()?)
+    );
     let posting = transport.device_posting();
     spawn(transport, config, Some(local), description, posting)
 }
@@ -660,7 +665,7 @@ mod tests {
     #[test]
     fn pinning_to_a_missing_core_is_a_clear_error() {
         let cfg = RunConfig {
-            cores: vec![100_000],
+            cores: vec![1000],
             ..RunConfig::default()
         };
         let (_c, server) = crate::transport::inproc::channel(4, 64).unwrap();
@@ -668,6 +673,6 @@ mod tests {
             .err()
             .expect("no such core")
             .to_string();
-        assert!(e.contains("core 100000"), "{e}");
+        assert!(e.contains("core 1000"), "{e}");
     }
 }

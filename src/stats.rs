@@ -10,6 +10,7 @@ use std::time::Duration;
 use hdrhistogram::Histogram;
 use serde::Serialize;
 
+use crate::transport::TransportDrops;
 use crate::wire::status;
 
 /// Why a datagram got no response.
@@ -23,16 +24,23 @@ pub enum DropKind {
     NotAllowed = 2,
     /// The response could not be handed to the transport.
     SendFailed = 3,
+    /// From an allowed peer other than the one the soft NIC's queue pair is connected to.
+    ForeignPeer = 4,
+    /// Dropped by the kernel before the forwarder read it: the socket's receive buffer was
+    /// full (the forwarder did not keep up).
+    SocketOverflow = 5,
     /// The NIC completed the receive with an error CQE (gpu-direct): no request to answer.
-    RxError = 4,
+    RxError = 6,
 }
 
 impl DropKind {
-    pub const ALL: [DropKind; 5] = [
+    pub const ALL: [DropKind; 7] = [
         DropKind::TruncatedHeader,
         DropKind::BadMagic,
         DropKind::NotAllowed,
         DropKind::SendFailed,
+        DropKind::ForeignPeer,
+        DropKind::SocketOverflow,
         DropKind::RxError,
     ];
 
@@ -42,6 +50,8 @@ impl DropKind {
             DropKind::BadMagic => "bad_magic",
             DropKind::NotAllowed => "not_allowed",
             DropKind::SendFailed => "send_failed",
+            DropKind::ForeignPeer => "foreign_peer",
+            DropKind::SocketOverflow => "socket_overflow",
             DropKind::RxError => "rx_error",
         }
     }
@@ -141,6 +151,10 @@ pub struct Stats {
     dropped: [u64; DropKind::ALL.len()],
     /// Completions that arrived after the watchdog had already answered the request.
     pub late_completions: u64,
+    /// Requests that had waited longer than the queue deadline before the forwarder read
+    /// them (the transport's arrival time says so): answered `OVERLOAD` without being
+    /// computed, and counted there too.
+    pub expired: u64,
     /// Service time (receive to response handed to the transport), whole run.
     pub service_ns: Histogram<u64>,
     /// Same, since the last status line.
@@ -155,6 +169,8 @@ pub struct Stats {
     /// Requests answered after being in service across such a stall: their service time
     /// includes time the forwarder did not run.
     pub stalled_requests: u64,
+    /// The transport's own drops as last absorbed ([`Stats::absorb_transport_drops`]).
+    transport_drops: TransportDrops,
 }
 
 fn histogram() -> Histogram<u64> {
@@ -169,12 +185,14 @@ impl Default for Stats {
             answered_error: [0; ERROR_KINDS.len() + 1],
             dropped: [0; DropKind::ALL.len()],
             late_completions: 0,
+            expired: 0,
             service_ns: histogram(),
             interval_ns: histogram(),
             interval_received: 0,
             shards: Vec::new(),
             stalls: 0,
             stalled_requests: 0,
+            transport_drops: TransportDrops::default(),
         }
     }
 }
@@ -189,6 +207,27 @@ impl Stats {
     #[inline]
     pub fn on_dropped(&mut self, kind: DropKind) {
         self.dropped[kind as usize] += 1;
+    }
+
+    /// Counts what the transport dropped before the forwarder saw it (`total`: its
+    /// counters since it started) as received and dropped, so the totals add up over
+    /// every datagram that reached the host. Takes the growth since the last call.
+    pub fn absorb_transport_drops(&mut self, total: TransportDrops) {
+        let last = std::mem::replace(&mut self.transport_drops, total);
+        for (kind, now, before) in [
+            (DropKind::NotAllowed, total.not_allowed, last.not_allowed),
+            (DropKind::ForeignPeer, total.foreign_peer, last.foreign_peer),
+            (
+                DropKind::SocketOverflow,
+                total.socket_overflow,
+                last.socket_overflow,
+            ),
+        ] {
+            let n = now.saturating_sub(before);
+            self.received += n;
+            self.interval_received += n;
+            self.dropped[kind as usize] += n;
+        }
     }
 
     /// Records one response handed to the transport, with its service time.
@@ -294,7 +333,10 @@ impl Stats {
             received: self.received,
             answered_ok: self.answered_ok,
             answered_error: self.answered_error_total(),
+            overload: self.answered_with(status::OVERLOAD),
+            expired: self.expired,
             dropped: self.dropped_total(),
+            socket_overflow: self.dropped(DropKind::SocketOverflow),
             rate_hz: self.interval_received as f64 / interval.as_secs_f64().max(1e-9),
             service_p50_ns: (!h.is_empty()).then(|| h.value_at_quantile(0.5)),
             service_p99_ns: (!h.is_empty()).then(|| h.value_at_quantile(0.99)),
@@ -354,7 +396,13 @@ pub struct Interval {
     pub received: u64,
     pub answered_ok: u64,
     pub answered_error: u64,
+    /// Of the errors, answers `OVERLOAD` (no room toward the decoder, or waited too long).
+    pub overload: u64,
+    /// Of those, requests that waited past the queue deadline before they were read.
+    pub expired: u64,
     pub dropped: u64,
+    /// Of the drops, datagrams the kernel dropped (socket receive buffer full).
+    pub socket_overflow: u64,
     pub rate_hz: f64,
     pub service_p50_ns: Option<u64>,
     pub service_p99_ns: Option<u64>,
@@ -372,11 +420,15 @@ impl fmt::Display for Interval {
         };
         write!(
             f,
-            "qfwd: rx {} | ok {} | err {} | drop {} | {:.0} req/s | svc p50 {} p99 {}",
+            "qfwd: rx {} | ok {} | err {} (overload {}, expired {}) | drop {} (socket {}) \
+             | {:.0} req/s | svc p50 {} p99 {}",
             self.received,
             self.answered_ok,
             self.answered_error,
+            self.overload,
+            self.expired,
             self.dropped,
+            self.socket_overflow,
             self.rate_hz,
             us(self.service_p50_ns),
             us(self.service_p99_ns)
@@ -440,6 +492,21 @@ impl fmt::Display for Stats {
         )?;
         for (name, n) in self.breakdown() {
             writeln!(f, "  {name:<18} {n}")?;
+        }
+        if self.expired > 0 {
+            writeln!(
+                f,
+                "  of the overload answers, {} had waited past the queue deadline before the \
+                 forwarder read them",
+                self.expired
+            )?;
+        }
+        if self.dropped(DropKind::SocketOverflow) > 0 {
+            writeln!(
+                f,
+                "  socket_overflow: the kernel dropped these at the receive buffer: the \
+                 forwarder did not keep up"
+            )?;
         }
         if self.late_completions > 0 {
             writeln!(
@@ -541,6 +608,37 @@ mod tests {
                 .map(|k| sum[k].as_u64().unwrap())
                 .sum::<u64>()
         );
+    }
+
+    #[test]
+    fn transport_drops_are_received_and_dropped_once() {
+        let mut s = Stats::default();
+        s.on_received();
+        s.on_answered(status::OK, Duration::from_micros(1));
+        let mut t = TransportDrops {
+            not_allowed: 3,
+            foreign_peer: 1,
+            socket_overflow: 0,
+        };
+        s.absorb_transport_drops(t);
+        s.absorb_transport_drops(t);
+        assert_eq!(s.received, 5);
+        assert_eq!(s.dropped(DropKind::NotAllowed), 3);
+        assert_eq!(s.dropped(DropKind::ForeignPeer), 1);
+        assert!(s.adds_up());
+        t.foreign_peer = 4;
+        s.absorb_transport_drops(t);
+        assert_eq!((s.received, s.dropped_total()), (8, 7));
+        assert!(s.adds_up());
+        assert!(s.to_string().contains("foreign_peer       4"), "{s}");
+        t.socket_overflow = 10;
+        s.absorb_transport_drops(t);
+        assert_eq!((s.received, s.dropped(DropKind::SocketOverflow)), (18, 10));
+        assert!(s.adds_up());
+        let text = s.to_string();
+        assert!(text.contains("socket_overflow    10"), "{text}");
+        let line = s.status_line(Duration::from_secs(1));
+        assert!(line.contains("drop 17 (socket 10)"), "{line}");
     }
 
     #[test]

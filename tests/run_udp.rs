@@ -33,6 +33,10 @@ fn start(extra: &[&str]) -> Forwarder {
             "yield",
             "--stats-interval",
             "0",
+            // A busy CI host may leave a request in the socket longer than the default
+            // queue deadline (10 ms); these tests are not about overload.
+            "--queue-deadline-us",
+            "1000000",
         ])
         .args(extra)
         .stderr(Stdio::piped())

@@ -32,6 +32,7 @@ use qfwd::transport::Client;
 use qfwd::wire::{self, HEADER_LEN};
 use serde::{Deserialize, Serialize};
 
+use crate::hostile::{Hostile, HOSTILE_ID_BASE};
 use crate::{Error, Result};
 
 /// How requests are paced.
@@ -76,6 +77,8 @@ pub struct Workload {
     /// Encoded datagrams; request_id and timestamp are patched in before each send.
     datagrams: Vec<Vec<u8>>,
     expected: Vec<Vec<u8>>,
+    /// An argument the function refuses with `BAD_ARGUMENT` (for hostile datagrams).
+    bad_argument: Option<Vec<u8>>,
 }
 
 impl Workload {
@@ -93,6 +96,7 @@ impl Workload {
             function_id: wire::function_id(function_name),
             datagrams,
             expected,
+            bad_argument: None,
         }
     }
 
@@ -104,7 +108,15 @@ impl Workload {
             function_id: fid,
             datagrams,
             expected,
+            bad_argument: None,
         }
+    }
+
+    /// Names an argument the function refuses with `BAD_ARGUMENT`: a hostile load then
+    /// sends it too (see [`crate::hostile`]).
+    pub fn with_bad_argument(mut self, arg: Vec<u8>) -> Workload {
+        self.bad_argument = Some(arg);
+        self
     }
 
     pub fn function_id(&self) -> u32 {
@@ -162,6 +174,8 @@ pub struct LoadSpec {
     pub timeout: Duration,
     /// Yield instead of spinning while waiting (for machines short of cores).
     pub yield_when_idle: bool,
+    /// Hostile datagrams mixed in, per 100 requests ([`crate::hostile`]); 0 = none.
+    pub hostile_percent: f64,
 }
 
 impl Default for LoadSpec {
@@ -173,12 +187,32 @@ impl Default for LoadSpec {
             samples: 10_000,
             timeout: Duration::from_secs(1),
             yield_when_idle: false,
+            hostile_percent: 0.0,
         }
     }
 }
 
-/// The most requests one run may track (memory: 16 B each).
-pub const MAX_REQUESTS: u64 = 100_000_000;
+/// The most requests one run may send: request ids are 32 bits, and those from 2^31 up
+/// mark hostile datagrams.
+pub const MAX_REQUESTS: u64 = crate::hostile::HOSTILE_ID_BASE as u64;
+
+/// The most requests tracked at once (24 B each): a ring, so a long run needs no more
+/// memory than a short one. An entry is reused after this many later requests, which
+/// must be several timeouts' worth ([`ring_len`]).
+pub const MAX_TRACKED: u64 = 1 << 24;
+
+/// What hostile datagrams the run sent, and what came of them.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct HostileCounts {
+    /// Hostile datagrams handed to the transport.
+    pub sent: u64,
+    /// Of which the forwarder must answer (a readable header).
+    pub answerable: u64,
+    /// Answers with the status their kind expects.
+    pub answered: u64,
+    /// Answers with another status, or to a kind that must get none.
+    pub unexpected: u64,
+}
 
 /// Everything one run saw.
 #[derive(Debug, Clone)]
@@ -208,6 +242,8 @@ pub struct Outcome {
     /// Ping-pong stopped sending after this many requests in a row were lost (the system
     /// under test is not answering; waiting out every timeout would take hours).
     pub abandoned_after: Option<u64>,
+    /// Hostile datagrams mixed in (`hostile_percent`).
+    pub hostile: HostileCounts,
     /// Gaps of [`STALL_NS`] or more beyond the quickest between two of the emulator's
     /// clock reads once timed requests were being sent (module docs).
     pub stalls: u64,
@@ -277,9 +313,25 @@ enum State {
 
 #[derive(Clone, Copy)]
 struct Entry {
+    /// The request id in this ring slot.
+    id: u64,
     /// Intended (open loop) or actual (ping-pong) send time, ns since the run began.
     t_ns: u64,
     state: State,
+}
+
+/// Ring entries for a run: four timeouts' worth of requests at the offered rate (at least
+/// 64 Ki, at most the run), a power of two. `None` when that is more than
+/// [`MAX_TRACKED`].
+pub fn ring_len(load: &LoadSpec) -> Option<usize> {
+    let total = load.warmup + load.samples;
+    let in_flight = match load.mode {
+        Mode::PingPong => 1,
+        Mode::OpenLoop => (load.rate_hz as f64 * load.timeout.as_secs_f64()).ceil() as u64,
+    };
+    let want = in_flight.saturating_mul(4).max(1 << 16).min(total.max(1));
+    let n = want.checked_next_power_of_two()?;
+    (n <= MAX_TRACKED).then_some(n as usize)
 }
 
 /// A gap between two of the emulator's clock reads at least this much longer than its
@@ -331,14 +383,35 @@ pub fn run<C: Client>(
     if load.mode == Mode::OpenLoop && load.rate_hz == 0 {
         return Err(fail("open-loop needs a rate above 0".into()));
     }
+    if !(0.0..=50.0).contains(&load.hostile_percent) {
+        return Err(fail(format!(
+            "hostile_percent {}: expected 0 ..= 50",
+            load.hostile_percent
+        )));
+    }
+    let ring = ring_len(load).ok_or_else(|| {
+        fail(format!(
+            "{} req/s x {:?} timeout is more requests in flight than the {MAX_TRACKED} the \
+             emulator tracks; lower the timeout",
+            load.rate_hz, load.timeout
+        ))
+    })?;
     let mut run = Run {
         entries: vec![
             Entry {
+                id: u64::MAX,
                 t_ns: 0,
                 state: State::Unsent,
             };
-            total as usize
+            ring
         ],
+        evicted_unanswered: 0,
+        last_sent_ns: 0,
+        hostile: (load.hostile_percent > 0.0)
+            .then(|| Hostile::new(workload.function_id, workload.bad_argument.clone())),
+        hostile_per_request: load.hostile_percent / 100.0,
+        hostile_due: 0.0,
+        hostile_counts: HostileCounts::default(),
         histogram: Histogram::new_with_bounds(1, 60_000_000_000, 3).expect("static bounds"),
         outcome_errors: Vec::new(),
         ok: 0,
@@ -369,16 +442,13 @@ pub fn run<C: Client>(
         Mode::OpenLoop => run.open_loop(client, workload, load, total, step, &mut progress)?,
     }
     progress(total);
-    let lost = run
-        .entries
-        .iter()
-        .filter(|e| e.state == State::Sent)
-        .count() as u64;
-    let sent = run
-        .entries
-        .iter()
-        .filter(|e| e.state != State::Unsent)
-        .count() as u64;
+    let lost = run.evicted_unanswered
+        + run
+            .entries
+            .iter()
+            .filter(|e| e.state == State::Sent)
+            .count() as u64;
+    let sent = run.sent_n;
     let mut errs = run.outcome_errors;
     errs.sort();
     Ok(Outcome {
@@ -394,6 +464,7 @@ pub fn run<C: Client>(
         elapsed: Duration::from_nanos(run.last_answer_ns.max(1)),
         send_retries: run.send_retries,
         abandoned_after: run.abandoned_after,
+        hostile: run.hostile_counts,
         stalls: run.stalls,
         stalled_samples: run.stalled_samples,
     })
@@ -404,7 +475,17 @@ const MAX_LOST_IN_A_ROW: u64 = 8;
 
 struct Run {
     abandoned_after: Option<u64>,
+    /// A ring indexed by request id ([`ring_len`]).
     entries: Vec<Entry>,
+    /// Requests whose ring entry was reused before any answer came: lost.
+    evicted_unanswered: u64,
+    /// The send time of the last request sent.
+    last_sent_ns: u64,
+    hostile: Option<Hostile>,
+    hostile_per_request: f64,
+    /// Hostile datagrams owed so far (sent when it reaches 1).
+    hostile_due: f64,
+    hostile_counts: HostileCounts,
     histogram: Histogram<u64>,
     outcome_errors: Vec<(i32, u64)>,
     ok: u64,
@@ -433,6 +514,51 @@ struct Run {
 }
 
 impl Run {
+    #[inline]
+    fn slot(&self, id: u64) -> usize {
+        id as usize & (self.entries.len() - 1)
+    }
+
+    /// Whether request `id` (sent) still waits for its answer.
+    #[inline]
+    fn waiting(&self, id: u64) -> bool {
+        let e = &self.entries[self.slot(id)];
+        e.id == id && e.state == State::Sent
+    }
+
+    /// Sends the hostile datagrams owed after one more request (`hostile_percent`).
+    fn send_hostile<C: Client>(&mut self, client: &mut C) -> Result<()> {
+        let Some(h) = self.hostile.as_mut() else {
+            return Ok(());
+        };
+        self.hostile_due += self.hostile_per_request;
+        while self.hostile_due >= 1.0 {
+            self.hostile_due -= 1.0;
+            let k = self.hostile_counts.sent as u32;
+            let answered = h.kind(k).answer().is_some();
+            // A full transport refuses it: not sent, tried with the next one.
+            if client.send(h.datagram(k))? {
+                self.hostile_counts.sent += 1;
+                self.hostile_counts.answerable += u64::from(answered);
+            }
+        }
+        Ok(())
+    }
+
+    /// An answer to a hostile datagram: its status must be its kind's.
+    fn on_hostile_response(&mut self, request_id: u32, code: i32) {
+        let expected = self
+            .hostile
+            .as_ref()
+            .filter(|_| request_id - HOSTILE_ID_BASE < self.hostile_counts.sent as u32)
+            .and_then(|h| h.kind_of_id(request_id).answer());
+        if expected == Some(code) {
+            self.hostile_counts.answered += 1;
+        } else {
+            self.hostile_counts.unexpected += 1;
+        }
+    }
+
     #[inline]
     fn now_ns(&self) -> u64 {
         self.start.elapsed().as_nanos() as u64
@@ -463,15 +589,21 @@ impl Run {
         id: u64,
         t_ns: u64,
     ) -> Result<()> {
+        self.send_hostile(client)?;
         let d = &workload.datagrams[(id % workload.len() as u64) as usize];
         let len = d.len();
         self.tx[..len].copy_from_slice(d);
         self.tx[12..16].copy_from_slice(&(id as u32).to_le_bytes());
         self.tx[16..24].copy_from_slice(&t_ns.to_le_bytes());
-        self.entries[id as usize] = Entry {
+        let at = self.slot(id);
+        // The entry's last user, four timeouts of requests ago, never got an answer.
+        self.evicted_unanswered += u64::from(self.entries[at].state == State::Sent);
+        self.entries[at] = Entry {
+            id,
             t_ns,
             state: State::Sent,
         };
+        self.last_sent_ns = t_ns;
         self.sent_n += 1;
         let mut retried = false;
         loop {
@@ -507,11 +639,22 @@ impl Run {
             self.malformed += 1;
             return;
         };
-        let id = resp.header.request_id as u64;
-        let Some(entry) = self.entries.get_mut(id as usize) else {
-            self.malformed += 1;
+        if resp.header.request_id >= HOSTILE_ID_BASE {
+            self.on_hostile_response(resp.header.request_id, resp.header.status);
             return;
-        };
+        }
+        let id = resp.header.request_id as u64;
+        let at = self.slot(id);
+        let entry = &mut self.entries[at];
+        if entry.id != id {
+            if id < self.sent_n {
+                // Its entry was reused: counted lost; the answer is very late.
+                self.late += 1;
+            } else {
+                self.malformed += 1;
+            }
+            return;
+        }
         match entry.state {
             State::Unsent => {
                 self.malformed += 1;
@@ -582,7 +725,7 @@ impl Run {
             // Wait for this request's answer (earlier late ones are classified as they come).
             // The clock (stalls, the timeout) is read every `polls_per_read`-th empty poll.
             let mut empty: u32 = 0;
-            while self.entries[id as usize].state == State::Sent {
+            while self.waiting(id) {
                 if self.drain(client, workload)? == 0 {
                     empty += 1;
                     if empty >= self.polls_per_read {
@@ -601,7 +744,7 @@ impl Run {
                     self.idle(load);
                 }
             }
-            if self.entries[id as usize].state == State::Sent {
+            if self.waiting(id) {
                 lost_in_a_row += 1;
                 if lost_in_a_row == MAX_LOST_IN_A_ROW {
                     self.abandoned_after = Some(lost_in_a_row);
@@ -658,8 +801,7 @@ impl Run {
         workload: &Workload,
         load: &LoadSpec,
     ) -> Result<()> {
-        let last_sent = self.entries.iter().map(|e| e.t_ns).max().unwrap_or(0);
-        let deadline = last_sent + self.timeout_ns;
+        let deadline = self.last_sent_ns + self.timeout_ns;
         while self.answered_n < self.sent_n && self.clock() < deadline {
             if self.drain(client, workload)? == 0 {
                 self.idle(load);
@@ -725,6 +867,19 @@ impl fmt::Display for Outcome {
         for (code, n) in &self.error_status {
             write!(f, "\n  status {code} ({}): {n}", wire::status::name(*code))?;
         }
+        let h = &self.hostile;
+        if h.sent > 0 {
+            write!(
+                f,
+                "\n  hostile datagrams sent {} ({} answerable): answered as their kind \
+                 expects {}, unexpected answers {}, unanswered {}",
+                h.sent,
+                h.answerable,
+                h.answered,
+                h.unexpected,
+                h.answerable.saturating_sub(h.answered)
+            )?;
+        }
         if let Some(n) = self.abandoned_after {
             write!(
                 f,
@@ -761,7 +916,80 @@ mod tests {
             samples: 2_000,
             timeout: Duration::from_secs(2),
             yield_when_idle: true,
+            ..LoadSpec::default()
         }
+    }
+
+    #[test]
+    fn hostile_datagrams_are_dropped_or_answered_as_their_kind_expects() {
+        let (mut client, fwd) = inproc_forwarder();
+        let w = Workload::parity("parity", 8, 64, 3);
+        let l = LoadSpec {
+            hostile_percent: 5.0,
+            ..load(Mode::PingPong)
+        };
+        let o = run(&mut client, &w, &l, |_| {}).unwrap();
+        fwd.stop();
+        let s = fwd.join().unwrap();
+        assert_eq!((o.ok, o.wrong, o.lost), (o.sent, 0, 0), "{o}");
+        let h = o.hostile;
+        // 5 % of 2 100 requests, 4 of each 5 kinds (no bad argument for parity) answered.
+        assert_eq!(h.sent, 105, "{o}");
+        assert_eq!((h.answerable, h.answered, h.unexpected), (63, 63, 0), "{o}");
+        assert_eq!(s.received, o.sent + h.sent, "{s}");
+        assert_eq!(
+            s.dropped(qfwd::stats::DropKind::TruncatedHeader)
+                + s.dropped(qfwd::stats::DropKind::BadMagic),
+            h.sent - h.answerable,
+            "{s}"
+        );
+        assert!(s.adds_up());
+        assert!(o.to_string().contains("hostile datagrams sent 105"), "{o}");
+    }
+
+    /// Takes every request, answers none.
+    struct BlackHole;
+    impl Client for BlackHole {
+        fn send(&mut self, _: &[u8]) -> qfwd::Result<bool> {
+            Ok(true)
+        }
+        fn try_recv(&mut self, _: &mut [u8]) -> qfwd::Result<Option<usize>> {
+            Ok(None)
+        }
+        fn describe(&self) -> String {
+            "black hole".into()
+        }
+    }
+
+    #[test]
+    fn a_run_longer_than_its_ring_counts_every_lost_request() {
+        // 200 000 requests at 10 M/s with a 1 ms timeout: a ring of 64 Ki entries, each
+        // reused about three times.
+        let l = LoadSpec {
+            mode: Mode::OpenLoop,
+            rate_hz: 10_000_000,
+            warmup: 0,
+            samples: 200_000,
+            timeout: Duration::from_millis(1),
+            ..LoadSpec::default()
+        };
+        assert_eq!(ring_len(&l), Some(1 << 16));
+        let w = Workload::parity("parity", 8, 16, 1);
+        let o = run(&mut BlackHole, &w, &l, |_| {}).unwrap();
+        assert_eq!((o.sent, o.lost), (200_000, 200_000), "{o}");
+        assert!(o.adds_up());
+        // A ring never outgrows MAX_TRACKED; an impossible one is refused up front.
+        let huge = LoadSpec {
+            rate_hz: 100_000_000,
+            samples: 1 << 30,
+            timeout: Duration::from_secs(60),
+            ..l
+        };
+        assert_eq!(ring_len(&huge), None);
+        let e = run(&mut BlackHole, &w, &huge, |_| {})
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("lower the timeout"), "{e}");
     }
 
     #[test]

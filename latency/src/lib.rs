@@ -1,6 +1,7 @@
 //! qfwd-latency: the harness that measures qfwd.
 //!
 //! - [`emulator`] plays a QPU controller (closed and open loop) and checks every answer;
+//! - [`hostile`] builds the malformed datagrams it can mix in, each with its known fate;
 //! - [`scenario`] reads TOML scenario files and expands their sweeps;
 //! - [`sweep`] runs each point (forwarder in-process or as a child process) and records it;
 //! - [`record`] writes summary CSV rows and `.hgrm` percentile spectra;
@@ -9,6 +10,7 @@
 #![forbid(unsafe_code)]
 
 pub mod emulator;
+pub mod hostile;
 pub mod plot;
 pub mod provenance;
 pub mod record;

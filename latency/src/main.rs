@@ -43,7 +43,8 @@ enum Cmd {
         #[arg(long, default_value = "results/quickstart.csv")]
         out: PathBuf,
     },
-    /// Play a QPU controller against one forwarder; print percentiles.
+    /// Play a QPU controller against one forwarder; print percentiles. Exits 1 when a
+    /// request was lost or answered wrongly.
     #[command(after_help = "Examples:\n  \
 qfwd-latency emulate                                  # in-process forwarder, inproc ring\n  \
 qfwd-latency emulate --target 127.0.0.1:9000          # a running `qfwd run`\n  \
@@ -72,19 +73,19 @@ struct EmulateArgs {
     /// ping-pong (one request in flight) or open-loop (fixed rate).
     #[arg(long, default_value = "ping-pong")]
     mode: Mode,
-    /// Offered rate for open loop, requests/s.
+    /// Offered rate for open loop, requests/s, 1 ..= 100000000.
     #[arg(long, default_value_t = 0)]
     rate: u64,
-    /// Argument bytes per request (after the 24-byte header).
+    /// Argument bytes per request (after the 24-byte header), 0 ..= 65000.
     #[arg(long, default_value_t = 32)]
     payload_bytes: u32,
-    /// Timed requests.
+    /// Timed requests, 1 ..= 2147483647.
     #[arg(long, default_value_t = 100_000)]
     samples: u64,
-    /// Untimed requests sent first.
+    /// Untimed requests sent first, 0 ..= 2147483647.
     #[arg(long, default_value_t = 1_000)]
     warmup: u64,
-    /// A request unanswered after this many ms is lost.
+    /// A request unanswered after this many ms is lost, 1 ..= 60000.
     #[arg(long, default_value_t = 1_000)]
     timeout_ms: u64,
     /// Handler name the requests call.
@@ -110,6 +111,11 @@ struct EmulateArgs {
     /// Detection events to replay (Stim b8, or 01), one request per shot.
     #[arg(long, value_name = "FILE")]
     dets: Option<PathBuf>,
+    /// Mix in this many hostile datagrams per 100 requests, 0 ..= 50 (truncated, bad
+    /// magic, wrong lengths, unknown functions, arguments a decoder refuses); each must be
+    /// dropped or answered as its kind expects.
+    #[arg(long, default_value_t = 0.0, value_name = "PERCENT")]
+    hostile_percent: f64,
     /// Append the result as a summary CSV row (new file) here.
     #[arg(long, value_name = "FILE")]
     csv: Option<PathBuf>,
@@ -148,6 +154,7 @@ fn emulate(a: EmulateArgs) -> Result<()> {
         dets: a.dets,
         idle,
         emulator_idle: idle,
+        hostile_percent: a.hostile_percent,
         ..Point::defaults()
     };
     point
@@ -184,6 +191,20 @@ fn emulate(a: EmulateArgs) -> Result<()> {
         let mut sink = CsvSink::create(&csv)?;
         sweep::record(&mut m, 0, 0, &csv, &mut sink)?;
         println!("wrote {}", csv.display());
+    }
+    // A script (or CI) running `emulate` learns from the exit status that the forwarder
+    // lost requests or answered them wrongly; error statuses are answers, listed above.
+    let o = &m.outcome;
+    let bad = o.lost + o.wrong + o.duplicate + o.malformed + o.hostile.unexpected;
+    if bad > 0 {
+        return Err(qfwd_latency::Error::Emulator {
+            target: m.row.transport.clone(),
+            detail: format!(
+                "{} of {} requests lost, {} answered wrongly, {} duplicate and {} malformed \
+                 answers, {} unexpected answers to hostile datagrams",
+                o.lost, o.sent, o.wrong, o.duplicate, o.malformed, o.hostile.unexpected
+            ),
+        });
     }
     Ok(())
 }

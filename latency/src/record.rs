@@ -226,6 +226,8 @@ impl Row {
             "forwarder_p99_ns" => optional(self.forwarder_p99_ns),
             "forwarder_stalls" => optional(self.forwarder_stalls),
             "forwarder_stalled_requests" => optional(self.forwarder_stalled_requests),
+            "data_path" => self.data_path.clone(),
+            "links" => optional(self.links.map(u64::from)),
             _ => return None,
         };
         Some(v)

@@ -44,7 +44,11 @@ pub fn workload_from_dem(
             (dec.payload(row), dec.result_bytes(flips))
         })
         .collect();
-    Ok(Workload::from_pairs(name, pairs))
+    // A payload whose event count names one detector too many: BAD_ARGUMENT.
+    let mut bad = dec.payload(shots.row(0));
+    let count = bad.len() - 4;
+    bad[count..].copy_from_slice(&(dec.num_detectors() as u32 + 1).to_le_bytes());
+    Ok(Workload::from_pairs(name, pairs).with_bad_argument(bad))
 }
 
 #[cfg(test)]

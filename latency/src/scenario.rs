@@ -32,6 +32,7 @@ use std::path::{Path, PathBuf};
 use qfwd::backend::Topology;
 use qfwd::direct::DataPath;
 use qfwd::forward::IdlePolicy;
+use qfwd::limits;
 use qfwd::transport::TransportKind;
 use serde::{Deserialize, Serialize};
 use toml::{Table, Value};
@@ -122,6 +123,12 @@ pub struct Point {
     pub max_in_flight: usize,
     #[serde(default = "d_watchdog_us")]
     pub watchdog_us: u64,
+    /// Requests that waited longer than this (µs) before the forwarder read them are
+    /// answered -6 (overload) without being computed; 0 = off (the harness's default:
+    /// a measurement shows a stall as latency, and counts it; `qfwd run` itself uses
+    /// 10000).
+    #[serde(default)]
+    pub queue_deadline_us: u64,
     /// Several GPUs to route over, e.g. `"0,1"`: one backend per GPU, requests routed by
     /// function (with topology `cpu`: host shards, no GPU needed); `"-"` = one backend on
     /// `gpu_device`, unrouted.
@@ -171,6 +178,11 @@ pub struct Point {
     /// `spin` or `yield` while the emulator waits.
     #[serde(default)]
     pub emulator_idle: IdlePolicy,
+    /// Hostile datagrams (truncated, bad magic, wrong lengths, unknown functions, bad
+    /// arguments) mixed in, per 100 requests, 0 ..= 50; each is checked to be dropped or
+    /// answered as its kind expects.
+    #[serde(default)]
+    pub hostile_percent: f64,
 }
 
 fn d_launch() -> Launch {
@@ -246,6 +258,7 @@ pub const FORWARDER_KEYS: &[&str] = &[
     "batch",
     "max_in_flight",
     "watchdog_us",
+    "queue_deadline_us",
     "gpus",
     "route",
     "functions",
@@ -264,6 +277,7 @@ pub const LOAD_KEYS: &[&str] = &[
     "timeout_ms",
     "emulator_core",
     "emulator_idle",
+    "hostile_percent",
 ];
 
 impl Point {
@@ -337,20 +351,7 @@ impl Point {
                 "launch = \"external\" needs transport = \"udp\" and target = \"IP:port\"".into(),
             );
         }
-        if self.samples == 0 && self.duration_s.is_none() {
-            return Err("samples must be at least 1".into());
-        }
-        if let Some(d) = self.duration_s {
-            if !(d > 0.0 && d.is_finite()) {
-                return Err("duration_s must be > 0".into());
-            }
-        }
-        if self.payload_bytes as usize > 65_000 {
-            return Err("payload_bytes must be at most 65000".into());
-        }
-        if self.timeout_ms == 0 {
-            return Err("timeout_ms must be at least 1".into());
-        }
+        self.check_ranges()?;
         if self.decoder != "-" {
             if !matches!(self.decoder.as_str(), "uf" | "lut") {
                 return Err(format!("decoder {:?}: expected uf or lut", self.decoder));
@@ -402,6 +403,74 @@ impl Point {
                 "rx_completion {:?}: expected buffer or inline",
                 self.rx_completion
             ));
+        }
+        // The forwarder's own checks (GPU options, routes, names), up front: a point that
+        // would fail at its start must not wait for the points before it to run.
+        crate::sweep::run_config(self)
+            .check_settings()
+            .map_err(|e| e.to_string())
+    }
+
+    /// Every numeric key against its range (`qfwd::limits`), before anything is sized by
+    /// it; the forwarder's keys share the ranges of `qfwd run`.
+    fn check_ranges(&self) -> std::result::Result<(), String> {
+        fn check<T: PartialOrd + Copy + std::fmt::Display>(
+            limit: limits::Limit<T>,
+            value: T,
+        ) -> std::result::Result<(), String> {
+            limit.check(value).map(drop).map_err(|e| e.to_string())
+        }
+        fn check_as<T: PartialOrd + Copy + std::fmt::Display>(
+            limit: limits::Limit<T>,
+            key: &str,
+            value: T,
+        ) -> std::result::Result<(), String> {
+            limit
+                .check_as(key, value)
+                .map(drop)
+                .map_err(|e| e.to_string())
+        }
+        check(limits::PAYLOAD_BYTES, self.payload_bytes)?;
+        check(limits::WARMUP, self.warmup)?;
+        check(limits::TIMEOUT_MS, self.timeout_ms)?;
+        match self.duration_s {
+            Some(d) => check(limits::LOAD_DURATION_S, d)?,
+            None => check(limits::SAMPLES, self.samples)?,
+        }
+        if self.mode == Mode::OpenLoop {
+            check(limits::RATE_HZ, self.rate_hz)?;
+            // rate x duration, when it sets the count.
+            check(limits::SAMPLES, self.timed_samples())?;
+        }
+        check(limits::HOSTILE_PERCENT, self.hostile_percent)?;
+        check(limits::BATCH, self.batch)?;
+        check(limits::MAX_IN_FLIGHT, self.max_in_flight)?;
+        check(limits::WATCHDOG_US, self.watchdog_us)?;
+        check(limits::QUEUE_DEADLINE_US, self.queue_deadline_us)?;
+        check(limits::GPU, self.gpu_device)?;
+        if self.pollers != 0 {
+            check(limits::POLLERS, self.pollers)?;
+        }
+        if let Some(p) = self.pollers_per_slot {
+            check(limits::POLLERS_PER_SLOT, p)?;
+        }
+        if self.slots != 0 {
+            check(limits::SLOTS, self.slots)?;
+        }
+        if let Some(k) = self.uf_table_max_defects {
+            check(limits::UF_TABLE_MAX_DEFECTS, k)?;
+        }
+        if let Some(k) = self.uf_split_max_defects {
+            check(limits::UF_SPLIT_MAX_DEFECTS, k)?;
+        }
+        for (i, &c) in self.cores.iter().enumerate() {
+            check_as(limits::CORE, &format!("cores[{i}]"), c)?;
+        }
+        if let Some(c) = self.emulator_core {
+            check_as(limits::CORE, "emulator_core", c)?;
+        }
+        for (i, g) in self.gpu_list()?.into_iter().enumerate() {
+            check_as(limits::GPU, &format!("gpus[{i}]"), g)?;
         }
         Ok(())
     }
@@ -730,6 +799,54 @@ mod tests {
     }
 
     #[test]
+    fn numbers_out_of_range_name_the_key_the_value_and_the_range() {
+        let cases = [
+            ("[forwarder]\nbatch = 100000000\n", "batch", "1 ..= 1024"),
+            (
+                "[forwarder]\nmax_in_flight = 0\n",
+                "max_in_flight",
+                "1 ..= 65536",
+            ),
+            ("[forwarder]\nslots = 99999999\n", "slots", "1 ..= 4096"),
+            (
+                "[forwarder]\ncores = [0, 70000]\n",
+                "cores[1]",
+                "0 ..= 1023",
+            ),
+            (
+                "[forwarder]\nwatchdog_us = 0\n",
+                "watchdog_us",
+                "1 ..= 60000000",
+            ),
+            ("[load]\nsamples = 9000000000000\n", "samples", "1 ..= "),
+            ("[load]\ntimeout_ms = 0\n", "timeout_ms", "1 ..= 60000 ms"),
+            ("[load]\nemulator_core = 5000\n", "emulator_core", "5000"),
+            (
+                "[load]\nmode = \"open-loop\"\nrate_hz = 1000000000000\n",
+                "rate_hz",
+                "100000000 req/s",
+            ),
+            (
+                "[load]\nmode = \"open-loop\"\nrate_hz = 1000\nduration_s = 1e30\n",
+                "duration_s",
+                "86400 s",
+            ),
+            (
+                "[load]\nmode = \"open-loop\"\nrate_hz = 100000000\nduration_s = 86400.0\n",
+                "samples",
+                "8639999999000",
+            ),
+        ];
+        for (text, key, range) in cases {
+            let e = parse(text).unwrap_err().to_string();
+            assert!(
+                e.contains(key) && e.contains(range),
+                "want {key:?}, {range:?} in {e}"
+            );
+        }
+    }
+
+    #[test]
     fn gpus_functions_and_routes_parse_and_sweep() {
         let s = parse(
             r#"
@@ -737,12 +854,12 @@ mod tests {
             functions = ["patch0", "patch1"]
             route = ["patch1=1"]
             [[sweep]]
-            gpus = ["0", "0,1"]
+            gpus = ["1", "0,1"]
             "#,
         )
         .unwrap();
         assert_eq!(s.points.len(), 2);
-        assert_eq!(s.points[0].gpu_list().unwrap(), vec![0]);
+        assert_eq!(s.points[0].gpu_list().unwrap(), vec![1]);
         assert_eq!(s.points[1].gpu_list().unwrap(), vec![0, 1]);
         assert_eq!(s.points[1].route_map().unwrap().get("patch1"), Some(&1));
         assert_eq!(s.points[0].functions, vec!["patch0", "patch1"]);
@@ -752,6 +869,16 @@ mod tests {
             ("[forwarder]\nroute = [\"p=1\"]\n", "route needs gpus"),
             ("[forwarder]\ngpus = \"0\"\nroute = [\"p\"]\n", "NAME=GPU"),
             ("[forwarder]\nfunctions = [\"\"]\n", "functions"),
+            // Found when the forwarder's checks moved up front: this point used to fail
+            // only when its turn came, after the points before it had run.
+            (
+                "[forwarder]\nfunctions = [\"p\"]\ngpus = \"0\"\nroute = [\"p=1\"]\n",
+                "GPU 1 is not among the GPUs served",
+            ),
+            (
+                "[forwarder]\ntopology = \"gpu-persistent\"\npollers_per_slot = 3\n",
+                "must divide pollers",
+            ),
         ] {
             let e = parse(text).unwrap_err().to_string();
             assert!(e.contains(reason), "want {reason:?} in {e}");

@@ -77,6 +77,8 @@ pub fn run_config(point: &Point) -> RunConfig {
     RunConfig {
         transport: point.transport,
         listen: point.listen,
+        // The harness owns both ends: on a lab host's address, the emulator is the peer.
+        allow_any: !point.listen.ip().to_canonical().is_loopback(),
         handlers: handler_specs(point),
         topology: point.topology,
         cores: point.cores.clone(),
@@ -86,6 +88,7 @@ pub fn run_config(point: &Point) -> RunConfig {
         batch: point.batch,
         max_in_flight: point.max_in_flight,
         watchdog_us: point.watchdog_us,
+        queue_deadline_us: point.queue_deadline_us,
         idle: point.idle,
         gpu_device: point.gpu_device,
         rx_completion: point.rx_completion.parse().unwrap_or(RxCompletion::Inline),
@@ -128,6 +131,7 @@ fn load_spec(point: &Point) -> LoadSpec {
         samples: point.timed_samples(),
         timeout: Duration::from_millis(point.timeout_ms),
         yield_when_idle: point.emulator_idle == qfwd::forward::IdlePolicy::Yield,
+        hostile_percent: point.hostile_percent,
     }
 }
 
@@ -548,6 +552,8 @@ impl ChildForwarder {
             .arg(point.max_in_flight.to_string())
             .arg("--watchdog-us")
             .arg(point.watchdog_us.to_string())
+            .arg("--queue-deadline-us")
+            .arg(point.queue_deadline_us.to_string())
             .arg("--max-request-bytes")
             .arg((point.payload_bytes as usize).max(4096).to_string());
         if let (d, Some(dem)) = (&point.decoder, &point.dem) {
@@ -574,6 +580,13 @@ impl ChildForwarder {
             let list: Vec<String> = point.cores.iter().map(|c| c.to_string()).collect();
             cmd.arg("--cores").arg(list.join(","));
         }
+        if run_config(point).allow_any {
+            cmd.arg("--allow-any");
+        }
+        // The child ends with this process, even if it is killed (SIGKILL leaves no chance
+        // to stop it): an orphan forwarder would spin and hold the port.
+        cmd.arg("--exit-with-parent")
+            .arg(std::process::id().to_string());
         let command = format!("{cmd:?}");
         let mut child = cmd
             .stdin(Stdio::null())
@@ -869,8 +882,8 @@ pub struct SweepArgs {
     /// List the points and exit without measuring.
     #[arg(long)]
     pub dry_run: bool,
-    /// Override samples for every point (quick checks).
-    #[arg(long)]
+    /// Override samples for every point (quick checks), 1 ..= 2147483647.
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..=qfwd::limits::SAMPLES.max))]
     pub samples: Option<u64>,
     /// Run every point with this topology instead, e.g. `cpu` to run a GPU scenario's shape
     /// on a host without GPUs (`gpus` then labels host shards).
@@ -957,6 +970,17 @@ pub fn run(args: &SweepArgs) -> Result<Vec<Row>> {
         args.unpinned,
         args.cores,
     );
+    // The overrides may make a point invalid (a topology its other keys do not fit).
+    for p in &scenario.points {
+        p.validate().map_err(|reason| Error::Scenario {
+            path: scenario.path.clone(),
+            key: format!(
+                "point ({}) after the command-line overrides",
+                p.label(&scenario.swept_keys)
+            ),
+            reason,
+        })?;
+    }
     let out = args
         .out
         .clone()

@@ -595,17 +595,24 @@ impl WqeFault {
     }
 }
 
-/// Decodes the WQE in `bytes` (at least the ctrl segment; `ds * 16` bytes for the whole
-/// WQE), checking what a NIC checks: opcode, ds, the index the SQ expects, the QP number,
-/// reserved flags, and that segments fit. Memory checks (lkey, address) are the caller's.
+/// Decodes the WQE in `bytes` (`ds * 16` bytes for the whole WQE; fewer than the ctrl
+/// segment is malformed), checking what a NIC checks: opcode, ds, the index the SQ
+/// expects, the QP number, reserved flags, and that segments fit. Memory checks (lkey,
+/// address) are the caller's.
 pub fn parse(
     bytes: &[u8],
     expected_index: u16,
     qpn: u32,
     max_ds: u8,
 ) -> Result<ParsedWqe, WqeFault> {
+    let Some(head) = bytes.get(..ctrl::SIZE) else {
+        return Err(WqeFault::Malformed {
+            ds: 0,
+            detail: "shorter than a control segment",
+        });
+    };
     let mut c = [0u8; ctrl::SIZE];
-    c.copy_from_slice(&bytes[..ctrl::SIZE]);
+    c.copy_from_slice(head);
     let ctrl = CtrlSeg::decode(&c);
     if ctrl.ds == 0 || ctrl.ds > max_ds {
         return Err(WqeFault::BadDs {
@@ -747,6 +754,23 @@ mod tests {
             c.encode(),
             [0x00, 0x12, 0x34, 0x0a, 0xab, 0xcd, 0xef, 0x03, 0, 0, 0, 0x08, 0, 0, 0, 7]
         );
+    }
+
+    #[test]
+    fn a_wqe_shorter_than_its_control_segment_is_malformed_not_a_panic() {
+        // Found by the softnic_queues fuzz target: 15 bytes panicked on a slice index.
+        let w = opcode::Nop::new()
+            .build()
+            .with_index(0x1234)
+            .with_qpn(0xabcdef);
+        let b = w.as_bytes();
+        for len in 0..ctrl::SIZE {
+            assert!(matches!(
+                parse(&b[..len], 0x1234, 0xabcdef, MAX_DS),
+                Err(WqeFault::Malformed { .. })
+            ));
+        }
+        assert!(parse(&b[..ctrl::SIZE], 0x1234, 0xabcdef, MAX_DS).is_ok());
     }
 
     #[test]

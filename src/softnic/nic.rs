@@ -106,10 +106,15 @@ counters! {
     rx_truncated,
     /// Times a request waited for a receive credit or CQ room.
     rx_no_credit,
-    /// Datagrams from a peer other than the connected one, or not allowed (dropped).
+    /// Datagrams from an allowed peer other than the connected one (dropped).
     rx_foreign_drops,
+    /// Datagrams from a peer outside the allowlist (dropped).
+    rx_not_allowed,
     /// Receive errors reported by the wire.
     wire_recv_errors,
+    /// Datagrams the wire dropped before the NIC took them (a UDP wire's socket buffer
+    /// overflowed while the NIC had no receive credit); read about every millisecond.
+    wire_socket_drops,
     /// Responses taken from the host path (the response ring, when a device side owns the
     /// SQ) and put on the wire.
     host_sends,
@@ -132,7 +137,6 @@ pub struct NicEngine {
     l: NicLayout,
     cfg: SoftNicConfig,
     stats: Arc<NicStats>,
-    clock: Instant,
     /// SQ consumer counter (WQEBBs, 16 bits as on hardware).
     sq_ci: u16,
     /// The SQ is armed up to here by doorbells.
@@ -167,7 +171,6 @@ impl NicEngine {
             l,
             cfg: config.clone(),
             stats: Arc::new(NicStats::default()),
-            clock: Instant::now(),
             sq_ci: 0,
             rung_upto: 0,
             armed: false,
@@ -204,9 +207,16 @@ impl NicEngine {
         credit && self.cq_has_room(RX_CQ_DBREC, self.rx_cq_pi, self.l.rx_cqes)
     }
 
-    /// Lands one request from the wire (see the module docs); `false` when it cannot now
-    /// (no receive credit or CQ room: the caller keeps it and tries again).
+    /// Lands one request from the wire (see the module docs), its CQE stamped now
+    /// (CLOCK_REALTIME); `false` when it cannot now (no receive credit or CQ room: the
+    /// caller keeps it and tries again).
     pub fn receive(&mut self, msg: &[u8]) -> bool {
+        self.receive_at(msg, crate::transport::realtime_ns())
+    }
+
+    /// [`NicEngine::receive`] with the CQE's timestamp given: when the request reached the
+    /// host (CLOCK_REALTIME ns), as a ConnectX in real-time clock mode stamps CQEs.
+    pub fn receive_at(&mut self, msg: &[u8], timestamp_ns: u64) -> bool {
         if !self.can_receive() {
             bump(&self.stats.rx_no_credit);
             return false;
@@ -222,7 +232,7 @@ impl NicEngine {
             c
         };
         c.byte_cnt = n as u32;
-        c.timestamp = self.clock.elapsed().as_nanos() as u64;
+        c.timestamp = timestamp_ns;
         let mut bytes = c.encode(crate::mlx5::cqe::owner_for(self.rx_cq_pi, self.l.rx_cqes));
         if scatter {
             bytes[..n].copy_from_slice(msg);
@@ -426,7 +436,7 @@ impl NicEngine {
                 let mut c = Cqe::new(CqeOpcode::Req, self.l.qpn, index);
                 c.sop = p.ctrl.opcode;
                 c.byte_cnt = bytes as u32;
-                c.timestamp = self.clock.elapsed().as_nanos() as u64;
+                c.timestamp = crate::transport::realtime_ns();
                 self.write_tx_cqe(&c);
                 bump(&self.stats.tx_cqes);
             }
@@ -506,6 +516,10 @@ struct NicThread<W: Transport> {
     engine: NicEngine,
     wire: W,
     peer: Option<W::Peer>,
+    /// `peer` has sent a CUQR request (else it holds the QP only until another peer does).
+    peer_confirmed: bool,
+    /// When the wire's drop counter was last read.
+    wire_drops_read: Instant,
     wire_buf: Vec<u8>,
     /// A request taken from the wire that found no credit yet.
     pending: Option<usize>,
@@ -568,6 +582,8 @@ impl SoftNic {
             engine,
             wire,
             peer: None,
+            peer_confirmed: false,
+            wire_drops_read: Instant::now(),
             wire_buf: vec![0; crate::wire::MAX_DATAGRAM + 1],
             pending: None,
         };
@@ -619,6 +635,7 @@ where
     W::Peer: PartialEq,
 {
     fn run(&mut self, stop: &AtomicBool, mut idle: IdleWait, send_timeout: Duration) {
+        let mut rounds = 0u32;
         loop {
             let mut worked = self.receive();
             let NicThread {
@@ -627,7 +644,12 @@ where
             let stats = engine.stats().clone();
             worked |=
                 engine.poll_send(&mut |bytes| transmit(wire, *peer, bytes, &stats, send_timeout));
+            rounds = rounds.wrapping_add(1);
+            if rounds % 1024 == 0 {
+                self.read_wire_drops(Duration::from_millis(1));
+            }
             if stop.load(Ordering::Acquire) {
+                self.read_wire_drops(Duration::ZERO);
                 break;
             }
             if worked {
@@ -637,6 +659,20 @@ where
             bump(&self.engine.stats().idle_polls);
             idle.idle();
         }
+    }
+
+    /// Copies the wire's socket drop counter into the NIC's counters, at most every
+    /// `every` (the read is a system call).
+    fn read_wire_drops(&mut self, every: Duration) {
+        if self.wire_drops_read.elapsed() < every {
+            return;
+        }
+        self.wire_drops_read = Instant::now();
+        let d = self.wire.drops().socket_overflow;
+        self.engine
+            .stats()
+            .wire_socket_drops
+            .store(d, Ordering::Relaxed);
     }
 
     /// Moves up to 16 requests from the wire into the queues.
@@ -652,7 +688,7 @@ where
                     match self.wire.try_recv(&mut self.wire_buf) {
                         Ok(Some((n, peer))) => {
                             worked = true;
-                            if !self.accept(peer) {
+                            if !self.accept(peer, n) {
                                 continue;
                             }
                             n
@@ -666,7 +702,12 @@ where
                 }
             };
             let n = n.min(self.wire_buf.len());
-            if !self.engine.receive(&self.wire_buf[..n]) {
+            // When the request reached the host (the wire's kernel timestamp), else now.
+            let at = self
+                .wire
+                .last_arrival_ns()
+                .unwrap_or_else(crate::transport::realtime_ns);
+            if !self.engine.receive_at(&self.wire_buf[..n], at) {
                 self.pending = Some(n);
                 return worked;
             }
@@ -675,24 +716,31 @@ where
         worked
     }
 
-    /// Whether a datagram from `peer` is for this QP: allowed, and from the peer the QP
-    /// connected to (the first allowed one).
-    fn accept(&mut self, peer: W::Peer) -> bool {
+    /// Whether the `n`-byte datagram from `peer` (in the wire buffer) is for this QP. The QP
+    /// connects to the first allowed peer; a peer that has sent only datagrams that are not
+    /// CUQR requests holds it tentatively, and the first peer to send a request takes it
+    /// for good. A stray datagram cannot take the QP from the QPU controller: it goes to
+    /// the queues, where the device side counts it as malformed.
+    fn accept(&mut self, peer: W::Peer, n: usize) -> bool {
         if !self.wire.is_allowed(&peer) {
-            bump(&self.engine.stats().rx_foreign_drops);
+            bump(&self.engine.stats().rx_not_allowed);
             return false;
         }
+        let request =
+            crate::wire::parse_request_header(&self.wire_buf[..n.min(self.wire_buf.len())]).is_ok();
         match &self.peer {
-            None => {
-                self.peer = Some(peer);
-                true
-            }
-            Some(p) if *p != peer => {
+            Some(p) if *p == peer => self.peer_confirmed |= request,
+            Some(_) if self.peer_confirmed => {
                 bump(&self.engine.stats().rx_foreign_drops);
-                false
+                return false;
             }
-            Some(_) => true,
+            Some(_) if !request => {}
+            _ => {
+                self.peer = Some(peer);
+                self.peer_confirmed = request;
+            }
         }
+        true
     }
 }
 

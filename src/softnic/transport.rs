@@ -33,7 +33,7 @@ use crate::queues::posting::DevicePosting;
 use crate::shm::SharedRegion;
 use crate::transport::inproc::{self, InprocClient};
 use crate::transport::udp::{AllowedPeer, UdpTransport};
-use crate::transport::Transport;
+use crate::transport::{Transport, TransportDrops};
 use crate::worker::Worker;
 use crate::{Error, Result};
 
@@ -94,6 +94,7 @@ pub struct SoftNicTransport {
     send_timeout: Duration,
     received: u64,
     rx_unexpected: u64,
+    last_arrival_ns: Option<u64>,
 }
 
 impl SoftNicTransport {
@@ -175,6 +176,7 @@ impl SoftNicTransport {
             send_timeout: config.send_timeout,
             received: 0,
             rx_unexpected: 0,
+            last_arrival_ns: None,
         };
         for _ in 0..layout.rx_slots {
             t.post_receive();
@@ -295,11 +297,29 @@ impl Transport for SoftNicTransport {
             .read(self.layout.rx_slot(slot), &mut buf[..copy]);
         self.post_receive();
         self.received += 1;
+        self.last_arrival_ns = (c.timestamp != 0).then_some(c.timestamp);
         Ok(Some((len, slot)))
     }
 
+    /// The NIC checked the allowlist (and its queue pair's peer) on the wire.
     fn is_allowed(&self, _peer: &u32) -> bool {
         true
+    }
+
+    fn drops(&self) -> TransportDrops {
+        let c = self.nic.counters();
+        TransportDrops {
+            not_allowed: c.rx_not_allowed,
+            foreign_peer: c.rx_foreign_drops,
+            socket_overflow: c.wire_socket_drops,
+        }
+    }
+
+    /// The receive CQE's timestamp: when the request reached the host (the NIC stamps
+    /// `CLOCK_REALTIME`).
+    #[inline]
+    fn last_arrival_ns(&self) -> Option<u64> {
+        self.last_arrival_ns
     }
 
     #[inline]
@@ -422,7 +442,8 @@ pub fn inproc_in(
 
 /// A soft NIC in a fresh heap region whose wire is a UDP socket bound to `listen`:
 /// returns the bound address (for the emulator's `UdpClient`) and the transport. The QP
-/// connects to the first allowed peer that sends a request.
+/// connects to the first allowed peer that sends a CUQR request; datagrams from other peers
+/// are dropped and counted ([`TransportDrops`]).
 pub fn udp(
     config: &SoftNicConfig,
     listen: SocketAddr,

@@ -63,6 +63,56 @@ impl FromStr for TransportKind {
     }
 }
 
+/// Datagrams a transport dropped before it could hand them to the forwarder, counted
+/// since it started. The forwarder adds them to its own counters (as received and
+/// dropped), so its totals still add up.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct TransportDrops {
+    /// From a peer outside the allowlist, where the transport itself filters (the soft
+    /// NIC; the udp transport leaves the check to the forwarder).
+    pub not_allowed: u64,
+    /// From an allowed peer other than the one a connected queue pair serves (the soft
+    /// NIC's QP, like an RDMA UC QP, answers one peer).
+    pub foreign_peer: u64,
+    /// Dropped by the kernel at the socket, its receive buffer full (the socket's drop
+    /// counter, `SO_RXQ_OVFL` / `SO_MEMINFO`): the forwarder did not keep up.
+    pub socket_overflow: u64,
+}
+
+/// Now, in nanoseconds of `CLOCK_REALTIME`: the clock of kernel receive timestamps
+/// ([`Transport::last_arrival_ns`]).
+pub fn realtime_ns() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64)
+}
+
+/// A kernel drop counter (32 bits, wrapping) followed as a 64-bit total. Values may come
+/// out of order (a datagram queued before a later reading carries an older value): only
+/// growth counts.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct DropCounter {
+    last: u32,
+    total: u64,
+}
+
+impl DropCounter {
+    /// Takes a reading of the kernel counter.
+    pub fn observe(&mut self, raw: u32) {
+        let grew = raw.wrapping_sub(self.last);
+        // A "growth" of more than half the range is an older value seen late.
+        if grew > 0 && grew < 1 << 31 {
+            self.total += u64::from(grew);
+            self.last = raw;
+        }
+    }
+
+    /// Drops since the counter was created.
+    pub fn total(&self) -> u64 {
+        self.total
+    }
+}
+
 /// The forwarder's side of a transport.
 pub trait Transport {
     /// Who sent a request, so the response goes back there.
@@ -81,6 +131,22 @@ pub trait Transport {
 
     /// Sends one response to `peer`.
     fn send(&mut self, peer: Self::Peer, bytes: &[u8]) -> Result<()>;
+
+    /// What this transport dropped before `try_recv` could return it, since it started.
+    /// Read between polls (status lines, the end of a run), never per message; it may make
+    /// a system call.
+    fn drops(&self) -> TransportDrops {
+        TransportDrops::default()
+    }
+
+    /// When the datagram last returned by `try_recv` reached this host, in ns of
+    /// `CLOCK_REALTIME` ([`realtime_ns`]): the kernel's receive timestamp (udp), a NIC's
+    /// CQE timestamp (softnic). `None` where the transport cannot tell (inproc: its ring
+    /// is the only queue, and a full one pushes back on the sender); no queue deadline
+    /// applies then.
+    fn last_arrival_ns(&self) -> Option<u64> {
+        None
+    }
 }
 
 /// The QPU controller's side of a transport (the emulator uses it).
@@ -92,4 +158,25 @@ pub trait Client {
     fn try_recv(&mut self, buf: &mut [u8]) -> Result<Option<usize>>;
     /// Where the requests go, for messages and CSV rows.
     fn describe(&self) -> String;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_drop_counter_follows_growth_across_the_wrap_and_ignores_old_values() {
+        let mut c = DropCounter::default();
+        c.observe(5);
+        c.observe(3); // older, seen late
+        assert_eq!(c.total(), 5);
+        for raw in [1 << 30, 1 << 31, 3 << 30, u32::MAX] {
+            c.observe(raw);
+        }
+        assert_eq!(c.total(), u64::from(u32::MAX));
+        c.observe(2); // wrapped: 3 more
+        assert_eq!(c.total(), u64::from(u32::MAX) + 3);
+        c.observe(u32::MAX - 1); // before the wrap, seen late
+        assert_eq!(c.total(), u64::from(u32::MAX) + 3);
+    }
 }

@@ -3,16 +3,23 @@
 //! The receive buffer is as large as the largest UDP payload, so the kernel never
 //! truncates a datagram behind our back: an oversized request is seen whole and
 //! answered with `OVERSIZED`.
+//!
+//! The forwarder's socket asks the kernel for each datagram's receive timestamp (how long
+//! it waited in the socket before the forwarder read it) and the socket's drop counter
+//! (datagrams the kernel dropped because the receive buffer was full), so an overloaded
+//! forwarder can say so ([`Transport::last_arrival_ns`], [`Transport::drops`]).
 #![forbid(unsafe_code)]
 
+use std::cell::Cell;
 use std::io::ErrorKind;
 use std::net::{IpAddr, SocketAddr, UdpSocket};
+use std::os::fd::AsFd;
 use std::str::FromStr;
 
 use socket2::{Domain, Protocol, Socket, Type};
 
-use super::{Client, Transport};
-use crate::{Error, Result};
+use super::{Client, DropCounter, Transport, TransportDrops};
+use crate::{sys, Error, Result};
 
 pub use crate::wire::MAX_DATAGRAM;
 
@@ -27,10 +34,16 @@ pub enum AllowedPeer {
 }
 
 impl AllowedPeer {
-    fn matches(&self, peer: &SocketAddr) -> bool {
+    /// Whether `peer` is this entry. An IPv4 peer seen on a dual-stack socket
+    /// (`::ffff:10.0.0.7`) is the IPv4 host it maps, and matches an IPv4 entry (and the
+    /// other way round).
+    pub fn matches(&self, peer: &SocketAddr) -> bool {
+        let ip = peer.ip().to_canonical();
         match self {
-            AllowedPeer::Host(ip) => peer.ip() == *ip,
-            AllowedPeer::Exact(addr) => peer == addr,
+            AllowedPeer::Host(host) => ip == host.to_canonical(),
+            AllowedPeer::Exact(addr) => {
+                ip == addr.ip().to_canonical() && peer.port() == addr.port()
+            }
         }
     }
 }
@@ -78,6 +91,12 @@ pub struct UdpTransport {
     socket: UdpSocket,
     local: SocketAddr,
     allowlist: Vec<AllowedPeer>,
+    /// The kernel attaches receive timestamps and the drop counter (else plain receives).
+    meta: bool,
+    last_arrival_ns: Option<u64>,
+    /// Read per datagram (in band) and on demand (`drops`, which catches drops after the
+    /// last datagram read).
+    overflow: Cell<DropCounter>,
 }
 
 impl UdpTransport {
@@ -91,10 +110,15 @@ impl UdpTransport {
         let local = socket
             .local_addr()
             .map_err(|source| Error::Bind { addr, source })?;
+        // Without them (an old kernel), requests are served without a queue deadline.
+        let meta = sys::enable_receive_meta(socket.as_fd()).is_ok();
         Ok(UdpTransport {
             socket,
             local,
             allowlist,
+            meta,
+            last_arrival_ns: None,
+            overflow: Cell::new(DropCounter::default()),
         })
     }
 
@@ -117,7 +141,20 @@ impl Transport for UdpTransport {
 
     #[inline]
     fn try_recv(&mut self, buf: &mut [u8]) -> Result<Option<(usize, SocketAddr)>> {
-        match self.socket.recv_from(buf) {
+        let got = if self.meta {
+            sys::recv_with_meta(self.socket.as_fd(), buf).map(|r| {
+                self.last_arrival_ns = r.arrival_ns;
+                if let Some(d) = r.drops {
+                    let mut c = self.overflow.get();
+                    c.observe(d);
+                    self.overflow.set(c);
+                }
+                (r.len, r.peer)
+            })
+        } else {
+            self.socket.recv_from(buf)
+        };
+        match got {
             Ok((n, peer)) => Ok(Some((n, peer))),
             Err(e) if e.kind() == ErrorKind::WouldBlock || e.kind() == ErrorKind::Interrupted => {
                 Ok(None)
@@ -135,6 +172,23 @@ impl Transport for UdpTransport {
     #[inline]
     fn is_allowed(&self, peer: &SocketAddr) -> bool {
         self.allowlist.is_empty() || self.allowlist.iter().any(|a| a.matches(peer))
+    }
+
+    fn drops(&self) -> TransportDrops {
+        let mut c = self.overflow.get();
+        if let Ok(raw) = sys::socket_drops(self.socket.as_fd()) {
+            c.observe(raw);
+            self.overflow.set(c);
+        }
+        TransportDrops {
+            socket_overflow: c.total(),
+            ..TransportDrops::default()
+        }
+    }
+
+    #[inline]
+    fn last_arrival_ns(&self) -> Option<u64> {
+        self.last_arrival_ns
     }
 
     #[inline]
@@ -247,6 +301,21 @@ mod tests {
         assert!(host.matches(&a) && host.matches(&b));
         assert!(exact.matches(&a) && !exact.matches(&b));
         assert!("not-an-ip".parse::<AllowedPeer>().is_err());
+    }
+
+    #[test]
+    fn ipv4_mapped_peers_match_ipv4_entries() {
+        let mapped: SocketAddr = "[::ffff:127.0.0.1]:4000".parse().unwrap();
+        let host: AllowedPeer = "127.0.0.1".parse().unwrap();
+        let exact: AllowedPeer = "127.0.0.1:4000".parse().unwrap();
+        let other_port: AllowedPeer = "127.0.0.1:4001".parse().unwrap();
+        assert!(host.matches(&mapped));
+        assert!(exact.matches(&mapped));
+        assert!(!other_port.matches(&mapped));
+        // A mapped entry matches a plain IPv4 peer too; a real IPv6 peer matches neither.
+        let mapped_entry: AllowedPeer = "::ffff:127.0.0.1".parse().unwrap();
+        assert!(mapped_entry.matches(&"127.0.0.1:1".parse().unwrap()));
+        assert!(!host.matches(&"[::1]:4000".parse().unwrap()));
     }
 
     #[test]
