@@ -360,53 +360,47 @@ static __device__ bool qd_handoff(QdLink& s, u64 hand, const u8* resp, u32 len, 
 static __device__ void qd_poster(const QfwdDirectParams& p, const QfwdLinkDesc& L, u64 hand, u8* resp,
                                  u32 lane)
 {
+    static_assert(QFWD_HANDOFF_SLOT_BYTES == 128u, "the poster reads a slot's 8 chunks with 8 lanes");
     const u32 per_slot = QFWD_HANDOFF_SLOT_BYTES / 16u;
     const u32 span = QD_WARP / per_slot; // slots read per poll
     const u32 block = QD_MAX_WARPS;      // this warp's counter block
     u32 r = 0u, pi = 0u, half = 0u, tx_ci = 0u, done = 0u, posts = 0u, idle = 0u;
     for (;;) {
-        // Waiting: one load of slot r's first chunk a poll, few instructions (a lone warp
-        // pays for each); the whole batch is read once that one carries its tag.
-        {
-            const u64 first = hand + QFWD_HANDOFF_HEADER_BYTES + (u64)(r % QFWD_HANDOFF_SLOTS) * QFWD_HANDOFF_SLOT_BYTES;
-            u32 w = lane == 0u ? qd_ld16(first).w : 0u;
-            if (__shfl_sync(QD_FULL, w, 0) != r % 0xFFFFFFFEu + 1u) {
-                qd_count(0u, QFWD_CTR_POLLS, lane);
-                if (++idle % QFWD_HEARTBEAT_POLLS == 0u)
-                    qd_flush(L, 0u, block, lane, hand + 64ull);
-                if (idle % 64u == 0u) {
-                    u32 exited = lane == 0u ? qd_ld4(hand + 8ull) : 0u;
-                    exited = __shfl_sync(QD_FULL, exited, 0);
-                    if (exited >= p.warps_per_link) {
-                        // The pollers are gone: one more look for an answer they wrote before.
-                        w = lane == 0u ? qd_ld16(first).w : 0u;
-                        if (__shfl_sync(QD_FULL, w, 0) != r % 0xFFFFFFFEu + 1u)
-                            break;
-                    }
-                }
-                continue;
-            }
-        }
+        // One load a poll: lane l reads chunk l % 8 of slot r + l / 8. Slot k is ready when
+        // every chunk its length needs carries its tag; the ready prefix is posted at once.
         const u32 k = lane / per_slot;
         const u32 seq = r + k;
         const u64 slot = hand + QFWD_HANDOFF_HEADER_BYTES + (u64)(seq % QFWD_HANDOFF_SLOTS) * QFWD_HANDOFF_SLOT_BYTES;
         QdChunk c = qd_ld16(slot + 16ull * (lane % per_slot));
-        const u32 tag = seq % 0xFFFFFFFEu + 1u;
-        // Slot k is ready when every chunk its length needs carries its tag.
+        const bool tagged = c.w == seq % 0xFFFFFFFEu + 1u;
         const u32 len = __shfl_sync(QD_FULL, c.x & 0xFFFFu, k * per_slot);
-        const u32 head_ok = __shfl_sync(QD_FULL, c.w == tag ? 1u : 0u, k * per_slot);
-        const bool mine_ok = head_ok && ((lane % per_slot) >= qd_ring_chunks(len) || c.w == tag);
-        u32 ready_mask = 0u;
-        for (u32 j = 0; j < span; ++j) {
-            const u32 m = __ballot_sync(QD_FULL, mine_ok) >> (j * per_slot);
-            if ((m & ((1u << per_slot) - 1u)) == (1u << per_slot) - 1u)
-                ready_mask |= 1u << j;
-        }
+        const bool head_ok = __shfl_sync(QD_FULL, tagged ? 1u : 0u, k * per_slot) != 0u;
+        const bool mine_ok = head_ok && ((lane % per_slot) >= qd_ring_chunks(len) || tagged);
+        const u32 ready = __ballot_sync(QD_FULL, mine_ok);
+        // Leading slots whose eight bits are all set (per_slot = 8: a byte per slot).
         u32 batch = 0u;
-        while (batch < span && (ready_mask & (1u << batch)))
+        while (batch < span && ((ready >> (batch * per_slot)) & 0xFFu) == 0xFFu)
             ++batch;
-        if (batch == 0u)
-            continue; // slot r's other chunks are still on their way: read again
+        if (batch == 0u) {
+            qd_count(0u, QFWD_CTR_POLLS, lane);
+            if (++idle % QFWD_HEARTBEAT_POLLS == 0u)
+                qd_flush(L, 0u, block, lane, hand + 64ull);
+            if (idle % 64u == 0u) {
+                u32 exited = lane == 0u ? qd_ld4(hand + 8ull) : 0u;
+                exited = __shfl_sync(QD_FULL, exited, 0);
+                // The pollers are gone and nothing they wrote waits: done. (They wrote their
+                // last answers before they counted themselves out.)
+                if (exited >= p.warps_per_link) {
+                    const u32 w = lane == 0u ? qd_ld16(hand + QFWD_HANDOFF_HEADER_BYTES +
+                                                       (u64)(r % QFWD_HANDOFF_SLOTS) * QFWD_HANDOFF_SLOT_BYTES)
+                                                   .w
+                                             : 0u;
+                    if (__shfl_sync(QD_FULL, w, 0) != r % 0xFFFFFFFEu + 1u)
+                        break;
+                }
+            }
+            continue;
+        }
         idle = 0u;
         // Gather the answers into shared memory: answer b at resp + 256 b.
         if ((lane / per_slot) < batch) {
@@ -662,6 +656,59 @@ static __device__ __forceinline__ void qd_poison_read(u64 cqe, u64 buffer, u32 l
     }
 }
 
+// Parity of a request that came whole with the poll, from the lanes' registers: no staging
+// in shared memory and no general check-and-serve (a lone warp pays ~7 cycles an
+// instruction; the mailbox kernel answers parity the same way). Returns the answer's length
+// in `resp` (0: not such a request, take the general path). `first` is the lane holding the
+// message's chunk 0, `n` the chunks it has; the request's checks are the general path's.
+static __device__ u32 qd_parity_fast(const QfwdDirectParams& p, const QdChunk& c, u32 first, u32 n,
+                                     u32 byte_cnt, u8* resp, u32 lane)
+{
+    const bool mine = lane >= first && lane - first < n;
+    if (n < 2u || __any_sync(QD_FULL, mine && qd_poison(c)))
+        return 0u;
+    const QdChunk h0 = qd_shfl(c, first);      // magic, function_id, arg_len, request_id
+    const QdChunk h1 = qd_shfl(c, first + 1u); // timestamp, argument
+    const u32 arg_len = h0.z;
+    if (h0.x != QFWD_REQUEST_MAGIC || byte_cnt < QFWD_WIRE_HEADER_BYTES ||
+        arg_len != byte_cnt - QFWD_WIRE_HEADER_BYTES || arg_len > p.max_request_bytes)
+        return 0u;
+    const u32 hit = __ballot_sync(QD_FULL, lane < p.nfunctions && qd_fids[lane] == h0.y);
+    if (hit == 0u || qd_fcodes[__ffs(hit) - 1] != QFWD_CODE_PARITY)
+        return 0u;
+    // Lane first + k holds message words 4k .. 4k + 3; the argument starts at word 6.
+    u32 acc = 0u;
+    if (mine) {
+        const u32 k = lane - first;
+        const u32 words[4] = {c.x, c.y, c.z, c.w};
+#pragma unroll
+        for (u32 m = 0; m < 4u; ++m) {
+            const u32 j = 4u * k + m;
+            if (j >= 6u && 4u * (j - 6u) < arg_len) {
+                u32 w = words[m];
+                const u32 valid = arg_len - 4u * (j - 6u);
+                if (valid < 4u)
+                    w &= (1u << (8u * valid)) - 1u;
+                acc ^= w;
+            }
+        }
+    }
+    acc = __reduce_xor_sync(QD_FULL, acc);
+    if (lane == 0u) {
+        u32* w = (u32*)resp;
+        w[0] = QFWD_RESPONSE_MAGIC;
+        w[1] = (u32)QFWD_STATUS_OK;
+        w[2] = 1u;
+        w[3] = h0.w;
+        w[4] = h1.x;
+        w[5] = h1.y;
+        w[6] = (u32)(__popc(acc) & 1);
+        w[7] = 0u;
+    }
+    __syncwarp();
+    return QFWD_WIRE_HEADER_BYTES + 1u;
+}
+
 // ---- the kernel ----------------------------------------------------------------------------
 
 // One link's poller warp (see the file's head).
@@ -725,9 +772,19 @@ static __device__ void qd_poller(const QfwdDirectParams& p, const QfwdLinkDesc& 
         const u32 slot = opcode == QFWD_CQE_OPCODE_RESP_WR_IMM ? (qd_bswap(mid.y) & (L.rx_slots - 1u))
                                                                 : spec_slot;
         u32 len = 0u;
-        if (opcode != QFWD_CQE_OPCODE_RESP_ERR)
-            len = qd_stage(L, poll_chunks, c, inline32, cqe, slot, spec_slot, byte_cnt, stage, warp,
-                           lane);
+        u32 fast = 0u;
+        if (opcode != QFWD_CQE_OPCODE_RESP_ERR) {
+            const u32 cap = inline32 ? 32u : L.rx_slot_bytes;
+            const u32 held = inline32 ? 2u : (slot == spec_slot ? poll_chunks : 0u);
+            const u32 whole = (byte_cnt + 15u) / 16u;
+            if (byte_cnt <= cap && whole <= held) {
+                fast = qd_parity_fast(p, c, inline32 ? 0u : 4u, whole, byte_cnt, resp, lane);
+                len = byte_cnt;
+            }
+            if (fast == 0u)
+                len = qd_stage(L, poll_chunks, c, inline32, cqe, slot, spec_slot, byte_cnt, stage,
+                               warp, lane);
+        }
         if (shared_group) {
             unsigned long long prev = k;
             if (lane == 0u)
@@ -743,8 +800,12 @@ static __device__ void qd_poller(const QfwdDirectParams& p, const QfwdLinkDesc& 
         const u64 staged = qd_now();
         u32 outcome = QFWD_CTR_RX_ERROR;
         u32 n = 0u;
-        if (opcode != QFWD_CQE_OPCODE_RESP_ERR)
+        if (fast != 0u) {
+            n = fast;
+            outcome = QFWD_CTR_OK;
+        } else if (opcode != QFWD_CQE_OPCODE_RESP_ERR) {
             n = qd_serve(p, stage, byte_cnt, resp, &outcome, lane);
+        }
         const u64 serviced = qd_now();
         if (n != 0u) {
             // The answer first; what it leaves behind after.
