@@ -151,6 +151,8 @@ pub struct Forwarder<T: Transport, B: Backend> {
     next_seq: u64,
     stats: Stats,
     clock: StallClock,
+    /// Stopped: requests still read are answered `SHUTTING_DOWN`, not computed.
+    stopping: bool,
 }
 
 /// Stops the loop from outside: a flag, a deadline, or both.
@@ -179,6 +181,7 @@ impl<T: Transport, B: Backend> Forwarder<T, B> {
             next_seq: 0,
             stats: Stats::default(),
             clock: StallClock::new(),
+            stopping: false,
             config,
         }
     }
@@ -313,6 +316,11 @@ impl<T: Transport, B: Backend> Forwarder<T, B> {
             self.stats.expired += 1;
             let now = self.clock.read(&mut self.stats);
             self.answer_error(peer, &header, status::OVERLOAD, now);
+            return;
+        }
+        if self.stopping {
+            let now = self.clock.read(&mut self.stats);
+            self.answer_error(peer, &header, status::SHUTTING_DOWN, now);
             return;
         }
         if header.arg_len as usize > self.config.max_request_bytes {
@@ -462,12 +470,24 @@ impl<T: Transport, B: Backend> Forwarder<T, B> {
         }
     }
 
-    /// After a stop: let in-flight requests finish for `drain`, then answer the rest
-    /// with `SHUTTING_DOWN`, so every request still gets one response.
+    /// After a stop: answer what already waits in the transport with `SHUTTING_DOWN` (it
+    /// reached the host, so it is counted), let in-flight requests finish, both within
+    /// `drain`, then answer the rest with `SHUTTING_DOWN`, so every request still gets
+    /// one response.
     fn drain(&mut self) -> crate::Result<()> {
         // The drain yields between polls on purpose: not the host's stalls.
         self.clock.watching = false;
+        self.stopping = true;
         let deadline = Instant::now() + self.config.drain;
+        while Instant::now() < deadline {
+            let Some((len, peer)) = self.transport.try_recv(&mut self.rx)? else {
+                break;
+            };
+            self.on_datagram(len, peer);
+            if self.backend.in_flight() > 0 {
+                self.reap();
+            }
+        }
         while self.backend.in_flight() > 0 && Instant::now() < deadline {
             if self.reap() == 0 {
                 std::thread::yield_now();
@@ -894,6 +914,38 @@ mod tests {
         assert!(response(&mut client).is_none(), "each answered once");
         assert!(fwd.order.is_empty());
         assert!(fwd.stats().adds_up());
+    }
+
+    #[test]
+    fn stop_answers_what_still_waits_in_the_transport() {
+        let (mut client, server) = inproc::channel(64, 256).unwrap();
+        let mut fwd = Forwarder::new(
+            server,
+            Stalled::default(),
+            Registry::with_parity(),
+            ForwardConfig::default(),
+        );
+        let mut buf = [0u8; 64];
+        for id in 0..5 {
+            let n = wire::write_request(&mut buf, function_id("parity"), id, 0, &[1]).unwrap();
+            client.send(&buf[..n]).unwrap();
+        }
+        assert!(client.send(b"junk").unwrap());
+        // Stopped before its first poll: everything still waits in the ring.
+        fwd.drain().unwrap();
+        fwd.stats.absorb_transport_drops(fwd.transport.drops());
+        let stats = fwd.stats().clone();
+        for id in 0..5 {
+            let r = response(&mut client).expect("an answer");
+            let v = wire::parse_response(&r).unwrap();
+            assert_eq!(
+                (v.header.request_id, v.header.status),
+                (id, status::SHUTTING_DOWN)
+            );
+        }
+        assert_eq!(stats.received, 6, "{stats}");
+        assert_eq!(stats.answered_with(status::SHUTTING_DOWN), 5);
+        assert!(stats.adds_up());
     }
 
     #[test]

@@ -29,7 +29,7 @@ use qfwd::decode::sample::SplitMix64;
 use qfwd::handler::parity;
 use qfwd::stats::{next_polls_per_read, StallRule};
 use qfwd::transport::Client;
-use qfwd::wire::{self, HEADER_LEN};
+use qfwd::wire::{self, status, HEADER_LEN};
 use serde::{Deserialize, Serialize};
 
 use crate::hostile::{Hostile, HOSTILE_ID_BASE};
@@ -208,7 +208,7 @@ pub struct HostileCounts {
     pub sent: u64,
     /// Of which the forwarder must answer (a readable header).
     pub answerable: u64,
-    /// Answers with the status their kind expects.
+    /// Answers with the status their kind expects (or -6: shed by an overloaded forwarder).
     pub answered: u64,
     /// Answers with another status, or to a kind that must get none.
     pub unexpected: u64,
@@ -552,7 +552,9 @@ impl Run {
             .as_ref()
             .filter(|_| request_id - HOSTILE_ID_BASE < self.hostile_counts.sent as u32)
             .and_then(|h| h.kind_of_id(request_id).answer());
-        if expected == Some(code) {
+        // An overloaded forwarder may shed a late request before looking at it: -6 is a
+        // right answer to any kind that gets one.
+        if expected == Some(code) || (expected.is_some() && code == status::OVERLOAD) {
             self.hostile_counts.answered += 1;
         } else {
             self.hostile_counts.unexpected += 1;
