@@ -54,13 +54,17 @@ start_forwarder() {
         --idle "$idle" --stats-interval "$every" --exit-with-parent $$ "${fwd_core[@]}" \
         2>"$log" &
     qpid=$!
-    for _ in $(seq 600); do
-        if grep -q '^qfwd: serving' "$log"; then break; fi
+    for _ in $(seq 1200); do
+        if grep -q '^qfwd: serving' "$log" || ! kill -0 "$qpid" 2>/dev/null; then break; fi
         sleep 0.1
     done
     port=$(sed -n 's/^qfwd: serving.* on udp 127\.0\.0\.1:\([0-9]*\);.*/\1/p' "$log")
     if [ -z "$port" ]; then
-        echo "soak: qfwd did not start:" >&2
+        local how="still running after 120 s"
+        if ! kill -0 "$qpid" 2>/dev/null; then
+            wait "$qpid" && how="exited with status 0" || how="exited with status $?"
+        fi
+        echo "soak: qfwd did not start ($how):" >&2
         cat "$log" >&2
         exit 1
     fi
@@ -212,7 +216,7 @@ wait "$sampler" 2>/dev/null || true
     else
         echo "RSS: too few samples for a verdict (run longer than a minute)"
     fi
-    echo "finished: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
+    echo "finished: $(date -u +%Y-%m-%dT%H:%M:%SZ); load average: $(cut -d' ' -f1-3 /proc/loadavg)"
     if [ "$pass" -eq 0 ]; then
         echo "PASS: every datagram accounted for, no wrong answer, RSS flat"
     else

@@ -464,6 +464,11 @@ pub fn diagnose(args: &DoctorArgs) -> Report {
 /// `qfwd doctor`: prints the report; an error when a lab host check failed (after the
 /// report, and after `--jitter`).
 pub fn run(args: &DoctorArgs) -> crate::Result<()> {
+    for (flag, cores) in [("cores", &args.cores), ("jitter_cores", &args.jitter_cores)] {
+        for (i, &c) in cores.iter().enumerate() {
+            crate::limits::CORE.check_as(&format!("{flag}[{i}]"), c)?;
+        }
+    }
     let report = diagnose(args);
     if args.format == "json" {
         println!(

@@ -78,5 +78,9 @@ fn doctor_reports_a_fake_host_as_text_and_json_and_fails_on_memlock() {
     assert!(lab.iter().all(|c| c["status"] != "fail"), "{v}");
     assert!(v["doorbells"].as_array().unwrap().len() >= 9);
     assert!(v["rdma_devices"].as_array().unwrap().is_empty());
+    let out = doctor(&root, &["--cores", "2,70000"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("cores[1]") && err.contains("70000"), "{err}");
     std::fs::remove_dir_all(&root).unwrap();
 }
