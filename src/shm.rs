@@ -362,6 +362,30 @@ impl SharedRegion {
     }
 }
 
+/// A range of memory another library allocated, as [`ForeignMemory`] lists it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ForeignRange {
+    pub addr: u64,
+    pub len: usize,
+    /// A device's MMIO mapping (a NIC's UAR page), not RAM.
+    pub mmio: bool,
+    /// What it is, for errors.
+    pub what: &'static str,
+}
+
+/// Memory another library allocated and this process maps (a NIC provider's queue
+/// buffers, doorbell records and UAR page) that a third agent (a GPU) may be given.
+///
+/// # Safety
+///
+/// Implementors guarantee that every range [`ranges`](ForeignMemory::ranges) returns,
+/// rounded out to whole host pages, stays mapped (RAM, or MMIO where `mmio`) for as long
+/// as the value lives, and that every agent touching it uses aligned accesses of at most
+/// 16 bytes.
+pub unsafe trait ForeignMemory: Send + Sync {
+    fn ranges(&self) -> Vec<ForeignRange>;
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
