@@ -78,5 +78,7 @@ fn doctor_reports_a_fake_host_as_text_and_json_and_fails_on_memlock() {
     assert!(lab.iter().all(|c| c["status"] != "fail"), "{v}");
     assert!(v["doorbells"].as_array().unwrap().len() >= 9);
     assert!(v["rdma_devices"].as_array().unwrap().is_empty());
+    // --no-gpu: no gpu-direct lines (they need a GPU to say anything).
+    assert!(v["gpu_direct"].as_array().unwrap().is_empty(), "{v}");
     std::fs::remove_dir_all(&root).unwrap();
 }

@@ -34,7 +34,7 @@ use crate::queues::direct::FunctionTable;
 use crate::queues::host::RespConsumer;
 use crate::queues::links::LinkSet;
 use crate::rdma::control::{kind, ControlSocket, Endpoint, Message, MAX_ERROR_TEXT};
-use crate::rdma::direct::{ConnectxLink, InlineSender, RxBuffers, RxPlacement};
+use crate::rdma::direct::{ConnectxLink, InlineSender, RxBuffers, RxPlacement, UarPage};
 use crate::rdma::verbs::{Mr, Pd, QpKind};
 use crate::rdma::RdmaConfig;
 use crate::shm::SharedRegion;
@@ -364,6 +364,50 @@ impl DirectService {
             .as_ref()
             .map_or(0, |c| c.connected.load(Ordering::Acquire))
     }
+}
+
+/// What trying showed about a GPU and an RDMA device together (`qfwd doctor`): each
+/// `Ok` says what worked, each `Err` why not.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GpuNicProbe {
+    /// The NIC's UAR page mapped for the GPU (`cuMemHostRegister(IOMEMORY)`).
+    pub uar: std::result::Result<String, String>,
+    /// GPU memory registered with the NIC through a dma-buf.
+    pub dma_buf: std::result::Result<String, String>,
+    /// GPU memory registered with the NIC through `nvidia_peermem`.
+    pub peer_memory: std::result::Result<String, String>,
+}
+
+/// Tries, on RDMA device `device` and GPU `gpu`, what `gpu-direct` over ConnectX needs:
+/// mapping a QP's UAR page for the GPU, and registering 64 KiB of GPU memory with the NIC
+/// (dma-buf, then peer memory). `Err` when the device or the GPU cannot be opened at all.
+pub fn probe_gpu_nic(device: &str, gpu: usize) -> Result<GpuNicProbe> {
+    let ctx = GpuContext::open(gpu)?;
+    let uar = Arc::new(UarPage::open(device)?);
+    let mapped = HostRegistrations::map(&ctx, Arc::clone(&uar) as _).map(|r| {
+        format!(
+            "{device}'s UAR page (QPN {:#x}, BlueFlame {} B) is mapped for GPU {gpu} ({} span)",
+            uar.qpn(),
+            uar.bf_size(),
+            r.spans()
+        )
+    });
+    let register = |how: &str| -> Result<String> {
+        let memory = Arc::new(NicWritableDeviceMemory::new(&ctx, gpu::memory::GPU_PAGE)?);
+        let mr = match how {
+            "dma-buf" => Arc::clone(&memory).register_dmabuf(uar.pd())?,
+            _ => memory.register_peer_memory(uar.pd())?,
+        };
+        Ok(format!(
+            "{device} registered 64 KiB of GPU {gpu} memory through {how} (rkey {:#x})",
+            mr.rkey()
+        ))
+    };
+    Ok(GpuNicProbe {
+        uar: mapped.map_err(|e| e.to_string()),
+        dma_buf: register("dma-buf").map_err(|e| e.to_string()),
+        peer_memory: register("nvidia_peermem").map_err(|e| e.to_string()),
+    })
 }
 
 /// Binds the control plane and starts its thread; returns it and the bound address.

@@ -485,6 +485,60 @@ unsafe impl ForeignMemory for ConnectxLink {
     }
 }
 
+/// A throwaway QP's UAR page on an RDMA device (no active port needed): for checking, as
+/// `qfwd doctor` does, that a GPU can map a NIC's doorbell register, and that the device
+/// takes GPU memory registrations (its PD).
+pub struct UarPage {
+    qp: Qp,
+    pd: Arc<Pd>,
+    bf_reg: u64,
+    bf_size: u32,
+}
+
+impl UarPage {
+    /// Opens `device` and creates a small UC QP on it.
+    pub fn open(device: &str) -> Result<UarPage> {
+        let ctx = Context::open(Some(device))?;
+        let pd = Pd::new(&ctx)?;
+        let cq = Cq::new(&ctx, 15)?;
+        let qp = Qp::new(&pd, &cq, &cq, QpKind::Uc, 16, 16, 64)?;
+        let (view, _, _) = qp.mlx5_queues(&cq, &cq)?;
+        Ok(UarPage {
+            qp,
+            pd,
+            bf_reg: view.bf_reg,
+            bf_size: view.bf_size,
+        })
+    }
+
+    pub fn pd(&self) -> &Arc<Pd> {
+        &self.pd
+    }
+
+    pub fn qpn(&self) -> u32 {
+        self.qp.qpn()
+    }
+
+    /// BlueFlame half size (0: none).
+    pub fn bf_size(&self) -> u32 {
+        self.bf_size
+    }
+}
+
+// SAFETY: the range is the doorbell register of the QP's UAR page, mapped by the provider
+// for the device context (whole page), which the QP (owned here) keeps open; nothing is
+// read or written through it by the probe.
+unsafe impl ForeignMemory for UarPage {
+    fn ranges(&self) -> Vec<ForeignRange> {
+        vec![ForeignRange {
+            addr: self.bf_reg,
+            len: (2 * self.bf_size as usize).max(8),
+            mmio: true,
+            what: "UAR page (BlueFlame register)",
+        }]
+    }
+}
+
 /// A link's queues as the host addresses them: each a region and the area's offset in it.
 pub struct HostQueues {
     pub rx_cq: (SharedRegion, usize),
