@@ -75,8 +75,9 @@ struct RunArgs {
     /// TOML file with the same keys as the flags (flags override it).
     #[arg(long, value_name = "FILE")]
     config: Option<PathBuf>,
-    /// QPU-facing transport: udp, or softnic (udp through the soft NIC, responses posted
-    /// with --doorbell); the in-process ring is for the latency harness.
+    /// QPU-facing transport: udp, softnic (udp through the soft NIC, responses posted
+    /// with --doorbell), or rdma (RoCEv2 through a ConnectX; a build with the rdma
+    /// feature); the in-process ring is for the latency harness.
     #[arg(long)]
     transport: Option<TransportKind>,
     /// Address to listen on [default: 127.0.0.1:9000].
@@ -438,6 +439,9 @@ fn run_direct(
         );
         service
     };
+    if let Some(w) = config.exposure_warning() {
+        eprintln!("qfwd: warning: {w}");
+    }
     let started = Instant::now();
     let until = config
         .duration_s

@@ -12,7 +12,11 @@
 //!   ConnectX links, in every doorbell mode, with the receive buffers where `--rx-memory`
 //!   puts them (GPU memory when dma-buf or nvidia_peermem work, and pinned host memory).
 //!
-//! Both are `#[ignore]`d: they need a RoCE-capable ConnectX with its port up (and the second
+//! - `qpu_side_against_a_running_qfwd`: the QPU side alone, toward a `qfwd run --transport
+//!   rdma` (either data path) on this host or another, at `QFWD_CONTROL`: round trips,
+//!   printed as percentiles.
+//!
+//! All are `#[ignore]`d: they need a RoCE-capable ConnectX with its port up (and the second
 //! a GPU). On a lab host (`docs/lab-gpu-direct.md`):
 //!
 //! ```text
@@ -427,4 +431,60 @@ fn gpu_direct_kernel_serves_connectx_links() {
             assert_eq!(c.get(qfwd::abi::CTR_POSTED), 22_000, "link {i}");
         }
     }
+}
+
+/// The QPU side toward a qfwd already running elsewhere: `QFWD_CONTROL` (its `--listen`),
+/// `QFWD_REQUESTS` round trips (default 100000), one at a time, then as many again with 16
+/// in flight.
+#[test]
+#[ignore = "a QPU side: QFWD_CONTROL=10.0.0.1:18515 QFWD_RDMA_DEVICE=mlx5_0 cargo test --release --features rdma --test rdma_direct qpu_side -- --ignored --nocapture"]
+fn qpu_side_against_a_running_qfwd() {
+    let control: SocketAddr = std::env::var("QFWD_CONTROL")
+        .expect("QFWD_CONTROL=HOST:PORT of a running `qfwd run --transport rdma`")
+        .parse()
+        .expect("QFWD_CONTROL is HOST:PORT");
+    let n: u32 = std::env::var("QFWD_REQUESTS")
+        .ok()
+        .map_or(100_000, |v| v.parse().expect("QFWD_REQUESTS is a number"));
+    let any = if control.is_ipv4() {
+        "0.0.0.0:0"
+    } else {
+        "[::]:0"
+    };
+    let mut client = RdmaClient::connect(&rdma_config(any.parse().unwrap()), control)
+        .expect("the QPU side connects");
+    let mut buf = vec![0u8; 1024];
+    let mut rtts = Vec::with_capacity(n as usize);
+    for i in 0..n {
+        let arg: Vec<u8> = (0..32).map(|k| (i + k) as u8).collect();
+        let t0 = Instant::now();
+        assert!(client.send(&request(i, &arg)).unwrap());
+        let m = loop {
+            if let Some(m) = client.try_recv(&mut buf).unwrap() {
+                break m;
+            }
+            assert!(
+                t0.elapsed() < Duration::from_secs(1),
+                "no answer to request {i}"
+            );
+        };
+        rtts.push(t0.elapsed());
+        let r = wire::parse_response(&buf[..m]).unwrap();
+        assert_eq!((r.header.request_id, r.header.status), (i, status::OK));
+        assert_eq!(r.result, &[parity(&arg)]);
+    }
+    rtts.sort();
+    let at = |q: f64| rtts[((rtts.len() - 1) as f64 * q) as usize];
+    println!(
+        "{n} round trips, 32 B parity ({}): p50 {:?} p99 {:?} p99.9 {:?} max {:?}",
+        client.describe(),
+        at(0.5),
+        at(0.99),
+        at(0.999),
+        at(1.0)
+    );
+    let started = Instant::now();
+    exchange(&mut client, n, 16, || {});
+    println!("{n} more with 16 in flight in {:?}", started.elapsed());
+    client.stop().unwrap();
 }
