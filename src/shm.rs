@@ -386,6 +386,21 @@ pub unsafe trait ForeignMemory: Send + Sync {
     fn ranges(&self) -> Vec<ForeignRange>;
 }
 
+// SAFETY: a region's memory (a page-aligned heap allocation in whole pages, or memory its
+// owner keeps) stays allocated while any clone lives, and the holder of this trait object
+// holds a clone; the region's contract already has every agent use aligned accesses of at
+// most 16 bytes.
+unsafe impl ForeignMemory for SharedRegion {
+    fn ranges(&self) -> Vec<ForeignRange> {
+        vec![ForeignRange {
+            addr: self.host_addr(0),
+            len: self.len,
+            mmio: false,
+            what: "a shared region",
+        }]
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

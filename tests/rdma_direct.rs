@@ -304,8 +304,14 @@ impl HostDevice {
     fn reap(&mut self) {
         let (cq, base) = (&self.q.tx_cq.0, self.q.tx_cq.1);
         loop {
+            let at = base + self.tx.slot() * 64;
+            // op_own first: the NIC writes it last, so the rest is read after it is seen.
+            if !self.tx.owns(cq.load_chunk(at + 48)[15]) {
+                break;
+            }
+            fence(Ordering::Acquire);
             let mut bytes = [0u8; 64];
-            cq.read(base + self.tx.slot() * 64, &mut bytes);
+            cq.read(at, &mut bytes);
             let Some(c) = self.tx.take(&bytes) else { break };
             assert_eq!(c.opcode, CqeOpcode::Req, "send completion {c:?}");
             let bbs = self.bbs_at[c.wqe_counter as usize & (self.sq_wqebbs as usize - 1)];

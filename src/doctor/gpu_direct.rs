@@ -247,7 +247,7 @@ fn dma_buf(f: &Facts, gpus: &[GpuFacts]) -> Check {
         return Check::pass(
             DMA_BUF,
             format!(
-                "kernel {}, GPU {} support dma-buf{verbs}",
+                "kernel {}, dma-buf export on GPU {}{verbs}",
                 f.kernel_release.as_deref().unwrap_or("?"),
                 supported.join(", ")
             ),
@@ -392,12 +392,16 @@ fn mapping(f: &Facts, gpus: &[GpuFacts]) -> Check {
     Check::pass(
         MAPPING,
         format!(
-            "GPU {} register host memory{}; the UAR page (IOMEMORY) is not probed here ({})",
+            "host registration on GPU {}{}; the UAR page (IOMEMORY) is not probed here ({})",
             gpus.iter()
                 .map(|g| g.index.to_string())
                 .collect::<Vec<_>>()
                 .join(", "),
-            if same_ptr { " at the same address" } else { "" },
+            if same_ptr {
+                " (same addresses on the device)"
+            } else {
+                ""
+            },
             if f.verbs_dmabuf.is_none() {
                 "built without the rdma feature"
             } else {
