@@ -358,6 +358,8 @@ pub const HEADER_FILE: &str = "device/qfwd_abi.h";
 pub const HEADER_NAME: &str = "qfwd_abi.h";
 
 const _: () = assert!(MAX_FUNCTIONS as usize == 32);
+const _: () =
+    assert!((CQE_FORMAT_INLINE_32 as u8) << 2 == crate::mlx5::layout::cqe::INLINE_SCATTER_32);
 const _: () = assert!(std::mem::size_of::<LinkDesc>() == 11 * 8 + 12 * 4);
 
 #[cfg(test)]

@@ -105,6 +105,9 @@ pub struct RunConfig {
     /// gpu-direct: QPU links, one receive queue each (link i listens on `listen`'s port +
     /// i), 1 ..= 64.
     pub links: u32,
+    /// gpu-direct over rdma: where the ConnectX links' receive buffers go (`auto`: GPU
+    /// memory through dma-buf or `nvidia_peermem`, else pinned host memory; `gpu`; `host`).
+    pub rx_memory: crate::direct::RxMemory,
 }
 
 impl Default for RunConfig {
@@ -144,6 +147,7 @@ impl Default for RunConfig {
             route: BTreeMap::new(),
             data_path: DataPath::CpuForwarded,
             links: 1,
+            rx_memory: crate::direct::RxMemory::Auto,
         }
     }
 }
@@ -480,8 +484,9 @@ impl RunConfig {
         }
     }
 
-    /// The `gpu-direct` checks: a NIC whose queues the device side can poll (softnic), a
-    /// device side (gpu-persistent, or cpu for the stand-in), one GPU, 1..=64 links.
+    /// The `gpu-direct` checks: a NIC whose queues the device side can poll (softnic, or
+    /// rdma with the feature: a ConnectX, served by the kernel only), a device side
+    /// (gpu-persistent, or cpu for the stand-in), one GPU, 1..=64 links.
     fn validate_data_path(&self) -> Result<()> {
         let bad = |key, detail: String| Err(Error::InvalidSetting { key, detail });
         if self.data_path == DataPath::CpuForwarded {
@@ -506,18 +511,38 @@ impl RunConfig {
                 ),
             );
         }
-        if !matches!(
-            self.transport,
-            TransportKind::Softnic | TransportKind::Inproc
-        ) {
-            return bad(
-                "data_path",
-                format!(
-                    "gpu-direct needs NIC queues the device side polls: transport softnic (a \
-                     ConnectX through the rdma feature is described in the lab guide), not {}",
-                    self.transport
-                ),
-            );
+        match self.transport {
+            TransportKind::Softnic | TransportKind::Inproc => {}
+            TransportKind::Rdma if cfg!(feature = "rdma") => {
+                if self.topology != Topology::GpuPersistent {
+                    return bad(
+                        "topology",
+                        format!(
+                            "gpu-direct on a ConnectX (transport rdma) runs the GPU kernel: \
+                             topology gpu-persistent, not {} (the CPU stand-in serves soft NIC \
+                             queues)",
+                            self.topology
+                        ),
+                    );
+                }
+            }
+            TransportKind::Rdma => {
+                return bad(
+                    "data_path",
+                    "gpu-direct on a ConnectX needs a build with `--features rdma` \
+                     (docs/lab-gpu-direct.md); without it use transport softnic"
+                        .to_string(),
+                )
+            }
+            other => {
+                return bad(
+                    "data_path",
+                    format!(
+                        "gpu-direct needs NIC queues the device side polls: transport softnic, \
+                         or rdma (a ConnectX, with the rdma feature), not {other}"
+                    ),
+                )
+            }
         }
         if !matches!(self.topology, Topology::Cpu | Topology::GpuPersistent) {
             return bad(
@@ -705,6 +730,40 @@ mod tests {
         c.topology = Topology::GpuPersistent;
         c.transport = TransportKind::Udp;
         assert!(!c.device_posts());
+    }
+
+    #[test]
+    fn gpu_direct_over_rdma_needs_the_feature_and_the_kernel() {
+        let mut c = RunConfig {
+            transport: TransportKind::Rdma,
+            listen: "127.0.0.1:18515".parse().unwrap(),
+            data_path: DataPath::GpuDirect,
+            topology: Topology::GpuPersistent,
+            pollers: 4,
+            links: 2,
+            ..Default::default()
+        };
+        if cfg!(feature = "rdma") {
+            c.validate().unwrap();
+            c.topology = Topology::Cpu;
+            let e = c.validate().unwrap_err().to_string();
+            assert!(
+                e.contains("gpu-persistent") && e.contains("stand-in"),
+                "{e}"
+            );
+        } else {
+            let e = c.validate().unwrap_err().to_string();
+            assert!(e.contains("--features rdma"), "{e}");
+        }
+        c.transport = TransportKind::Udp;
+        let e = c.validate().unwrap_err().to_string();
+        assert!(e.contains("softnic") && e.contains("udp"), "{e}");
+        let t: RunConfig = toml::from_str("rx_memory = \"host\"\n").unwrap();
+        assert_eq!(t.rx_memory, crate::direct::RxMemory::Host);
+        assert!(toml::from_str::<RunConfig>("rx_memory = \"hbm\"\n").is_err());
+        for m in crate::direct::RxMemory::ALL {
+            assert_eq!(m.to_string().parse(), Ok(m));
+        }
     }
 
     #[test]

@@ -13,6 +13,8 @@ use std::path::{Path, PathBuf};
 use crate::mlx5::Doorbell;
 use crate::rdma::sysfs::{self, Device};
 
+pub mod gpu_direct;
+
 /// Options of `qfwd doctor`.
 #[derive(Debug, Clone, clap::Args)]
 pub struct DoctorArgs {
@@ -117,6 +119,10 @@ pub struct Report {
     pub doorbells: Vec<Availability>,
     /// Lab host checks: isolation, governor, C-states, THP, memlock, IRQs, GPU clocks.
     pub lab: Vec<crate::tuning::Check>,
+    /// What the `gpu-direct` kernel on a ConnectX needs ([`gpu_direct`]).
+    pub gpu_direct: Vec<crate::tuning::Check>,
+    /// GPU and NIC probed together (the `rdma` feature), for the doorbell lines.
+    pub gpu_nic_probes: Vec<gpu_direct::Probe>,
 }
 
 /// A GPU as the doctor reports it.
@@ -148,6 +154,7 @@ impl Report {
     pub fn to_json(&self) -> serde_json::Value {
         serde_json::json!({
             "lab_host": self.lab,
+            "gpu_direct": self.gpu_direct,
             "rdma_feature": self.rdma_feature,
             "rdma_devices": self.devices.iter().map(|d| serde_json::json!({
                 "name": d.name,
@@ -185,6 +192,12 @@ impl Report {
         let _ = writeln!(s, "== Lab host");
         for c in &self.lab {
             let _ = writeln!(s, "{c}");
+        }
+        if !self.gpu_direct.is_empty() {
+            let _ = writeln!(s, "== gpu-direct on a ConnectX (docs/lab-gpu-direct.md)");
+            for c in &self.gpu_direct {
+                let _ = writeln!(s, "{c}");
+            }
         }
         let _ = writeln!(s, "== RDMA devices ({})", self.sysfs_root.display());
         if self.devices.is_empty() {
@@ -405,6 +418,21 @@ pub fn doorbells(report: &Report) -> Vec<Availability> {
                     (false, "no mlx5 (ConnectX) device: its doorbells are the only ones qfwd rings".to_string())
                 }
                 Doorbell::Regular | Doorbell::BlueFlame if !gpu_ok => (false, gpu_why.clone()),
+                Doorbell::Regular | Doorbell::BlueFlame
+                    if !report.gpu_nic_probes.is_empty()
+                        && report.gpu_nic_probes.iter().all(|p| p.uar.is_err()) =>
+                {
+                    let p = &report.gpu_nic_probes[0];
+                    (
+                        false,
+                        format!(
+                            "GPU {} cannot map {}'s UAR page: {}",
+                            p.gpu,
+                            p.nic,
+                            p.uar.clone().err().unwrap_or_default()
+                        ),
+                    )
+                }
                 Doorbell::Regular => (
                     true,
                     format!(
@@ -447,6 +475,18 @@ pub fn diagnose(args: &DoctorArgs) -> Report {
         devices.retain(|d| &d.name == name);
     }
     let (verbs_devices, verbs_probes) = verbs(args, &devices);
+    let mlx5 = devices
+        .iter()
+        .filter(|d| d.is_mlx5())
+        .map(|d| (d.name.clone(), d.pci.clone()))
+        .collect();
+    let facts = gpu_direct::gather(
+        &args.proc_root,
+        &args.sys_root,
+        (!args.no_gpu).then_some(args.nvidia_smi.as_path()),
+        mlx5,
+        !args.no_verbs,
+    );
     let mut report = Report {
         sysfs_root: args.sysfs_root.clone(),
         rdma_feature: cfg!(feature = "rdma"),
@@ -456,6 +496,8 @@ pub fn diagnose(args: &DoctorArgs) -> Report {
         gpus: gpus(args),
         doorbells: vec![],
         lab: crate::tuning::checks(&args.roots()),
+        gpu_direct: gpu_direct::checks(&facts),
+        gpu_nic_probes: facts.probes,
     };
     report.doorbells = doorbells(&report);
     report
@@ -577,5 +619,47 @@ mod tests {
             .find(|a| a.path == "rdma" && a.doorbell == Doorbell::BlueFlame)
             .unwrap();
         assert!(!bf.usable && bf.reason.contains("bf.size 0"));
+
+        // A GPU that cannot map the UAR page rings no ConnectX doorbell; cpu-assisted stays.
+        r.verbs_probes[0].bf_size = Ok(256);
+        r.gpu_nic_probes = vec![gpu_direct::Probe {
+            nic: "mlx5_0".into(),
+            gpu: 0,
+            uar: Err("CUDA_ERROR_NOT_SUPPORTED".into()),
+            dma_buf: Ok("registered".into()),
+            peer_memory: Err("no nvidia_peermem".into()),
+        }];
+        let a = doorbells(&r);
+        for d in [Doorbell::Regular, Doorbell::BlueFlame] {
+            let x = a
+                .iter()
+                .find(|a| a.path == "rdma" && a.doorbell == d)
+                .unwrap();
+            assert!(!x.usable && x.reason.contains("UAR page"), "{x:?}");
+        }
+        assert!(a
+            .iter()
+            .any(|a| a.path == "rdma" && a.doorbell == Doorbell::CpuAssisted && a.usable));
+    }
+
+    #[test]
+    fn gpu_direct_lines_go_to_text_and_json() {
+        let mut r = diagnose(&DoctorArgs {
+            sysfs_root: PathBuf::from("/nonexistent"),
+            no_gpu: true,
+            ..Default::default()
+        });
+        assert!(r.gpu_direct.is_empty(), "--no-gpu: {:?}", r.gpu_direct);
+        r.gpu_direct = vec![crate::tuning::Check::warn(
+            "gpu-direct peer memory",
+            "neither dma-buf nor nvidia_peermem",
+            "sudo modprobe nvidia_peermem",
+        )];
+        let text = r.render();
+        assert!(text.contains("== gpu-direct on a ConnectX"), "{text}");
+        assert!(text.contains("[warn] gpu-direct peer memory"), "{text}");
+        let v = r.to_json();
+        assert_eq!(v["gpu_direct"][0]["status"], "warn");
+        assert_eq!(v["gpu_direct"][0]["fix"], "sudo modprobe nvidia_peermem");
     }
 }

@@ -150,6 +150,10 @@ pub enum Error {
         op: &'static str,
         detail: String,
     },
+    #[error("RDMA device {device}: no dma-buf registration: {detail}")]
+    DmaBufUnsupported { device: String, detail: String },
+    #[error("ConnectX queues on {device} for gpu-direct: {detail}")]
+    ConnectxQueues { device: String, detail: String },
     // GPU runtime, mailbox and kernel variants live below this line (issue 3).
     #[error("mailbox layout: {detail}")]
     MailboxLayout { detail: String },
@@ -167,6 +171,23 @@ pub enum Error {
     #[error("GPU {device}: cannot allocate {bytes} bytes of mapped pinned host memory: {source}")]
     GpuHostAlloc {
         device: usize,
+        bytes: usize,
+        #[source]
+        source: cudarc::driver::DriverError,
+    },
+    #[error("GPU {device}: cannot map {what} ({bytes} bytes at {host:#x}) for the GPU: {source}")]
+    GpuHostRegister {
+        device: usize,
+        what: String,
+        host: u64,
+        bytes: usize,
+        #[source]
+        source: cudarc::driver::DriverError,
+    },
+    #[error("GPU {device}: cannot export {bytes} bytes at {device_ptr:#x} as a dma-buf: {source}")]
+    GpuDmaBufExport {
+        device: usize,
+        device_ptr: u64,
         bytes: usize,
         #[source]
         source: cudarc::driver::DriverError,

@@ -75,8 +75,9 @@ struct RunArgs {
     /// TOML file with the same keys as the flags (flags override it).
     #[arg(long, value_name = "FILE")]
     config: Option<PathBuf>,
-    /// QPU-facing transport: udp, or softnic (udp through the soft NIC, responses posted
-    /// with --doorbell); the in-process ring is for the latency harness.
+    /// QPU-facing transport: udp, softnic (udp through the soft NIC, responses posted
+    /// with --doorbell), or rdma (RoCEv2 through a ConnectX; a build with the rdma
+    /// feature); the in-process ring is for the latency harness.
     #[arg(long)]
     transport: Option<TransportKind>,
     /// Address to listen on [default: 127.0.0.1:9000].
@@ -189,13 +190,19 @@ struct RunArgs {
     /// cpu-forwarded (a CPU thread receives every request and sends every answer) or
     /// gpu-direct (the device side polls the NIC's receive queues and rings the NIC itself;
     /// needs --transport softnic, and --topology gpu-persistent or cpu for the CPU
-    /// stand-in) [default: cpu-forwarded].
+    /// stand-in; or --transport rdma with --topology gpu-persistent: the kernel on a
+    /// ConnectX, built with the rdma feature, docs/lab-gpu-direct.md) [default:
+    /// cpu-forwarded].
     #[arg(long)]
     data_path: Option<qfwd::direct::DataPath>,
     /// gpu-direct: QPU links, one receive queue each; link i listens on --listen's port + i
-    /// [default: 1].
+    /// (rdma: the i-th QPU side to connect to --listen's control plane) [default: 1].
     #[arg(long)]
     links: Option<u32>,
+    /// gpu-direct over rdma: where the receive buffers go: auto (GPU memory through
+    /// dma-buf or nvidia_peermem, else pinned host memory), gpu, or host [default: auto].
+    #[arg(long, value_name = "auto|gpu|host")]
+    rx_memory: Option<qfwd::direct::RxMemory>,
     /// Also serve a QEC decoder: uf (union-find) or lut (lookup table, <= 24 detectors).
     /// Payload: bit-packed detection events + u32 event count; result: observable flips.
     #[arg(long, value_name = "uf|lut")]
@@ -300,6 +307,9 @@ impl RunArgs {
         }
         if let Some(v) = self.links {
             c.links = v;
+        }
+        if let Some(v) = self.rx_memory {
+            c.rx_memory = v;
         }
         if self.decoder.is_some() {
             c.decoder = self.decoder;
@@ -411,13 +421,27 @@ fn run_direct(
     signalled: &AtomicBool,
     parent: Option<qfwd::process::ParentWatch>,
 ) -> qfwd::Result<()> {
-    let (mut service, addrs) = qfwd::serve::start_direct_udp(config)?;
-    let addrs: Vec<String> = addrs.iter().map(|a| a.to_string()).collect();
-    eprintln!(
-        "qfwd: {}; soft NIC links on udp {}",
-        service.description(),
-        addrs.join(", ")
-    );
+    let mut service = if config.transport == TransportKind::Rdma {
+        let service = qfwd::serve::start_direct_rdma(config)?;
+        eprintln!(
+            "qfwd: {}; waiting for {} QPU link(s)",
+            service.description(),
+            config.links
+        );
+        service
+    } else {
+        let (service, addrs) = qfwd::serve::start_direct_udp(config)?;
+        let addrs: Vec<String> = addrs.iter().map(|a| a.to_string()).collect();
+        eprintln!(
+            "qfwd: {}; soft NIC links on udp {}",
+            service.description(),
+            addrs.join(", ")
+        );
+        service
+    };
+    if let Some(w) = config.exposure_warning() {
+        eprintln!("qfwd: warning: {w}");
+    }
     let started = Instant::now();
     let until = config
         .duration_s
@@ -439,11 +463,15 @@ fn run_direct(
     }
     let report = service.stop(Duration::from_secs(2))?;
     eprintln!("qfwd: stopped.\n{}", report.stats);
-    for (i, (c, n)) in report.per_link.iter().zip(&report.nics).enumerate() {
+    for (i, c) in report.per_link.iter().enumerate() {
         eprintln!(
-            "  link {i}: received {} (NIC delivered {}), posted {}, torn reads {}, lost claims {}",
+            "  link {i}: received {}{}, posted {}, torn reads {}, lost claims {}",
             c.get(qfwd::abi::CTR_RECEIVED),
-            n.rx_messages,
+            report
+                .nics
+                .get(i)
+                .map(|n| format!(" (NIC delivered {})", n.rx_messages))
+                .unwrap_or_default(),
             c.get(qfwd::abi::CTR_POSTED),
             c.get(qfwd::abi::CTR_TORN),
             c.get(qfwd::abi::CTR_LOST_CLAIMS)

@@ -220,6 +220,39 @@ pub fn start_direct_udp(config: &RunConfig) -> Result<(DirectService, Vec<Socket
     Ok((service, addrs))
 }
 
+/// Starts the `gpu-direct` kernel on ConnectX links: `config.links` queue sets on the RDMA
+/// device (`QFWD_RDMA_DEVICE` etc.: [`crate::direct::connectx::ConnectxOptions::from_env`]),
+/// each connected to the QPU side that says HELLO on the control plane at `listen`. Needs
+/// the `rdma` feature, a ConnectX and a GPU. No forwarding thread runs.
+pub fn start_direct_rdma(config: &RunConfig) -> Result<DirectService> {
+    config.validate()?;
+    #[cfg(feature = "rdma")]
+    {
+        // A clear error (no GPU) before anything starts.
+        if let Some(why) = gpu::unavailable_reason() {
+            return Err(Error::GpuUnavailable {
+                detail: format!(
+                    "gpu-direct on a ConnectX runs the GPU kernel ({})",
+                    why.trim_start_matches("no usable GPU: ")
+                ),
+            });
+        }
+        let registry = config.registry()?;
+        let nic =
+            crate::direct::connectx::ConnectxOptions::from_env(config.listen, config.rx_memory)?;
+        DirectService::start_rdma(&config.direct_options(), &registry, &nic)
+    }
+    #[cfg(not(feature = "rdma"))]
+    {
+        Err(Error::InvalidSetting {
+            key: "transport",
+            detail: "gpu-direct over rdma needs a build with `--features rdma`, a ConnectX and \
+                     a GPU (docs/lab-gpu-direct.md)"
+                .to_string(),
+        })
+    }
+}
+
 /// Starts the loop on its own thread, serving the forwarder end of an in-process
 /// channel.
 pub fn spawn_inproc(config: &RunConfig, server: InprocServer) -> Result<Running> {

@@ -362,6 +362,45 @@ impl SharedRegion {
     }
 }
 
+/// A range of memory another library allocated, as [`ForeignMemory`] lists it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ForeignRange {
+    pub addr: u64,
+    pub len: usize,
+    /// A device's MMIO mapping (a NIC's UAR page), not RAM.
+    pub mmio: bool,
+    /// What it is, for errors.
+    pub what: &'static str,
+}
+
+/// Memory another library allocated and this process maps (a NIC provider's queue
+/// buffers, doorbell records and UAR page) that a third agent (a GPU) may be given.
+///
+/// # Safety
+///
+/// Implementors guarantee that every range [`ranges`](ForeignMemory::ranges) returns,
+/// rounded out to whole host pages, stays mapped (RAM, or MMIO where `mmio`) for as long
+/// as the value lives, and that every agent touching it uses aligned accesses of at most
+/// 16 bytes.
+pub unsafe trait ForeignMemory: Send + Sync {
+    fn ranges(&self) -> Vec<ForeignRange>;
+}
+
+// SAFETY: a region's memory (a page-aligned heap allocation in whole pages, or memory its
+// owner keeps) stays allocated while any clone lives, and the holder of this trait object
+// holds a clone; the region's contract already has every agent use aligned accesses of at
+// most 16 bytes.
+unsafe impl ForeignMemory for SharedRegion {
+    fn ranges(&self) -> Vec<ForeignRange> {
+        vec![ForeignRange {
+            addr: self.host_addr(0),
+            len: self.len,
+            mmio: false,
+            what: "a shared region",
+        }]
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -49,7 +49,7 @@ pub struct Check {
 }
 
 impl Check {
-    fn pass(name: &'static str, detail: impl Into<String>) -> Check {
+    pub(crate) fn pass(name: &'static str, detail: impl Into<String>) -> Check {
         Check {
             name,
             status: Status::Pass,
@@ -58,7 +58,11 @@ impl Check {
         }
     }
 
-    fn warn(name: &'static str, detail: impl Into<String>, fix: impl Into<String>) -> Check {
+    pub(crate) fn warn(
+        name: &'static str,
+        detail: impl Into<String>,
+        fix: impl Into<String>,
+    ) -> Check {
         Check {
             name,
             status: Status::Warn,
@@ -67,7 +71,11 @@ impl Check {
         }
     }
 
-    fn fail(name: &'static str, detail: impl Into<String>, fix: impl Into<String>) -> Check {
+    pub(crate) fn fail(
+        name: &'static str,
+        detail: impl Into<String>,
+        fix: impl Into<String>,
+    ) -> Check {
         Check {
             status: Status::Fail,
             ..Check::warn(name, detail, fix)

@@ -72,6 +72,8 @@ fn doctor_reports_a_fake_host_as_text_and_json_and_fails_on_memlock() {
         String::from_utf8_lossy(&out.stderr)
     );
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    // --no-gpu: no gpu-direct lines (they need a GPU to say anything).
+    assert!(v["gpu_direct"].as_array().unwrap().is_empty(), "{v}");
     let lab = v["lab_host"].as_array().unwrap();
     let memlock = lab.iter().find(|c| c["name"] == "memlock limit").unwrap();
     assert_eq!(memlock["status"], "pass");

@@ -92,6 +92,8 @@ int main(void)
     P("MLX5_CQE_REQ_ERR", MLX5_CQE_REQ_ERR);
     P("MLX5_CQE_RESP_ERR", MLX5_CQE_RESP_ERR);
     P("MLX5_CQE_INVALID", MLX5_CQE_INVALID);
+    P("MLX5_INLINE_SCATTER_32", MLX5_INLINE_SCATTER_32);
+    P("MLX5_INLINE_SCATTER_64", MLX5_INLINE_SCATTER_64);
     P("MLX5_CQE_SYNDROME_LOCAL_LENGTH_ERR", MLX5_CQE_SYNDROME_LOCAL_LENGTH_ERR);
     P("MLX5_CQE_SYNDROME_LOCAL_QP_OP_ERR", MLX5_CQE_SYNDROME_LOCAL_QP_OP_ERR);
     P("MLX5_CQE_SYNDROME_LOCAL_PROT_ERR", MLX5_CQE_SYNDROME_LOCAL_PROT_ERR);
@@ -104,6 +106,8 @@ int main(void)
     OFF(mlx5dv_qp, sq.wqe_cnt);
     OFF(mlx5dv_qp, sq.stride);
     OFF(mlx5dv_qp, rq.buf);
+    OFF(mlx5dv_qp, rq.wqe_cnt);
+    OFF(mlx5dv_qp, rq.stride);
     OFF(mlx5dv_qp, bf.reg);
     OFF(mlx5dv_qp, bf.size);
     OFF(mlx5dv_qp, comp_mask);
@@ -122,6 +126,7 @@ int main(void)
     OFF(mlx5dv_obj, qp.in);
     OFF(mlx5dv_obj, qp.out);
     OFF(mlx5dv_obj, cq.in);
+    OFF(mlx5dv_obj, cq.out);
     OFF(mlx5dv_obj, pd.out);
     P("MLX5DV_OBJ_QP", MLX5DV_OBJ_QP);
     P("MLX5DV_OBJ_CQ", MLX5DV_OBJ_CQ);
@@ -178,6 +183,11 @@ int main(void)
     e.wqe_counter = htobe16(5);
     e.op_own = (MLX5_CQE_REQ_ERR << 4);
     hex("cqe.req_err", &e, sizeof e);
+
+    /* A SEND of at most 32 bytes scattered into the CQE: the format mlx5dv reads. */
+    memset(&c, 0, sizeof c);
+    c.op_own = (MLX5_CQE_RESP_SEND << 4) | MLX5_INLINE_SCATTER_32 | 1;
+    P("cqe_format.inline_scatter_32", mlx5dv_get_cqe_format(&c));
     return 0;
 }
 "#;
@@ -313,6 +323,12 @@ fn rust_layouts_match_mlx5dv_h() {
         ("MLX5_CQE_REQ_ERR", CqeOpcode::ReqErr as usize),
         ("MLX5_CQE_RESP_ERR", CqeOpcode::RespErr as usize),
         ("MLX5_CQE_INVALID", CqeOpcode::Invalid as usize),
+        ("MLX5_INLINE_SCATTER_32", cqe::INLINE_SCATTER_32 as usize),
+        ("MLX5_INLINE_SCATTER_64", cqe::INLINE_SCATTER_64 as usize),
+        (
+            "cqe_format.inline_scatter_32",
+            qfwd::abi::CQE_FORMAT_INLINE_32 as usize,
+        ),
         (
             "MLX5_CQE_SYNDROME_LOCAL_LENGTH_ERR",
             Syndrome::LocalLength as usize,
@@ -436,6 +452,8 @@ fn dv_ffi_structs_match_mlx5dv_h() {
         ("mlx5dv_qp.sq.wqe_cnt", offset_of!(mlx5dv_qp, sq.wqe_cnt)),
         ("mlx5dv_qp.sq.stride", offset_of!(mlx5dv_qp, sq.stride)),
         ("mlx5dv_qp.rq.buf", offset_of!(mlx5dv_qp, rq.buf)),
+        ("mlx5dv_qp.rq.wqe_cnt", offset_of!(mlx5dv_qp, rq.wqe_cnt)),
+        ("mlx5dv_qp.rq.stride", offset_of!(mlx5dv_qp, rq.stride)),
         ("mlx5dv_qp.bf.reg", offset_of!(mlx5dv_qp, bf.reg)),
         ("mlx5dv_qp.bf.size", offset_of!(mlx5dv_qp, bf.size)),
         ("mlx5dv_qp.comp_mask", offset_of!(mlx5dv_qp, comp_mask)),
@@ -460,6 +478,7 @@ fn dv_ffi_structs_match_mlx5dv_h() {
         ("mlx5dv_obj.qp.in", offset_of!(mlx5dv_obj, qp.input)),
         ("mlx5dv_obj.qp.out", offset_of!(mlx5dv_obj, qp.output)),
         ("mlx5dv_obj.cq.in", offset_of!(mlx5dv_obj, cq.input)),
+        ("mlx5dv_obj.cq.out", offset_of!(mlx5dv_obj, cq.output)),
         ("mlx5dv_obj.pd.out", offset_of!(mlx5dv_obj, pd.output)),
         ("MLX5DV_OBJ_QP", MLX5DV_OBJ_QP as usize),
         ("MLX5DV_OBJ_CQ", MLX5DV_OBJ_CQ as usize),

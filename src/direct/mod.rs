@@ -10,11 +10,14 @@
 //! - [`stand_in`]: the CPU device side; the GPU one is [`crate::gpu::direct`].
 //! - [`proxy`]: the `cpu-assisted` proxy.
 //! - [`client::LinkClient`]: an in-process link's QPU end (the emulator's, in the harness).
+//! - `connectx` (feature `rdma`): the kernel on ConnectX links ([`DirectService::start_rdma`]).
 //!
 //! The protocol is in [`crate::queues::direct`] and `docs/gpu-direct.md`.
 #![forbid(unsafe_code)]
 
 pub mod client;
+#[cfg(feature = "rdma")]
+pub mod connectx;
 pub mod proxy;
 pub mod stand_in;
 
@@ -79,6 +82,49 @@ impl FromStr for DataPath {
             .into_iter()
             .find(|d| d.as_str() == s)
             .ok_or_else(|| format!("unknown data path {s:?}; expected cpu-forwarded or gpu-direct"))
+    }
+}
+
+/// Where a ConnectX link's receive buffers go (`rx_memory`).
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, Default, serde::Serialize, serde::Deserialize,
+)]
+#[serde(rename_all = "kebab-case")]
+pub enum RxMemory {
+    /// GPU memory (dma-buf, else `nvidia_peermem`); pinned host memory when neither works.
+    #[default]
+    Auto,
+    /// GPU memory, or an error saying why not.
+    Gpu,
+    /// Pinned host memory the GPU maps.
+    Host,
+}
+
+impl RxMemory {
+    pub const ALL: [RxMemory; 3] = [RxMemory::Auto, RxMemory::Gpu, RxMemory::Host];
+
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            RxMemory::Auto => "auto",
+            RxMemory::Gpu => "gpu",
+            RxMemory::Host => "host",
+        }
+    }
+}
+
+impl fmt::Display for RxMemory {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for RxMemory {
+    type Err = String;
+    fn from_str(s: &str) -> std::result::Result<Self, String> {
+        RxMemory::ALL
+            .into_iter()
+            .find(|m| m.as_str() == s)
+            .ok_or_else(|| format!("unknown receive memory {s:?}; expected auto, gpu or host"))
     }
 }
 
@@ -201,6 +247,9 @@ pub struct DirectService {
     proxy: Option<proxy::Proxy>,
     nics: Vec<SoftNic>,
     device: Option<Device>,
+    /// ConnectX links (instead of soft NICs), stopped after the device side.
+    #[cfg(feature = "rdma")]
+    connectx: Option<connectx::ConnectxNics>,
     region: SharedRegion,
     set: LinkSet,
     options: DirectOptions,
@@ -209,6 +258,52 @@ pub struct DirectService {
     heartbeat: (u64, Instant),
     stalls: u64,
     description: String,
+}
+
+/// The `gpu-direct` kernel's parameters for `options` (its link table is filled in at
+/// launch).
+fn gpu_params(options: &DirectOptions, g: &GpuOptions, table: &FunctionTable) -> abi::DirectParams {
+    let mut params = abi::DirectParams {
+        nlinks: options.links,
+        warps_per_link: options.pollers_per_link,
+        pollers_per_slot: options.pollers_per_slot,
+        max_request_bytes: options.effective_max_request(),
+        poll_chunks: g.poll_chunks,
+        ..Default::default()
+    };
+    table.fill(&mut params);
+    params
+}
+
+impl DirectService {
+    /// ConnectX links: writes their stop sentinel; false for soft NIC links.
+    #[cfg(feature = "rdma")]
+    fn connectx_write_stop(&self) -> bool {
+        self.connectx.as_ref().map(|c| c.write_stop()).is_some()
+    }
+
+    #[cfg(not(feature = "rdma"))]
+    fn connectx_write_stop(&self) -> bool {
+        false
+    }
+
+    /// ConnectX links, after the device side stopped: stops the control plane and returns
+    /// the completions left untaken.
+    #[cfg(feature = "rdma")]
+    fn connectx_stop(&mut self) -> Result<Option<u64>> {
+        match self.connectx.as_mut() {
+            Some(c) => {
+                c.stop_control()?;
+                Ok(Some(c.pending()))
+            }
+            None => Ok(None),
+        }
+    }
+
+    #[cfg(not(feature = "rdma"))]
+    fn connectx_stop(&mut self) -> Result<Option<u64>> {
+        Ok(None)
+    }
 }
 
 /// The longest a device side may leave its heartbeat (poll counters) unchanged while
@@ -242,21 +337,12 @@ impl DirectService {
         let device = match &options.gpu {
             Some(g) => {
                 let decoders: Vec<Arc<Decoder>> = gpu::decoder::registry_decoders(registry);
-                let mut params = abi::DirectParams {
-                    nlinks: options.links,
-                    warps_per_link: options.pollers_per_link,
-                    pollers_per_slot: options.pollers_per_slot,
-                    max_request_bytes: max_request,
-                    poll_chunks: g.poll_chunks,
-                    ..Default::default()
-                };
-                table.fill(&mut params);
                 Device::Gpu(Box::new(gpu::direct::DirectKernel::start(
                     g,
                     &set,
                     &region,
                     &options.queues,
-                    params,
+                    gpu_params(options, g, &table),
                     &decoders,
                 )?))
             }
@@ -293,6 +379,8 @@ impl DirectService {
             proxy,
             nics: Vec::new(),
             device: Some(device),
+            #[cfg(feature = "rdma")]
+            connectx: None,
             nic_stats: vec![None; options.links as usize],
             region,
             set,
@@ -359,6 +447,13 @@ impl DirectService {
     }
 
     fn check_free(&self, i: u32) -> Result<()> {
+        #[cfg(feature = "rdma")]
+        if self.connectx.is_some() {
+            return Err(Error::InvalidSetting {
+                key: "links",
+                detail: format!("link {i} is a ConnectX's: its QPU connects over RDMA"),
+            });
+        }
         match self.nic_stats.get(i as usize) {
             None => Err(Error::InvalidSetting {
                 key: "links",
@@ -388,13 +483,27 @@ impl DirectService {
         sum
     }
 
-    /// Requests the NICs have delivered into the queues.
+    /// Requests the NICs have delivered into the queues (ConnectX links: those the device
+    /// side took, and those waiting for it).
     pub fn delivered(&self) -> u64 {
         self.nic_stats
             .iter()
             .flatten()
             .map(|s| s.rx_messages.load(std::sync::atomic::Ordering::Relaxed))
-            .sum()
+            .sum::<u64>()
+            + self.connectx_delivered()
+    }
+
+    #[cfg(feature = "rdma")]
+    fn connectx_delivered(&self) -> u64 {
+        self.connectx
+            .as_ref()
+            .map_or(0, |c| self.counters().get(abi::CTR_RECEIVED) + c.pending())
+    }
+
+    #[cfg(not(feature = "rdma"))]
+    fn connectx_delivered(&self) -> u64 {
+        0
     }
 
     /// Whether the device side's heartbeat (its poll counters) moved within
@@ -454,10 +563,13 @@ impl DirectService {
         {
             std::thread::sleep(Duration::from_micros(200));
         }
-        let undrained = self
+        let mut undrained = self
             .delivered()
             .saturating_sub(self.counters().get(abi::CTR_RECEIVED));
-        self.set.write_stop(&self.region)?;
+        match self.connectx_write_stop() {
+            true => {}
+            false => self.set.write_stop(&self.region)?,
+        }
         match self.device.take() {
             Some(Device::StandIn(s)) => s.join()?,
             Some(Device::Gpu(mut k)) => {
@@ -472,6 +584,10 @@ impl DirectService {
         }
         if let Some(p) = self.proxy.take() {
             p.stop()?;
+        }
+        if let Some(after) = self.connectx_stop()? {
+            // What the NICs delivered after the sentinel, which no one took.
+            undrained = after;
         }
         if std::env::var_os("QFWD_DIRECT_DUMP").is_some() {
             for link in 0..self.set.links {

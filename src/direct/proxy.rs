@@ -1,8 +1,9 @@
 //! The `cpu-assisted` doorbell of the `gpu-direct` data path: one host thread takes each
 //! response the device side wrote into a link's tagged response ring and posts it on that
 //! link's send queue (an inline SEND, rung with a BlueFlame doorbell as libmlx5 does for a
-//! single small WQE). The fallback for hosts where the GPU cannot write the NIC's doorbell
-//! page; the only CPU thread on the send path.
+//! single small WQE; on a ConnectX, an inline `ibv_post_send`: [`AnswerPoster`]). The
+//! fallback for hosts where the GPU cannot write the NIC's doorbell page; the only CPU
+//! thread on the send path.
 #![forbid(unsafe_code)]
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -34,6 +35,25 @@ pub struct Proxy {
     stats: Arc<ProxyStats>,
 }
 
+/// Where the proxy posts a link's answers: the soft NIC's send queue ([`SendQueue`]), or a
+/// ConnectX's through verbs.
+pub trait AnswerPoster: Send + 'static {
+    /// Posts one answer; false when it could not (the answer is lost, and counted).
+    fn post(&mut self, bytes: &[u8]) -> bool;
+    /// Reaps send completions; returns how many.
+    fn reap(&mut self) -> usize;
+}
+
+impl AnswerPoster for SendQueue {
+    fn post(&mut self, bytes: &[u8]) -> bool {
+        self.post_send(bytes).is_ok()
+    }
+
+    fn reap(&mut self) -> usize {
+        SendQueue::reap(self)
+    }
+}
+
 impl Proxy {
     /// Starts the proxy over every link of `set` in `region`.
     pub fn start(set: &LinkSet, region: &SharedRegion, config: &SoftNicConfig) -> Result<Proxy> {
@@ -45,6 +65,15 @@ impl Proxy {
                 SendQueue::new(&queues, config, Doorbell::BlueFlame)?,
             ));
         }
+        Proxy::start_with(links, config)
+    }
+
+    /// Starts the proxy over the response rings of `links`, each posting through its
+    /// poster.
+    pub fn start_with<P: AnswerPoster>(
+        mut links: Vec<(RespConsumer, P)>,
+        config: &SoftNicConfig,
+    ) -> Result<Proxy> {
         let stats = Arc::new(ProxyStats::default());
         let shared = Arc::clone(&stats);
         let (idle, wait) = (config.idle, config.bf_wait);
@@ -68,9 +97,9 @@ impl Proxy {
     }
 }
 
-fn run(
+fn run<P: AnswerPoster>(
     stop: &AtomicBool,
-    links: &mut [(RespConsumer, SendQueue)],
+    links: &mut [(RespConsumer, P)],
     stats: &ProxyStats,
     mut idle: IdleWait,
     wait: std::time::Duration,
@@ -83,9 +112,10 @@ fn run(
             match ring.pop(&mut buf, wait) {
                 Some(n) => {
                     worked = true;
-                    let counter = match sq.post_send(&buf[..n]) {
-                        Ok(()) => &stats.posted,
-                        Err(_) => &stats.post_failures,
+                    let counter = if sq.post(&buf[..n]) {
+                        &stats.posted
+                    } else {
+                        &stats.post_failures
                     };
                     counter.fetch_add(1, Ordering::Relaxed);
                 }

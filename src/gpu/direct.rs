@@ -6,6 +6,9 @@
 //! Typed states: [`DirectKernel::start`] returns a running kernel, [`DirectKernel::wait`]
 //! ends it (after the sentinel); dropping a running one writes the sentinel itself and
 //! waits, and leaks its memory rather than free it under a kernel that did not stop.
+//! [`DirectKernel::start_on`] launches the same kernel on queues described link by link
+//! (a ConnectX's, whose buffers the NIC provider allocated), with [`KernelLinks`] saying
+//! where the stop sentinel goes.
 
 use std::ffi::c_void;
 use std::sync::Arc;
@@ -19,7 +22,7 @@ use super::memory::{device_address_of, DeviceBuffer};
 use super::module::{Module, Stream};
 use super::nvrtc::DIRECT;
 use super::GpuOptions;
-use crate::abi::{self, DirectParams};
+use crate::abi::{self, DirectParams, LinkDesc};
 use crate::decode::Decoder;
 use crate::queues::layout::SoftNicConfig;
 use crate::queues::links::LinkSet;
@@ -38,6 +41,25 @@ const DEFAULT_SHARED_LIMIT: u32 = 48 * 1024;
 /// How long `Drop` waits for the kernel after the sentinel.
 const DROP_STOP_TIMEOUT: Duration = Duration::from_secs(3);
 
+/// The queues a running kernel polls, as its owner knows them: where the stop sentinel
+/// goes. A kernel that does not stop keeps (leaks) them, with everything they keep alive.
+pub trait KernelLinks: Send + Sync {
+    /// Writes the stop sentinel into every receive CQE the kernel may poll.
+    fn write_stop(&self) -> Result<()>;
+}
+
+/// The soft NIC's links: a [`LinkSet`] in one mapped region.
+struct SoftLinks {
+    set: LinkSet,
+    region: SharedRegion,
+}
+
+impl KernelLinks for SoftLinks {
+    fn write_stop(&self) -> Result<()> {
+        self.set.write_stop(&self.region)
+    }
+}
+
 /// A running `gpu-direct` kernel.
 pub struct DirectKernel {
     // Declared in drop order: what the kernel uses goes before the context.
@@ -46,9 +68,9 @@ pub struct DirectKernel {
     descs: Option<DeviceBuffer>,
     handoff: Option<DeviceBuffer>,
     decoders: Option<DeviceDecoders>,
-    /// The queues (keeps the mapped memory alive while the kernel may touch it).
-    region: Option<SharedRegion>,
-    set: LinkSet,
+    /// The queues (keeps the memory alive while the kernel may touch it).
+    links: Option<Arc<dyn KernelLinks>>,
+    nlinks: u32,
     ctx: Arc<GpuContext>,
     running: bool,
 }
@@ -78,6 +100,28 @@ impl DirectKernel {
         set: &LinkSet,
         region: &SharedRegion,
         queues: &SoftNicConfig,
+        params: DirectParams,
+        decoders: &[Arc<Decoder>],
+    ) -> Result<DirectKernel> {
+        let ctx = GpuContext::open(options.device)?;
+        let base = device_address_of(&ctx, region.host_addr(0), "the gpu-direct queues")?;
+        let descs: Vec<LinkDesc> = (0..set.links)
+            .map(|i| set.desc(i, base, queues.doorbell, queues.signal_every))
+            .collect();
+        let links = Arc::new(SoftLinks {
+            set: *set,
+            region: region.clone(),
+        });
+        Self::start_on(options, &descs, links, params, decoders)
+    }
+
+    /// Compiles (NVRTC, cached) and launches the kernel over the links `descs` describes
+    /// (device addresses; every link with the same doorbell mode), whose stop sentinel
+    /// `links` writes; `params` as in [`DirectKernel::start`].
+    pub fn start_on(
+        options: &GpuOptions,
+        descs: &[LinkDesc],
+        links: Arc<dyn KernelLinks>,
         mut params: DirectParams,
         decoders: &[Arc<Decoder>],
     ) -> Result<DirectKernel> {
@@ -99,17 +143,27 @@ impl DirectKernel {
                 params.pollers_per_slot
             ));
         }
+        let nlinks = descs.len() as u32;
+        let doorbell = descs
+            .first()
+            .map_or(abi::DB_MODE_CPU_ASSISTED, |d| d.doorbell);
+        if nlinks == 0 || nlinks != params.nlinks || descs.iter().any(|d| d.doorbell != doorbell) {
+            return Err(Error::InvalidSetting {
+                key: "links",
+                detail: format!(
+                    "{nlinks} link descriptions for {} links, all with one doorbell mode",
+                    params.nlinks
+                ),
+            });
+        }
+        let rx_slot_bytes = descs.iter().map(|d| d.rx_slot_bytes).max().unwrap_or(0);
         let ctx = GpuContext::open(options.device)?;
         let module = Module::compile_and_load(&ctx, &DIRECT)?;
         let function = module.function(DIRECT_KERNEL)?;
-        let base = device_address_of(&ctx, region.host_addr(0), "the gpu-direct queues")?;
         let mut words = Vec::new();
-        for i in 0..set.links {
-            let bytes = set
-                .desc(i, base, queues.doorbell, queues.signal_every)
-                .to_bytes();
+        for d in descs {
             words.extend(
-                bytes
+                d.to_bytes()
                     .chunks_exact(8)
                     .map(|w| u64::from_le_bytes(w.try_into().expect("8 bytes"))),
             );
@@ -119,15 +173,15 @@ impl DirectKernel {
         params.links = descs.device_ptr();
         // regular / blueflame: each link's poster block, and the ring its pollers hand
         // answers to it through.
-        let posters = queues.doorbell != crate::mlx5::Doorbell::CpuAssisted;
+        let posters = doorbell != abi::DB_MODE_CPU_ASSISTED;
         let per_link =
             (abi::HANDOFF_HEADER_BYTES + abi::HANDOFF_SLOTS * abi::HANDOFF_SLOT_BYTES) as usize;
-        let handoff = DeviceBuffer::zeroed(&ctx, per_link * set.links as usize)?;
+        let handoff = DeviceBuffer::zeroed(&ctx, per_link * nlinks as usize)?;
         params.handoff = if posters { handoff.device_ptr() } else { 0 };
-        let blocks = set.links * if posters { 2 } else { 1 };
+        let blocks = nlinks * if posters { 2 } else { 1 };
         params.poll_chunks = poll_chunks_for(decoders, params.poll_chunks);
         let mut decoders = DeviceDecoders::upload(&ctx, decoders, options)?;
-        let staging = warps * (set.layout.rx_slot_bytes as u32 + RESP_STAGE_BYTES);
+        let staging = warps * (rx_slot_bytes + RESP_STAGE_BYTES);
         // The poster's block stages four answers of 256 B in the same memory.
         let mut shared = staging.max(4 * RESP_STAGE_BYTES);
         if let Some(d) = decoders.as_mut() {
@@ -136,7 +190,7 @@ impl DirectKernel {
                 ScratchPlacement::Auto,
                 staging,
                 warps,
-                set.links * warps,
+                nlinks * warps,
                 true,
             )?;
             d.install(&module)?;
@@ -162,7 +216,7 @@ impl DirectKernel {
                 return bad(format!(
                     "{warps} warps x {} B of staging need {shared} B of shared memory per block; \
                      GPU {} allows {max}",
-                    set.layout.rx_slot_bytes as u32 + RESP_STAGE_BYTES,
+                    rx_slot_bytes + RESP_STAGE_BYTES,
                     options.device
                 ));
             }
@@ -180,15 +234,16 @@ impl DirectKernel {
             descs: None,
             handoff: None,
             decoders: None,
-            region: Some(region.clone()),
-            set: *set,
+            links: Some(links),
+            nlinks,
             ctx: Arc::clone(&ctx),
             running: false,
         };
         let mut args: [*mut c_void; 1] = [&mut params as *mut DirectParams as *mut c_void];
         // SAFETY: `qfwd_direct` takes one `QfwdDirectParams` by value, whose layout
         // `device/qfwd_abi.h` (generated from `DirectParams`) asserts; the addresses in it
-        // are of `descs`, the decoders' buffers and `region`, which `kernel` owns from here
+        // are of `descs`, the decoders' buffers and the links' queues, which `kernel` owns
+        // (or keeps alive) from here
         // on and frees only after the kernel stopped (or leaks, see Drop).
         unsafe { function.launch(&ctx, &stream, blocks, warps * 32, shared, &mut args) }?;
         kernel.stream = Some(stream);
@@ -229,9 +284,9 @@ impl DirectKernel {
         };
         let per_link =
             (abi::HANDOFF_HEADER_BYTES + abi::HANDOFF_SLOTS * abi::HANDOFF_SLOT_BYTES) as usize / 8;
-        let mut words = vec![0u64; per_link * self.set.links as usize];
+        let mut words = vec![0u64; per_link * self.nlinks as usize];
         h.read_u64s(&mut words)?;
-        Ok((0..self.set.links as usize)
+        Ok((0..self.nlinks as usize)
             .map(|i| {
                 words[i * per_link + 8..i * per_link + 8 + abi::WARP_COUNTERS as usize].to_vec()
             })
@@ -287,8 +342,8 @@ impl Drop for DirectKernel {
         if !self.running {
             return;
         }
-        if let Some(region) = &self.region {
-            let _ = self.set.write_stop(region);
+        if let Some(links) = &self.links {
+            let _ = links.write_stop();
         }
         if let Err(Error::KernelDidNotStop { .. }) = self.wait(Instant::now() + DROP_STOP_TIMEOUT) {
             // Freeing (or unloading) under a running kernel is worse than a leak.
@@ -298,7 +353,7 @@ impl Drop for DirectKernel {
                 self.ctx.index(),
                 DROP_STOP_TIMEOUT
             );
-            std::mem::forget(self.region.take());
+            std::mem::forget(self.links.take());
             std::mem::forget(self.descs.take());
             std::mem::forget(self.handoff.take());
             std::mem::forget(self.decoders.take());

@@ -53,7 +53,10 @@ use std::fmt;
 
 pub use context::GpuContext;
 pub use launch::{LaunchBackend, LaunchMode};
-pub use memory::{mapped_nic_region, DeviceBuffer, MappedHostBuffer};
+pub use memory::{
+    mapped_nic_region, nic_memory_support, DeviceBuffer, HostMemoryKind, HostRange,
+    HostRegistrations, MappedHostBuffer, NicMemorySupport, NicWritableDeviceMemory,
+};
 pub use module::{Event, Function, GraphExec, Module, Stream};
 pub use persistent::PersistentKernel;
 

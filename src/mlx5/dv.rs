@@ -2,9 +2,11 @@
 //!
 //! Three layers, as everywhere: the `#[repr(C)]` mirrors of `struct mlx5dv_qp`,
 //! `struct mlx5dv_cq`, `struct mlx5dv_obj` and the `extern` declaration (raw); [`init_obj`]
-//! (one call, a `Result`); [`Mlx5Direct`] (what a poster needs: SQ buffer, doorbell record,
-//! BlueFlame register and size, CQ buffer and size). `tests/mlx5_layout.rs` checks the
-//! mirrors against `infiniband/mlx5dv.h`.
+//! and [`init_cq`] (one call each, a `Result`); [`Mlx5Direct`] (what a poster needs: SQ
+//! buffer, doorbell record, BlueFlame register and size, CQ buffer and size) and
+//! [`QpView`] / [`CqView`] (both work queues and any CQ, for a device side that owns the
+//! whole queue set: `rdma::direct`). `tests/mlx5_layout.rs` checks the mirrors against
+//! `infiniband/mlx5dv.h`.
 //!
 //! The pointers in [`Mlx5Direct`] belong to the QP and CQ they came from and are valid
 //! while those live; `bf_reg` is MMIO (the UAR page): on a GPU host it is registered with
@@ -116,6 +118,91 @@ pub unsafe fn init_obj(qp: *mut ibv_qp, cq: *mut ibv_cq) -> Result<(mlx5dv_qp, m
         Ok((dv_qp, dv_cq))
     } else {
         Err(ret)
+    }
+}
+
+/// What `mlx5dv_init_obj` says about one CQ (a QP's receive CQ, which `init_obj` does not
+/// cover: `mlx5dv_obj` has one CQ slot).
+///
+/// # Safety
+/// `cq` must be a live verbs CQ of an mlx5 device.
+pub unsafe fn init_cq(cq: *mut ibv_cq) -> Result<mlx5dv_cq, c_int> {
+    // SAFETY: plain C structs; all-zero is valid (null pointers, zero sizes).
+    let mut dv_cq: mlx5dv_cq = unsafe { std::mem::zeroed() };
+    // SAFETY: as above.
+    let mut obj: mlx5dv_obj = unsafe { std::mem::zeroed() };
+    obj.cq.input = cq as *mut c_void;
+    obj.cq.output = &mut dv_cq as *mut mlx5dv_cq as *mut c_void;
+    // SAFETY: `obj` points at a live CQ (caller) and at our out-struct for the call.
+    let ret = unsafe { mlx5dv_init_obj(&mut obj, MLX5DV_OBJ_CQ) };
+    if ret == 0 {
+        Ok(dv_cq)
+    } else {
+        Err(ret)
+    }
+}
+
+/// One work queue of a QP as `mlx5dv_qp` describes it: buffer, entries, bytes per entry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WqView {
+    pub buf: u64,
+    pub wqe_cnt: u32,
+    pub stride: u32,
+}
+
+/// A whole QP as `mlx5dv_init_obj` describes it, as plain numbers (addresses in this
+/// process): both work queues, the doorbell record, the BlueFlame register.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct QpView {
+    pub qpn: u32,
+    /// `dbrec[0]` receive counter, `dbrec[1]` send counter (big-endian).
+    pub dbrec: u64,
+    pub sq: WqView,
+    pub rq: WqView,
+    /// BlueFlame register (UAR MMIO) and the size of one half (0: none).
+    pub bf_reg: u64,
+    pub bf_size: u32,
+}
+
+impl QpView {
+    pub fn new(qpn: u32, qp: &mlx5dv_qp) -> QpView {
+        let wq = |w: &mlx5dv_wq| WqView {
+            buf: w.buf as u64,
+            wqe_cnt: w.wqe_cnt,
+            stride: w.stride,
+        };
+        QpView {
+            qpn,
+            dbrec: qp.dbrec as u64,
+            sq: wq(&qp.sq),
+            rq: wq(&qp.rq),
+            bf_reg: qp.bf.reg as u64,
+            bf_size: qp.bf.size,
+        }
+    }
+}
+
+/// A CQ as `mlx5dv_init_obj` describes it, as plain numbers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CqView {
+    pub cqn: u32,
+    pub buf: u64,
+    /// `dbrec[0]` consumer index (24 bits, big-endian).
+    pub dbrec: u64,
+    pub cqe_cnt: u32,
+    /// Bytes per CQE: 64, or 128 (`MLX5_CQE_SIZE=128`).
+    pub cqe_size: u32,
+}
+
+impl CqView {
+    pub fn new(cq: &mlx5dv_cq) -> CqView {
+        CqView {
+            cqn: cq.cqn,
+            buf: cq.buf as u64,
+            dbrec: cq.dbrec as u64,
+            cqe_cnt: cq.cqe_cnt,
+            cqe_size: cq.cqe_size,
+        }
     }
 }
 

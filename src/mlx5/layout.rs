@@ -83,6 +83,11 @@ pub mod cqe {
     pub const S_WQE_OPCODE_QPN: usize = 56;
     /// `MLX5_CQE_OWNER_MASK`.
     pub const OWNER_MASK: u8 = 1;
+    /// `op_own` bits 3:2 (`mlx5dv_get_cqe_format`) when a received message of at most 32
+    /// bytes was scattered into the CQE's first 32 bytes (`MLX5_INLINE_SCATTER_32`).
+    pub const INLINE_SCATTER_32: u8 = 0x4;
+    /// The same for at most 64 bytes in a 128-byte CQE (`MLX5_INLINE_SCATTER_64`).
+    pub const INLINE_SCATTER_64: u8 = 0x8;
 }
 
 /// A QP's doorbell record: two big-endian u32 (`MLX5_RCV_DBR`, `MLX5_SND_DBR`).

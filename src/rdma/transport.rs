@@ -96,10 +96,17 @@ struct Link {
     counters: RdmaCounters,
 }
 
-impl Link {
-    /// Opens the device, checks the port, and creates PD, MR over `bytes` of fresh memory,
-    /// CQs and a QP.
-    fn open(cfg: &RdmaConfig, bytes: usize, recv_depth: u32) -> Result<Link> {
+/// An opened device whose port is ready for RoCEv2.
+pub(crate) struct OpenPort {
+    pub ctx: Arc<Context>,
+    pub port: super::verbs::PortInfo,
+    pub gid_index: u8,
+    pub gid: [u8; 16],
+}
+
+impl OpenPort {
+    /// Opens `cfg.device`, checks that `cfg.port` is active and Ethernet, picks the GID.
+    pub(crate) fn open(cfg: &RdmaConfig) -> Result<OpenPort> {
         let ctx = Context::open(cfg.device.as_deref())?;
         let port = ctx.query_port(cfg.port)?;
         if !port.is_active() {
@@ -120,6 +127,38 @@ impl Link {
             .gid_index
             .unwrap_or_else(|| ctx.default_gid_index(cfg.port));
         let gid = ctx.query_gid(cfg.port, gid_index)?;
+        Ok(OpenPort {
+            ctx,
+            port,
+            gid_index,
+            gid,
+        })
+    }
+
+    /// Our endpoint for QP `qpn` (a fresh random PSN; no ring).
+    pub(crate) fn endpoint(&self, qpn: u32) -> Endpoint {
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.subsec_nanos());
+        let psn = (nanos ^ std::process::id().rotate_left(12) ^ qpn) & 0x00ff_ffff;
+        Endpoint {
+            qpn,
+            psn,
+            gid: self.gid,
+            lid: self.port.lid,
+            mtu: self.port.active_mtu as u8,
+            gid_index: self.gid_index,
+            ..Default::default()
+        }
+    }
+}
+
+impl Link {
+    /// Opens the device, checks the port, and creates PD, MR over `bytes` of fresh memory,
+    /// CQs and a QP.
+    fn open(cfg: &RdmaConfig, bytes: usize, recv_depth: u32) -> Result<Link> {
+        let opened = OpenPort::open(cfg)?;
+        let (ctx, gid_index) = (Arc::clone(&opened.ctx), opened.gid_index);
         let pd = Pd::new(&ctx)?;
         let region = SharedRegion::heap(bytes)?;
         let mr = Mr::register(&pd, &region)?;
@@ -135,19 +174,7 @@ impl Link {
             recv_depth,
             cfg.max_inline,
         )?;
-        let nanos = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.subsec_nanos());
-        let psn = (nanos ^ std::process::id().rotate_left(12) ^ qp.qpn()) & 0x00ff_ffff;
-        let ours = Endpoint {
-            qpn: qp.qpn(),
-            psn,
-            gid,
-            lid: port.lid,
-            mtu: port.active_mtu as u8,
-            gid_index,
-            ..Default::default()
-        };
+        let ours = opened.endpoint(qp.qpn());
         Ok(Link {
             ctx,
             region,

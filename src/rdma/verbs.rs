@@ -254,11 +254,42 @@ impl Drop for Pd {
     }
 }
 
-/// A memory registration over a [`SharedRegion`], which it keeps alive.
+/// A memory registration; it keeps the memory it covers alive (a [`SharedRegion`], or
+/// whatever owns device memory registered through dma-buf).
 pub struct Mr {
     mr: NonNull<ibv_mr>,
-    _region: SharedRegion,
+    _memory: Box<dyn std::any::Any + Send + Sync>,
     _pd: Arc<Pd>,
+}
+
+/// `ibv_reg_dmabuf_mr` (rdma-core 34 and later), looked up at run time so that qfwd builds
+/// and runs against an older libibverbs, where dma-buf registration is simply missing.
+type RegDmabufMr = unsafe extern "C" fn(
+    pd: *mut ibv_pd,
+    offset: u64,
+    length: usize,
+    iova: u64,
+    fd: c_int,
+    access: c_int,
+) -> *mut ibv_mr;
+
+fn reg_dmabuf_mr() -> Option<RegDmabufMr> {
+    // SAFETY: dlsym with a NUL-terminated name; RTLD_DEFAULT searches the libraries this
+    // process loaded (libibverbs is linked).
+    let sym = unsafe { libc::dlsym(libc::RTLD_DEFAULT, c"ibv_reg_dmabuf_mr".as_ptr()) };
+    // SAFETY: when present, the symbol is libibverbs' `ibv_reg_dmabuf_mr`, whose C
+    // prototype `RegDmabufMr` spells out (verbs.h).
+    (!sym.is_null()).then(|| unsafe { std::mem::transmute::<*mut libc::c_void, RegDmabufMr>(sym) })
+}
+
+/// Whether this libibverbs has `ibv_reg_dmabuf_mr`.
+pub fn has_dmabuf_registration() -> bool {
+    reg_dmabuf_mr().is_some()
+}
+
+fn remote_write_access() -> c_int {
+    (ibv_access_flags::IBV_ACCESS_LOCAL_WRITE.0 | ibv_access_flags::IBV_ACCESS_REMOTE_WRITE.0)
+        as c_int
 }
 
 // SAFETY: verbs objects may be used from any thread.
@@ -286,7 +317,81 @@ impl Mr {
             NonNull::new(mr).ok_or_else(|| verbs_error(pd.context().name(), "ibv_reg_mr", -1))?;
         Ok(Mr {
             mr,
-            _region: region.clone(),
+            _memory: Box::new(region.clone()),
+            _pd: pd.clone(),
+        })
+    }
+
+    /// Registers `len` bytes at `addr` for local and remote writes: pinned host memory, or
+    /// (with the `nvidia_peermem` module loaded) a GPU device address, which the peer-memory
+    /// client resolves. `memory` is kept until the registration is dropped.
+    ///
+    /// # Safety
+    /// `addr..addr + len` must stay allocated while `memory` lives, and every other agent
+    /// that touches it must tolerate the NIC writing it at any time.
+    pub unsafe fn register_raw(
+        pd: &Arc<Pd>,
+        addr: u64,
+        len: usize,
+        memory: Box<dyn std::any::Any + Send + Sync>,
+    ) -> Result<Mr> {
+        // SAFETY: the caller keeps the memory allocated while `memory` (owned by the Mr,
+        // dropped after the deregistration) lives.
+        let mr = unsafe {
+            ibv_reg_mr(
+                pd.as_raw(),
+                addr as *mut std::ffi::c_void,
+                len,
+                remote_write_access(),
+            )
+        };
+        let mr =
+            NonNull::new(mr).ok_or_else(|| verbs_error(pd.context().name(), "ibv_reg_mr", -1))?;
+        Ok(Mr {
+            mr,
+            _memory: memory,
+            _pd: pd.clone(),
+        })
+    }
+
+    /// Registers `len` bytes of a dma-buf (`fd`, from offset 0) for local and remote
+    /// writes, addressed by the NIC (and by remote writers) as `iova..iova + len`. The fd
+    /// may be closed once this returns; `memory` (the exporter's allocation) is kept until
+    /// the registration is dropped. [`Error::DmaBufUnsupported`] when this libibverbs has
+    /// no `ibv_reg_dmabuf_mr`.
+    pub fn register_dmabuf(
+        pd: &Arc<Pd>,
+        fd: std::os::fd::BorrowedFd<'_>,
+        len: usize,
+        iova: u64,
+        memory: Box<dyn std::any::Any + Send + Sync>,
+    ) -> Result<Mr> {
+        use std::os::fd::AsRawFd;
+        let Some(reg) = reg_dmabuf_mr() else {
+            return Err(Error::DmaBufUnsupported {
+                device: pd.context().name().to_string(),
+                detail: "this libibverbs has no ibv_reg_dmabuf_mr (rdma-core 34 or later has it)"
+                    .to_string(),
+            });
+        };
+        // SAFETY: a live PD; `fd` is an open dma-buf for the call; the pages it exports
+        // stay allocated while `memory` (owned by the Mr, dropped after deregistration)
+        // lives.
+        let mr = unsafe {
+            reg(
+                pd.as_raw(),
+                0,
+                len,
+                iova,
+                fd.as_raw_fd(),
+                remote_write_access(),
+            )
+        };
+        let mr = NonNull::new(mr)
+            .ok_or_else(|| verbs_error(pd.context().name(), "ibv_reg_dmabuf_mr", -1))?;
+        Ok(Mr {
+            mr,
+            _memory: memory,
             _pd: pd.clone(),
         })
     }
@@ -475,6 +580,10 @@ impl Qp {
         self.qp.as_ptr()
     }
 
+    pub fn kind(&self) -> QpKind {
+        self.kind
+    }
+
     pub fn qpn(&self) -> u32 {
         // SAFETY: a live QP.
         unsafe { self.qp.as_ref().qp_num }
@@ -503,6 +612,12 @@ impl Qp {
         local_psn: u32,
         remote: &Endpoint,
     ) -> Result<()> {
+        self.init(port)?;
+        self.ready(port, gid_index, local_psn, remote)
+    }
+
+    /// RESET -> INIT on `port`, remote writes allowed (receives may be posted from here).
+    pub fn init(&self, port: u8) -> Result<()> {
         use ibv_qp_attr_mask as m;
         let mut a = zeroed_attr();
         a.qp_state = ibv_qp_state::IBV_QPS_INIT;
@@ -514,8 +629,12 @@ impl Qp {
             &mut a,
             m::IBV_QP_STATE | m::IBV_QP_PKEY_INDEX | m::IBV_QP_PORT | m::IBV_QP_ACCESS_FLAGS,
             "ibv_modify_qp(INIT)",
-        )?;
+        )
+    }
 
+    /// INIT -> RTR -> RTS, connected to `remote` through `port` / `gid_index`.
+    pub fn ready(&self, port: u8, gid_index: u8, local_psn: u32, remote: &Endpoint) -> Result<()> {
+        use ibv_qp_attr_mask as m;
         let mut a = zeroed_attr();
         a.qp_state = ibv_qp_state::IBV_QPS_RTR;
         a.path_mtu = remote.mtu.clamp(1, 5) as u32;
@@ -683,6 +802,39 @@ impl Qp {
                 ),
             }),
         }
+    }
+}
+
+impl Qp {
+    /// The whole QP as mlx5 direct verbs describe it (both work queues, doorbell record,
+    /// BlueFlame register), and its CQs: for a device side that owns the queue set.
+    pub fn mlx5_queues(
+        &self,
+        send_cq: &Cq,
+        recv_cq: &Cq,
+    ) -> Result<(
+        crate::mlx5::dv::QpView,
+        crate::mlx5::dv::CqView,
+        crate::mlx5::dv::CqView,
+    )> {
+        let fail = |ret: c_int| Error::Mlx5Dv {
+            device: self.device().to_string(),
+            op: "mlx5dv_init_obj",
+            detail: format!(
+                "returned {ret} ({}): not an mlx5 device?",
+                std::io::Error::from_raw_os_error(ret.abs())
+            ),
+        };
+        // SAFETY: all three objects are live for the calls.
+        let (qp, send) =
+            unsafe { crate::mlx5::dv::init_obj(self.as_raw(), send_cq.as_raw()) }.map_err(fail)?;
+        // SAFETY: as above.
+        let recv = unsafe { crate::mlx5::dv::init_cq(recv_cq.as_raw()) }.map_err(fail)?;
+        Ok((
+            crate::mlx5::dv::QpView::new(self.qpn(), &qp),
+            crate::mlx5::dv::CqView::new(&send),
+            crate::mlx5::dv::CqView::new(&recv),
+        ))
     }
 }
 
