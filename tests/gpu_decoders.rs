@@ -609,6 +609,7 @@ fn qfwd_decode_backend_gpu_matches_cpu() {
             obs_format: None,
             shots: Some(5000),
             predictions: None,
+            window: None,
         };
         let cpu = evaluate(&args(DecodeBackend::Cpu)).unwrap();
         let gpu = evaluate(&args(DecodeBackend::Gpu)).unwrap();
