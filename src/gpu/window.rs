@@ -23,7 +23,7 @@ use super::nvrtc::WINDOW;
 use crate::abi::{
     self, StreamCommitDesc, StreamModelDesc, StreamStateDesc, WindowBatchParams, WindowGraphDesc,
 };
-use crate::decode::window::{Commit, StreamModel};
+use crate::decode::window::{Commit, MatchLimits, StreamModel};
 use crate::{Error, Result};
 
 /// The batch kernel in `device/window.cu`.
@@ -84,6 +84,10 @@ impl PackedModel {
             for &o in g.edge_obs() {
                 blob.extend([o as u32, (o >> 32) as u32]);
             }
+            d.adj_pairs = blob.len() as u32;
+            blob.extend(g.adj_pairs().iter().flatten());
+            d.boundary_edge = blob.len() as u32;
+            blob.extend(g.boundary_edge());
             descs.push(d);
         }
         for (i, d) in descs.iter().enumerate() {
@@ -117,7 +121,18 @@ impl PackedModel {
             }),
             max_vertices: max_v as u32,
             max_edges: max_e as u32,
-            scratch_words: (5 * (max_v + 1) + 2 * max_e) as u32 + abi::WINDOW_SCALARS,
+            scratch_words: 0,
+            scratch: [0; abi::SCR_COUNT as usize],
+            match_defects: model.match_limits().defects,
+            match_members: model.match_limits().members,
+            match_edges: model.match_limits().edges,
+            reserved: 0,
+        };
+        let (offsets, words) = scratch_layout(max_v, max_e, model.match_limits());
+        let desc = StreamModelDesc {
+            scratch: offsets,
+            scratch_words: words,
+            ..desc
         };
         Ok(PackedModel { desc, blob })
     }
@@ -136,6 +151,44 @@ impl PackedModel {
     pub fn blob_bytes(&self) -> Vec<u8> {
         self.blob.iter().flat_map(|w| w.to_le_bytes()).collect()
     }
+}
+
+/// Where a decoding group's scratch arrays start (word offsets, by `SCR_*`), and its size
+/// in words, for windows of at most `max_v` detectors and `max_e` edges.
+pub fn scratch_layout(
+    max_v: usize,
+    max_e: usize,
+    limits: MatchLimits,
+) -> ([u32; abi::SCR_COUNT as usize], u32) {
+    let nv = max_v + 1;
+    let (md, mm) = (limits.defects as usize, limits.members as usize);
+    let mut sizes = [0usize; abi::SCR_COUNT as usize];
+    for i in abi::SCR_PARENT..=abi::SCR_RLIST {
+        sizes[i as usize] = nv;
+    }
+    sizes[abi::SCR_GROWTH as usize] = max_e;
+    sizes[abi::SCR_FUSED as usize] = max_e;
+    sizes[abi::SCR_MEMBERS as usize] = mm;
+    sizes[abi::SCR_DEFECTS as usize] = md;
+    sizes[abi::SCR_DSORT as usize] = md;
+    sizes[abi::SCR_REDGES as usize] = limits.edges as usize;
+    sizes[abi::SCR_DIST as usize] = md * mm;
+    sizes[abi::SCR_DISTB as usize] = md;
+    sizes[abi::SCR_MATCHES as usize] = md;
+    sizes[abi::SCR_COST as usize] = if md == 0 { 0 } else { 1 << md };
+    sizes[abi::SCR_CHOICE as usize] = if md == 0 {
+        0
+    } else {
+        (1usize << md).div_ceil(4)
+    };
+    sizes[abi::SCR_SCALARS as usize] = abi::WINDOW_SCALARS as usize;
+    let mut offsets = [0u32; abi::SCR_COUNT as usize];
+    let mut at = 0usize;
+    for (o, size) in offsets.iter_mut().zip(sizes) {
+        *o = at as u32;
+        at += size;
+    }
+    (offsets, at as u32)
 }
 
 /// A stream model in device memory: the descriptor at [`DeviceModel::desc_ptr`].
