@@ -23,8 +23,8 @@ Model, shots and predictions go to --work (a temporary folder unless given).
 Each row compares one decoder with PyMatching on the same shots: `ratio` = its mistakes /
 PyMatching's, with a 95% interval for shots drawn again from the same distribution (paired:
 the delta method on log(ratio) over the four outcomes of a shot, both wrong / only one /
-neither). Also its time per window (per shot for whole experiments) from `qfwd decode`'s
-timed pass, on this host. `--self-test` checks the statistics on known counts and needs
+neither), and the windows a shot took. Speed is measured elsewhere (decode/tests/
+stream_speed.rs, tests/gpu_window.rs). `--self-test` checks the statistics on known counts and needs
 neither Stim nor qfwd (tests/stream_accuracy_script.rs runs it).
 """
 import argparse
@@ -44,8 +44,7 @@ Z95 = 1.959963984540054
 COLUMNS = [
     "distance", "rounds", "p", "shots", "seed", "decoder", "W", "C",
     "mistakes", "pymatching_mistakes", "only_decoder", "only_pymatching",
-    "ratio", "ratio_ci_low", "ratio_ci_high", "windows_per_shot", "ns_per_window",
-    "cpu", "host",
+    "ratio", "ratio_ci_low", "ratio_ci_high", "windows_per_shot", "cpu", "host",
 ]
 
 
@@ -201,8 +200,7 @@ def main():
             row = [d, args.rounds, p, shots, args.seed, label,
                    window[0] if window else "", window[1] if window else "",
                    sum(wrong), sum(pm_wrong), sum(wrong) - both, sum(pm_wrong) - both,
-                   f"{r:.4f}", f"{lo:.4f}", f"{hi:.4f}", wps,
-                   f"{rep['mean_ns'] / wps:.0f}", f'"{cpu}"', host]
+                   f"{r:.4f}", f"{lo:.4f}", f"{hi:.4f}", wps, f'"{cpu}"', host]
             print(",".join(str(x) for x in row), flush=True)
             print(f"# d={d} {label} W,C={window}: {sum(wrong)} mistakes, ratio {r:.3f} "
                   f"[{lo:.3f}, {hi:.3f}] ({time.time() - t:.1f} s)", file=sys.stderr, flush=True)

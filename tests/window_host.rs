@@ -229,16 +229,16 @@ fn check(
 #[test]
 fn device_code_commits_what_the_cpu_commits_d5() {
     let d5 = "surface_d5_r5_z_p005";
-    check(d5, (10, 5), MatchLimits::DEFAULT, 24, 40, &[32, 64, 96]);
-    check(d5, (10, 5), MatchLimits::OFF, 24, 40, &[64]);
-    check(d5, (10, 5), SMALL, 24, 40, &[64]);
+    check(d5, (10, 5), MatchLimits::DEFAULT, 16, 40, &[32, 96]);
+    check(d5, (10, 5), MatchLimits::OFF, 12, 40, &[64]);
+    check(d5, (10, 5), SMALL, 12, 40, &[64]);
     check(d5, (4, 1), MatchLimits::DEFAULT, 8, 17, &[64]);
 }
 
 #[test]
 fn device_code_breaks_ties_as_the_cpu_does() {
-    check("rep", (8, 4), MatchLimits::DEFAULT, 40, 30, &[32, 64]);
-    check("rep", (8, 4), MatchLimits::OFF, 40, 30, &[64]);
+    check("rep", (8, 4), MatchLimits::DEFAULT, 24, 30, &[32, 64]);
+    check("rep", (8, 4), MatchLimits::OFF, 24, 30, &[64]);
 }
 
 #[test]

@@ -84,6 +84,10 @@ pub struct RegionMatcher {
     /// Per edge: in the correction (mod 2); and the edges set.
     toggled: Vec<u8>,
     toggled_list: Vec<u32>,
+    /// The regions of a call: members of each, one after the other, and where each ends.
+    all_members: Vec<u32>,
+    ends: Vec<usize>,
+    heap: std::collections::BinaryHeap<std::cmp::Reverse<(u32, u32)>>,
     /// Regions matched in the last call.
     pub matched: u32,
 }
@@ -125,41 +129,43 @@ impl RegionMatcher {
         let b = g.boundary();
         self.ensure(g.num_detectors(), g.num_edges());
         let (off, adj) = (g.adj_offset(), g.adj_pairs());
-        let mut roots = Vec::new();
         // Regions: BFS over full edges between detectors, each from its least vertex.
-        let mut sorted = verts.to_vec();
-        sorted.sort_unstable();
-        for &start in &sorted {
+        self.all_members.clear();
+        self.ends.clear();
+        self.members.clear();
+        self.members.extend_from_slice(verts);
+        self.members.sort_unstable();
+        for i in 0..self.members.len() {
+            let start = self.members[i];
             if self.region[start as usize] != NONE {
                 continue;
             }
-            roots.push(start);
             self.region[start as usize] = start;
-            self.members.clear();
-            self.members.push(start);
-            let mut i = 0;
-            while i < self.members.len() {
-                let x = self.members[i];
-                i += 1;
-                for &[e, y] in &adj[off[x as usize] as usize..off[x as usize + 1] as usize] {
+            let first = self.all_members.len();
+            self.all_members.push(start);
+            let mut at = first;
+            while at < self.all_members.len() {
+                let x = self.all_members[at] as usize;
+                at += 1;
+                for &[e, y] in &adj[off[x] as usize..off[x + 1] as usize] {
                     if y != b && self.region[y as usize] == NONE && full(e as usize) {
                         self.region[y as usize] = start;
-                        self.members.push(y);
+                        self.all_members.push(y);
                     }
                 }
             }
+            self.ends.push(self.all_members.len());
         }
-        for &root in &roots {
+        let mut first = 0;
+        for r in 0..self.ends.len() {
+            let end = self.ends[r];
             self.members.clear();
+            self.members.extend_from_slice(&self.all_members[first..end]);
+            first = end;
             self.defects.clear();
-            for &v in &sorted {
-                if self.region[v as usize] == root {
-                    self.members.push(v);
-                    if defect[v as usize] != 0 {
-                        self.defects.push(v);
-                    }
-                }
-            }
+            self.defects
+                .extend(self.members.iter().copied().filter(|&v| defect[v as usize] != 0));
+            self.defects.sort_unstable();
             if self.within(g, limits) && self.match_region(g) {
                 for &v in &self.defects {
                     defect[v as usize] = 0;
@@ -167,7 +173,7 @@ impl RegionMatcher {
                 self.matched += 1;
             }
         }
-        for &v in &sorted {
+        for &v in &self.all_members {
             self.region[v as usize] = NONE;
         }
         for &e in &self.toggled_list {
@@ -271,26 +277,26 @@ impl RegionMatcher {
             self.done.clear();
             self.done.resize(k, false);
             let row = a * k;
-            self.dist[row + self.local[self.defects[a] as usize] as usize] = 0;
-            loop {
-                let mut next = (INF, usize::MAX);
-                for (i, &d) in self.dist[row..row + k].iter().enumerate() {
-                    if !self.done[i] && d < next.0 {
-                        next = (d, i);
-                    }
+            let src = self.local[self.defects[a] as usize];
+            self.dist[row + src as usize] = 0;
+            self.heap.clear();
+            self.heap.push(std::cmp::Reverse((0, src)));
+            while let Some(std::cmp::Reverse((dx, i))) = self.heap.pop() {
+                if std::mem::replace(&mut self.done[i as usize], true) {
+                    continue;
                 }
-                let (dx, i) = next;
-                if i == usize::MAX {
-                    break;
-                }
-                self.done[i] = true;
-                let x = self.members[i] as usize;
+                let x = self.members[i as usize] as usize;
                 for &[e, y] in &adj[off[x] as usize..off[x + 1] as usize] {
                     if y == b || self.local[y as usize] == NONE {
                         continue;
                     }
-                    let at = row + self.local[y as usize] as usize;
-                    self.dist[at] = self.dist[at].min(dx.saturating_add(w[e as usize]));
+                    let ly = self.local[y as usize];
+                    let at = row + ly as usize;
+                    let d = dx.saturating_add(w[e as usize]);
+                    if d < self.dist[at] {
+                        self.dist[at] = d;
+                        self.heap.push(std::cmp::Reverse((d, ly)));
+                    }
                 }
             }
             for (i, &x) in self.members.iter().enumerate() {
