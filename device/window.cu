@@ -44,7 +44,9 @@
 //
 // Entry points: qfwd_stream_push_round / qfwd_stream_finish / qfwd_stream_reset (group
 // functions: every thread of the group calls them with the same arguments; usable from a
-// persistent kernel), and the batch kernel qfwd_window_batch (tests, benchmarks).
+// persistent kernel, which `#include "window.cu"`s this file, with QFWD_WINDOW_NO_BATCH
+// defined to leave the batch kernel out), and the batch kernel qfwd_window_batch (tests,
+// benchmarks).
 //
 // Built by NVRTC (src/gpu/nvrtc.rs; `qfwd_abi.h` is the header src/abi.rs generates), and
 // by g++ for the host check (tests/window_host.rs), which defines QFWD_WINDOW_HOST and the
@@ -474,6 +476,7 @@ QW_DEV void qw_match_one(const QwGroup& g, const QfwdStreamModel& m, const QwGra
             }
         }
         for (u32 t = g.tid; ok && t < md; t += g.size) s.defect[s.defects[t]] = 0;
+        if (ok && g.tid == 0) s.sc[QW_SC_COUNT] -= md;
     }
     qw_sync(g);
     for (u32 i = g.tid; i < k; i += g.size) s.local[s.members[i]] = QW_NONE;
@@ -528,14 +531,16 @@ QW_DEV void qw_match_regions(const QwGroup& g, const QfwdStreamModel& m, const Q
 QW_DEV u64 qw_correct(const QwGroup& g, const QfwdStreamModel& m, const QwGraph& G, u32* rows,
                       u64 start, QwScratch& s) {
     const u32 n = G.n, nv = n + 1, K = m.slots, W = m.rounds_per_window, RW = m.row_words;
-    // 3. Level 0: the boundary and the roots of clusters without it.
-    for (u32 v = g.tid; v < n; v += g.size) {
+    // 3. Level 0: the boundary and the roots of clusters without it. When the matching
+    // resolved every defect, there is nothing to peel: no level is built (level stays 0).
+    const bool peel = s.sc[QW_SC_COUNT] != 0;
+    for (u32 v = g.tid; peel && v < n; v += g.size) {
         if (s.parent[v] == v && !(s.flags[v] & QFWD_WINDOW_BOUNDARY)) s.level[v] = 0;
     }
     if (g.tid == 0) s.level[n] = 0;
     qw_sync(g);
     u32 level = 0;
-    for (;;) {
+    while (peel) {
         for (u32 e = g.tid; e < G.edges; e += g.size) {
             if (s.growth[e] != qw_ro(G.weight + e)) continue;
             const u32 u = qw_ro(G.ends + 2 * e), v = qw_ro(G.ends + 2 * e + 1);
@@ -697,7 +702,7 @@ QW_DEV void qfwd_stream_reset(const QwGroup& g, QfwdStreamState* st) {
     qw_sync(g);
 }
 
-#ifndef QFWD_WINDOW_HOST
+#if !defined(QFWD_WINDOW_HOST) && !defined(QFWD_WINDOW_NO_BATCH)
 // The batch kernel: block b serves streams b, b + gridDim.x, ...; each pushes p.rounds
 // rounds (from p.first_round) and, when p.finish, its final round; commits and refusals
 // go to its slice of p.commits, their number to p.counts.
