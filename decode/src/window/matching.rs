@@ -52,11 +52,11 @@ impl MatchLimits {
         edges: 0,
     };
 
-    /// Regions of up to 12 defects, 256 vertices and 1024 edges.
+    /// Regions of up to 12 defects, 128 vertices and 512 edges.
     pub const DEFAULT: MatchLimits = MatchLimits {
         defects: 12,
-        members: 256,
-        edges: 1024,
+        members: 128,
+        edges: 512,
     };
 }
 
@@ -160,11 +160,16 @@ impl RegionMatcher {
         for r in 0..self.ends.len() {
             let end = self.ends[r];
             self.members.clear();
-            self.members.extend_from_slice(&self.all_members[first..end]);
+            self.members
+                .extend_from_slice(&self.all_members[first..end]);
             first = end;
             self.defects.clear();
-            self.defects
-                .extend(self.members.iter().copied().filter(|&v| defect[v as usize] != 0));
+            self.defects.extend(
+                self.members
+                    .iter()
+                    .copied()
+                    .filter(|&v| defect[v as usize] != 0),
+            );
             self.defects.sort_unstable();
             if self.within(g, limits) && self.match_region(g) {
                 for &v in &self.defects {
