@@ -454,6 +454,9 @@ QW_DEV void qw_match_one(const QwGroup& g, const QfwdStreamModel& m, const QwGra
                         at = x;
                     }
                 }
+                // (A finite boundary distance is always attained: an invariant, kept
+                // safe as on the CPU.)
+                if (best == QW_NONE) continue;
                 qw_xor(s.fused + qw_ro(G.bedge + best), 1);
             } else {
                 at = s.local[s.defects[c]];
@@ -471,6 +474,7 @@ QW_DEV void qw_match_one(const QwGroup& g, const QfwdStreamModel& m, const QwGra
                         next = s.local[x];
                     }
                 }
+                if (pick == QW_NONE) break;  // never: exact distances have a tight edge
                 qw_xor(s.fused + pick, 1);
                 at = next;
             }

@@ -334,6 +334,11 @@ impl RegionMatcher {
                     pick = (e, lx);
                 }
             }
+            // Exact distances always have a tight edge; kept safe as on the GPU.
+            if pick.0 == NONE {
+                debug_assert!(false, "no tight edge into a member at a finite distance");
+                break;
+            }
             self.toggle(pick.0);
             to = pick.1;
         }
@@ -352,6 +357,11 @@ impl RegionMatcher {
             {
                 pick = (x, i);
             }
+        }
+        // A finite boundary distance is always attained; kept safe as on the GPU.
+        if pick.0 == NONE {
+            debug_assert!(false, "no member attains the boundary distance");
+            return;
         }
         self.toggle(bedge[pick.0 as usize]);
         self.path(g, a, pick.1);
