@@ -329,6 +329,160 @@ abi_struct!(
     }
 );
 
+abi_consts!(render_window {
+    /// "No vertex / no edge / not reached" in the window decoder's arrays.
+    WINDOW_NONE: u32 = u32::MAX;
+    /// Root flags of the window decoder's clusters.
+    WINDOW_ODD: u32 = 1;
+    WINDOW_BOUNDARY: u32 = 2;
+    /// Scalar words of a decoding group's scratch.
+    WINDOW_SCALARS: u32 = 16;
+    /// A decoding group's scratch arrays, by their index in
+    /// [`StreamModelDesc::scratch`] (word offsets in the group's scratch): per vertex
+    /// (`max_vertices + 1` words each) parent, flags, defect, level, parent edge, and for
+    /// the matching region, local index, region defects, region members, region list; per
+    /// edge (`max_edges` each) growth, and the filled edges (then the correction's edges
+    /// of the matching); the matching's members (`match_members`), defects and their sort
+    /// buffer (`match_defects` each), region edges (`match_edges`), distances
+    /// (`match_defects x match_members`), boundary distances and matches (`match_defects`),
+    /// the subsets' costs (`2^match_defects` words) and choices (bytes); the scalars.
+    SCR_PARENT: u32 = 0;
+    SCR_FLAGS: u32 = 1;
+    SCR_DEFECT: u32 = 2;
+    SCR_LEVEL: u32 = 3;
+    SCR_PEDGE: u32 = 4;
+    SCR_REGION: u32 = 5;
+    SCR_LOCAL: u32 = 6;
+    SCR_RDEF: u32 = 7;
+    SCR_RMEM: u32 = 8;
+    SCR_RLIST: u32 = 9;
+    SCR_GROWTH: u32 = 10;
+    SCR_FUSED: u32 = 11;
+    SCR_MEMBERS: u32 = 12;
+    SCR_DEFECTS: u32 = 13;
+    SCR_DSORT: u32 = 14;
+    SCR_REDGES: u32 = 15;
+    SCR_DIST: u32 = 16;
+    SCR_DISTB: u32 = 17;
+    SCR_MATCHES: u32 = 18;
+    SCR_COST: u32 = 19;
+    SCR_CHOICE: u32 = 20;
+    SCR_SCALARS: u32 = 21;
+    /// Entries of [`StreamModelDesc::scratch`].
+    SCR_COUNT: u32 = 22;
+    /// Most threads in a decoding group (a block).
+    WINDOW_MAX_THREADS: u32 = 1024;
+    /// What a stream call answers (`QfwdCommit::status`): no window completed, a commit,
+    /// or why the round was refused (`decode::window::StreamError`).
+    STREAM_NO_COMMIT: i32 = 0;
+    STREAM_COMMIT: i32 = 1;
+    STREAM_ROUND_REPEATED: i32 = -1;
+    STREAM_ROUNDS_MISSING: i32 = -2;
+    STREAM_FINISHED: i32 = -3;
+    STREAM_TOO_SHORT: i32 = -4;
+});
+
+abi_struct!(
+    /// One window graph of a stream model in the model's word blob: counts, and where its
+    /// arrays start (word offsets in the blob). Vertex `n` is the boundary; edge `e` is
+    /// `ends[2e] < ends[2e + 1]`, its weight `weight[e]`, its observables
+    /// `obs[2e] | obs[2e + 1] << 32`; `adj_offset` holds the CSR row offsets (`n + 2`
+    /// words), of which the window decoder reads degrees only.
+    WindowGraphDesc: "QfwdWindowGraph" {
+        vertices: u32,
+        edges: u32,
+        rounds: u32,
+        commit_rounds: u32,
+        adj_offset: u32,
+        ends: u32,
+        weight: u32,
+        obs: u32,
+        /// CSR entries `{edge, other end}` (2 words each), and per detector its boundary
+        /// edge (`WINDOW_NONE`: none): the matching's paths.
+        adj_pairs: u32,
+        boundary_edge: u32,
+    }
+);
+
+abi_struct!(
+    /// A stream model on the device (`src/gpu/window.rs` packs it): the blob's address,
+    /// the window graphs' descriptors (word offset), and the stream settings.
+    StreamModelDesc: "QfwdStreamModel" {
+        /// Device address of the model's u32 blob.
+        data: u64,
+        /// Word offset of `graph_count` [`WindowGraphDesc`]s in the blob.
+        graphs: u32,
+        graph_count: u32,
+        rounds_per_window: u32,
+        commit_rounds: u32,
+        /// Kept slots per round (K), and the word offset of their slot indices.
+        slots: u32,
+        kept_slots: u32,
+        round_bytes: u32,
+        /// u32 words of one stored round (ceil(K / 32)).
+        row_words: u32,
+        min_rounds: u32,
+        first_final_from_start: u32,
+        first_final_from_bulk: u32,
+        max_vertices: u32,
+        max_edges: u32,
+        /// u32 words of a decoding group's scratch, and where its arrays start (`SCR_*`).
+        scratch_words: u32,
+        scratch: [u32; 22],
+        /// The regions matched exactly (`decode::window::MatchLimits`; defects 0: none).
+        match_defects: u32,
+        match_members: u32,
+        match_edges: u32,
+        reserved: u32,
+    }
+);
+
+abi_struct!(
+    /// One stream's state on the device; its rounds are a ring of `rounds_per_window`
+    /// rows of `row_words` words beside it (round `r` in row `r % W`).
+    StreamStateDesc: "QfwdStreamState" {
+        next_round: u64,
+        window_start: u64,
+        finished: u32,
+        reserved: u32,
+    }
+);
+
+abi_struct!(
+    /// What a stream call answers.
+    StreamCommitDesc: "QfwdCommit" {
+        first_round: u64,
+        flips: u64,
+        rounds: u32,
+        /// `STREAM_*`.
+        status: i32,
+    }
+);
+
+abi_struct!(
+    /// The batch window kernel's one parameter (by value): every stream pushes `rounds`
+    /// rounds, from round `first_round`, then (when `finish` is 1) its final round.
+    WindowBatchParams: "QfwdWindowBatch" {
+        /// Device address of the [`StreamModelDesc`].
+        model: u64,
+        /// `streams` [`StreamStateDesc`]s, and their rows (`W * row_words` words each).
+        states: u64,
+        rows: u64,
+        /// Events, `streams x (rounds + finish) x round_bytes` bytes.
+        events: u64,
+        /// `streams x commits_per_stream` [`StreamCommitDesc`]s, and how many each wrote.
+        commits: u64,
+        counts: u64,
+        /// Global scratch (`scratch_words` per block), or 0: dynamic shared memory.
+        scratch: u64,
+        first_round: u64,
+        streams: u32,
+        rounds: u32,
+        finish: u32,
+        commits_per_stream: u32,
+    }
+);
+
 /// The whole header, as NVRTC and `device/qfwd_abi.h` receive it.
 pub fn header() -> String {
     let mut out = String::new();
@@ -348,6 +502,18 @@ pub fn header() -> String {
     LinkDesc::render(&mut out);
     out.push('\n');
     DirectParams::render(&mut out);
+    out.push_str("\n// ---- stream windows ----\n");
+    render_window(&mut out);
+    for render in [
+        WindowGraphDesc::render,
+        StreamModelDesc::render,
+        StreamStateDesc::render,
+        StreamCommitDesc::render,
+        WindowBatchParams::render,
+    ] {
+        out.push('\n');
+        render(&mut out);
+    }
     out
 }
 
@@ -360,6 +526,7 @@ pub const HEADER_NAME: &str = "qfwd_abi.h";
 const _: () = assert!(MAX_FUNCTIONS as usize == 32);
 const _: () =
     assert!((CQE_FORMAT_INLINE_32 as u8) << 2 == crate::mlx5::layout::cqe::INLINE_SCATTER_32);
+const _: () = assert!(SCR_COUNT == 22 && SCR_SCALARS + 1 == SCR_COUNT);
 const _: () = assert!(std::mem::size_of::<LinkDesc>() == 11 * 8 + 12 * 4);
 
 #[cfg(test)]

@@ -34,7 +34,8 @@ use hdrhistogram::Histogram;
 use clap::builder::{PossibleValue, PossibleValuesParser, TypedValueParser};
 
 use crate::backend::Backend;
-use crate::decode::{self, Decoder, DecoderKind, ShotFormat, Shots};
+use crate::decode::window::{MatchLimits, StreamDecoder, StreamModel};
+use crate::decode::{self, Decoder, DecoderKind, Dem, ShotFormat, Shots};
 use crate::gpu::{self, GpuOptions};
 use crate::handler::Handler;
 use crate::wire::status;
@@ -93,7 +94,8 @@ pub fn shot_format_parser() -> impl TypedValueParser<Value = ShotFormat> {
 #[command(after_help = "Examples:\n  \
 qfwd decode --dem tests/fixtures/surface_d5_r5_z_p001.dem --dets tests/fixtures/surface_d5_r5_z_p001.b8 \\\n    \
 --obs tests/fixtures/surface_d5_r5_z_p001.obs.01 --decoder uf\n  \
-qfwd decode --dem d3.dem --dets d3.b8 --obs d3.obs.01 --decoder lut --format json\n\n\
+qfwd decode --dem d3.dem --dets d3.b8 --obs d3.obs.01 --decoder lut --format json\n  \
+qfwd decode --dem d5_r100.dem --dets d5_r100.b8 --obs d5_r100.obs.01 --decoder uf --window 15,5\n\n\
 Make the files with Stim: circuit.detector_error_model(decompose_errors=True, flatten_loops=True),\n\
 and sampler.sample_write(shots, filepath=\"F.b8\", format=\"b8\", obs_out_filepath=\"F.obs.01\", obs_out_format=\"01\").")]
 pub struct DecodeArgs {
@@ -128,6 +130,26 @@ pub struct DecodeArgs {
     /// Also write the predicted observable flips to this file (b8 for .b8, else 01).
     #[arg(long, value_name = "FILE")]
     pub predictions: Option<PathBuf>,
+    /// Decode each shot as a stream of rounds (docs/streaming.md): windows of W rounds,
+    /// committing the first C of each, e.g. `--window 15,5`. Needs a memory experiment
+    /// whose detectors have coordinates (x, y, t); uf on the CPU only. The prediction is
+    /// the XOR of a shot's commits.
+    #[arg(long, value_name = "W,C", value_parser = parse_window)]
+    pub window: Option<(u32, u32)>,
+    /// With --window: the window decoder matches regions of at most N defects exactly
+    /// (0: union-find alone; at most 16).
+    #[arg(long, value_name = "N", default_value_t = MatchLimits::DEFAULT.defects)]
+    pub match_defects: u32,
+}
+
+/// `--window W,C`.
+fn parse_window(s: &str) -> std::result::Result<(u32, u32), String> {
+    let bad = || format!("{s:?}: expected W,C (rounds per window, rounds committed), e.g. 15,5");
+    let (w, c) = s.split_once(',').ok_or_else(bad)?;
+    Ok((
+        w.trim().parse().map_err(|_| bad())?,
+        c.trim().parse().map_err(|_| bad())?,
+    ))
 }
 
 /// What `qfwd decode` measured.
@@ -161,6 +183,90 @@ pub struct DecodeReport {
     pub setup_ms: f64,
     /// Predicted observable flips, one row per shot.
     pub predictions: Shots,
+    /// `--window`: (W, C), and the windows a shot took on average (its commits).
+    pub window: Option<(u32, u32)>,
+    pub windows_per_shot: f64,
+}
+
+/// How each shot is decoded: at once, or as a stream of rounds.
+enum ShotDecoder {
+    Whole {
+        dec: Arc<Decoder>,
+        scratch: Box<decode::Scratch>,
+    },
+    Stream {
+        /// Each shot split into its rounds, `rounds * round_bytes` bytes a shot.
+        split: Vec<Vec<u8>>,
+        round_bytes: usize,
+        stream: Box<StreamDecoder>,
+        commits: u64,
+    },
+}
+
+impl ShotDecoder {
+    fn new(
+        dec: &Arc<Decoder>,
+        window: Option<(u32, u32)>,
+        match_defects: u32,
+        dem: &Dem,
+        dets: &Shots,
+    ) -> Result<ShotDecoder> {
+        let Some((w, c)) = window else {
+            return Ok(ShotDecoder::Whole {
+                dec: Arc::clone(dec),
+                scratch: Box::new(dec.new_scratch()),
+            });
+        };
+        if dec.kind() != DecoderKind::Uf {
+            return Err(Error::Decode {
+                detail: format!(
+                    "--window decodes with uf; --decoder {} has no stream form",
+                    dec.kind()
+                ),
+            });
+        }
+        let limits = MatchLimits {
+            defects: match_defects,
+            ..MatchLimits::DEFAULT
+        };
+        let model = Arc::new(StreamModel::from_dem_with(dem, w, c, limits)?);
+        let exp = model.experiment(dem)?;
+        let split = (0..dets.len())
+            .map(|i| exp.split(dets.row(i)).concat())
+            .collect();
+        Ok(ShotDecoder::Stream {
+            split,
+            round_bytes: model.round_bytes(),
+            stream: Box::new(StreamDecoder::new(&model)),
+            commits: 0,
+        })
+    }
+
+    /// Shot `i`'s observable flips.
+    fn decode(&mut self, dets: &Shots, i: usize) -> u64 {
+        match self {
+            ShotDecoder::Whole { dec, scratch } => dec.decode(scratch, dets.row(i)),
+            ShotDecoder::Stream {
+                split,
+                round_bytes,
+                stream,
+                commits,
+            } => {
+                stream.reset();
+                let rounds: Vec<&[u8]> = split[i].chunks(*round_bytes).collect();
+                let (last, body) = rounds.split_last().expect("a shot has its final round");
+                let mut flips = 0;
+                for (r, ev) in body.iter().enumerate() {
+                    if let Some(c) = stream.push_round(r as u64, ev).expect("rounds in order") {
+                        flips ^= c.flips;
+                        *commits += 1;
+                    }
+                }
+                *commits += 1;
+                flips ^ stream.finish(last).expect("a whole experiment").flips
+            }
+        }
+    }
 }
 
 /// What `--backend gpu` measured: predictions, one round trip per shot, throughput.
@@ -290,8 +396,19 @@ pub fn evaluate(args: &DecodeArgs) -> Result<DecodeReport> {
             });
         }
     }
+    if args.window.is_some() && args.backend == DecodeBackend::Gpu {
+        return Err(Error::Decode {
+            detail: "--window runs on the CPU (the GPU stream decoder has its own tests: \
+                     docs/streaming.md); use --backend cpu"
+                .into(),
+        });
+    }
     let t0 = Instant::now();
-    let dec = Arc::new(Decoder::from_dem_path(&args.dem, args.decoder)?);
+    let dem = Dem::from_path(&args.dem)?;
+    let dec = Arc::new(Decoder::from_graph(
+        decode::MatchingGraph::from_dem(&dem)?,
+        args.decoder,
+    )?);
     let setup_ms = t0.elapsed().as_secs_f64() * 1e3;
     let mut dets =
         Shots::read(&args.dets, dec.num_detectors(), args.dets_format).map_err(|e| match e {
@@ -332,26 +449,30 @@ pub fn evaluate(args: &DecodeArgs) -> Result<DecodeReport> {
     let mut total_ns: u128 = 0;
     let mut predicted = Vec::with_capacity(shots);
     let (batch_ns_per_shot, batch_passes);
+    let mut windows_per_shot = 0.0;
     match args.backend {
         DecodeBackend::Cpu => {
-            let mut scratch = dec.new_scratch();
+            let mut shot_decoder =
+                ShotDecoder::new(&dec, args.window, args.match_defects, &dem, &dets)?;
             // Passes 1..=CPU_BATCH_PASSES: back to back, the fastest counts.
             let mut masks = vec![0u64; shots];
             let mut best = Duration::MAX;
             for _ in 0..CPU_BATCH_PASSES {
                 let t = Instant::now();
                 for (i, m) in masks.iter_mut().enumerate() {
-                    *m = dec.decode(&mut scratch, dets.row(i));
+                    *m = shot_decoder.decode(&dets, i);
                 }
                 best = best.min(t.elapsed());
             }
             batch_ns_per_shot = best.as_nanos() as f64 / shots as f64;
             batch_passes = CPU_BATCH_PASSES;
+            if let ShotDecoder::Stream { commits, .. } = &shot_decoder {
+                windows_per_shot = *commits as f64 / (CPU_BATCH_PASSES as usize * shots) as f64;
+            }
             // Last pass: each shot timed.
             for (i, &first) in masks.iter().enumerate() {
-                let row = dets.row(i);
                 let t = Instant::now();
-                let m = dec.decode(&mut scratch, row);
+                let m = shot_decoder.decode(&dets, i);
                 let ns = t.elapsed().as_nanos();
                 total_ns += ns;
                 hist.saturating_record(ns.max(1) as u64);
@@ -409,6 +530,8 @@ pub fn evaluate(args: &DecodeArgs) -> Result<DecodeReport> {
         batch_passes,
         setup_ms,
         predictions,
+        window: args.window,
+        windows_per_shot,
     })
 }
 
@@ -463,7 +586,7 @@ impl DecodeReport {
             "{{\"dem\":{},\"decoder\":\"{}\",\"backend\":\"{}\",\"detectors\":{},\"decoded_detectors\":{},\
              \"observables\":{},\"edges\":{},\"shots\":{},\"mistakes\":{},\"ler\":{},\"ci_low\":{},\"ci_high\":{},\
              \"mean_ns\":{},\"p50_ns\":{},\"p99_ns\":{},\"max_ns\":{},\"batch_ns_per_shot\":{},\
-             \"batch_passes\":{},\"setup_ms\":{},\"timing\":\"{}\"}}",
+             \"batch_passes\":{},\"setup_ms\":{},\"timing\":\"{}\",\"window\":{},\"windows_per_shot\":{}}}",
             json_string(&self.dem.display().to_string()),
             self.decoder,
             self.backend.as_str(),
@@ -484,11 +607,23 @@ impl DecodeReport {
             self.batch_passes,
             json_f64((self.setup_ms * 1000.0).round() / 1000.0),
             self.timing(),
+            self.window
+                .map_or("null".to_string(), |(w, c)| format!("[{w},{c}]")),
+            json_f64((self.windows_per_shot * 1000.0).round() / 1000.0),
         )
     }
 
     /// Lines for a person.
     pub fn to_text(&self) -> String {
+        let stream = match self.window {
+            Some((w, c)) => format!(
+                "stream    windows of {w} rounds committing {c}: {:.1} windows per shot, \
+                 {} per window (mean)\n",
+                self.windows_per_shot,
+                time(self.mean_ns / self.windows_per_shot.max(1.0))
+            ),
+            None => String::new(),
+        };
         format!(
             "model     {}: {} detectors{}, {} observables, {} edges (loaded in {:.1} ms)\n\
              decoder   {} on {}\n\
@@ -527,7 +662,7 @@ impl DecodeReport {
             time(self.max_ns as f64),
             time(self.batch_ns_per_shot),
             self.batch_passes,
-        )
+        ) + &stream
     }
 }
 

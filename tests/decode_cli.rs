@@ -3,6 +3,7 @@
 
 use std::path::{Path, PathBuf};
 
+use qfwd::decode::window::MatchLimits;
 use qfwd::decode::{DecoderKind, Shots};
 use qfwd::decode_cli::{evaluate, DecodeArgs, DecodeBackend, OutputFormat};
 
@@ -24,6 +25,8 @@ fn args(name: &str, decoder: DecoderKind) -> DecodeArgs {
         obs_format: None,
         shots: None,
         predictions: None,
+        window: None,
+        match_defects: MatchLimits::DEFAULT.defects,
     }
 }
 
@@ -194,4 +197,63 @@ fn clap_parses_the_documented_command_line() {
     assert_eq!(c.decode.backend, DecodeBackend::Cpu);
     assert_eq!(c.decode.format, OutputFormat::Text);
     assert!(Cli::try_parse_from(["qfwd", "--dem", "F.dem", "--decoder", "mwpm"]).is_err());
+}
+
+#[test]
+fn streams_decode_each_shot_in_windows() {
+    let whole = evaluate(&DecodeArgs {
+        shots: Some(5000),
+        ..args("surface_d5_r5_z_p005", DecoderKind::Uf)
+    })
+    .unwrap();
+    let a = DecodeArgs {
+        shots: Some(5000),
+        window: Some((4, 2)),
+        ..args("surface_d5_r5_z_p005", DecoderKind::Uf)
+    };
+    let r = evaluate(&a).unwrap();
+    // Five syndrome rounds: one window (rounds 0..4 commit 0..2), then the last window.
+    assert_eq!(r.windows_per_shot, 2.0);
+    assert_eq!(r.window, Some((4, 2)));
+    let j = r.to_json();
+    assert!(
+        j.contains("\"window\":[4,2]") && j.contains("\"windows_per_shot\":2"),
+        "{j}"
+    );
+    assert!(r.to_text().contains("windows of 4 rounds committing 2"));
+    // A window's buffer of 2 rounds loses little against the whole experiment here.
+    assert!(
+        r.mistakes >= whole.mistakes * 9 / 10 && r.mistakes <= whole.mistakes * 13 / 10,
+        "{} vs {}",
+        r.mistakes,
+        whole.mistakes
+    );
+
+    for (a, needle) in [
+        (
+            DecodeArgs {
+                window: Some((4, 2)),
+                ..args("surface_d3_r3_z_p005", DecoderKind::Lut)
+            },
+            "uf",
+        ),
+        (
+            DecodeArgs {
+                window: Some((2, 2)),
+                ..args("surface_d5_r5_z_p005", DecoderKind::Uf)
+            },
+            "1 <= C < W",
+        ),
+        (
+            DecodeArgs {
+                window: Some((4, 2)),
+                backend: DecodeBackend::Gpu,
+                ..args("surface_d5_r5_z_p005", DecoderKind::Uf)
+            },
+            "--backend cpu",
+        ),
+    ] {
+        let e = evaluate(&a).unwrap_err().to_string();
+        assert!(e.contains(needle), "{e}");
+    }
 }

@@ -609,6 +609,8 @@ fn qfwd_decode_backend_gpu_matches_cpu() {
             obs_format: None,
             shots: Some(5000),
             predictions: None,
+            window: None,
+            match_defects: 12,
         };
         let cpu = evaluate(&args(DecodeBackend::Cpu)).unwrap();
         let gpu = evaluate(&args(DecodeBackend::Gpu)).unwrap();

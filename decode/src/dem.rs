@@ -6,9 +6,10 @@
 //! ```text
 //! error(p) D0 D1 ^ D2 L0         an independent mechanism with probability p; `^` separates
 //!                                the components of a decomposed error
-//! detector(x, y, t) D5           declares a detector (coordinates ignored)
+//! detector(x, y, t) D5           declares a detector and its coordinates
 //! logical_observable L0          declares an observable
-//! shift_detectors(0, 0, 1) 4     adds 4 to every later detector index (coordinates ignored)
+//! shift_detectors(0, 0, 1) 4     adds 4 to every later detector index and (0, 0, 1) to
+//!                                every later detector's coordinates
 //! repeat 10 { ... }              repeats a block; the `}` stands on its own line
 //! ```
 //!
@@ -58,6 +59,10 @@ pub struct Dem {
     /// One more than the largest observable index declared or used.
     pub num_observables: u32,
     pub errors: Vec<DemError>,
+    /// Per detector (`num_detectors` entries): its coordinates as declared by `detector(...)`
+    /// plus the `shift_detectors` coordinate offsets in force there; empty when the model
+    /// declares none (or declares the detector without arguments).
+    pub detector_coords: Vec<Vec<f64>>,
 }
 
 /// A parsed instruction before flattening.
@@ -68,9 +73,15 @@ enum Instr {
         /// Components with *relative* detector indices (the shift is applied when flattening).
         components: Vec<(Vec<u64>, u64)>,
     },
-    Detector(Vec<u64>),
+    Detector {
+        coords: Vec<f64>,
+        targets: Vec<u64>,
+    },
     Observable(u32),
-    Shift(u64),
+    Shift {
+        coords: Vec<f64>,
+        by: u64,
+    },
     /// `repeat count {`; `end` is the index of the matching `End`.
     Repeat {
         count: u64,
@@ -157,8 +168,10 @@ impl Dem {
             num_detectors: 0,
             num_observables: 0,
             errors: Vec::new(),
+            detector_coords: Vec::new(),
         };
         let mut offset: u64 = 0;
+        let mut coord_offset: Vec<f64> = Vec::new();
         let mut stack: Vec<(usize, usize, u64)> = Vec::new();
         let mut pc = 0usize;
         let abs = |rel: u64, offset: u64, line: usize| -> Result<u32> {
@@ -206,14 +219,31 @@ impl Dem {
                         components: comps,
                     });
                 }
-                Instr::Detector(ds) => {
-                    for &d in ds {
+                Instr::Detector { coords, targets } => {
+                    for &d in targets {
                         let d = abs(d, offset, line)?;
                         dem.num_detectors = dem.num_detectors.max(d + 1);
+                        if !coords.is_empty() {
+                            let at = d as usize;
+                            if dem.detector_coords.len() <= at {
+                                dem.detector_coords.resize(at + 1, Vec::new());
+                            }
+                            dem.detector_coords[at] = coords
+                                .iter()
+                                .enumerate()
+                                .map(|(i, c)| c + coord_offset.get(i).copied().unwrap_or(0.0))
+                                .collect();
+                        }
                     }
                 }
                 Instr::Observable(k) => dem.num_observables = dem.num_observables.max(k + 1),
-                Instr::Shift(k) => {
+                Instr::Shift { coords, by: k } => {
+                    if coord_offset.len() < coords.len() {
+                        coord_offset.resize(coords.len(), 0.0);
+                    }
+                    for (o, c) in coord_offset.iter_mut().zip(coords) {
+                        *o += c;
+                    }
                     offset = offset
                         .checked_add(*k)
                         .filter(|&o| o <= MAX_DETECTOR)
@@ -245,6 +275,8 @@ impl Dem {
             }
             pc += 1;
         }
+        dem.detector_coords
+            .resize(dem.num_detectors as usize, Vec::new());
         Ok(dem)
     }
 }
@@ -337,7 +369,10 @@ fn parse_line(code: &str) -> std::result::Result<Instr, String> {
                     None => return Err(format!("`detector` target {t:?} is not D<index>")),
                 }
             }
-            Ok(Instr::Detector(ds))
+            Ok(Instr::Detector {
+                coords: args,
+                targets: ds,
+            })
         }
         "logical_observable" => {
             if has_parens && !args.is_empty() {
@@ -357,7 +392,7 @@ fn parse_line(code: &str) -> std::result::Result<Instr, String> {
         "shift_detectors" => match targets.as_slice() {
             [t] => t
                 .parse::<u64>()
-                .map(Instr::Shift)
+                .map(|by| Instr::Shift { coords: args, by })
                 .map_err(|_| format!("`shift_detectors` amount {t:?} is not an integer >= 0")),
             _ => Err("`shift_detectors` takes one integer target (`shift_detectors 4`)".into()),
         },
@@ -503,6 +538,35 @@ mod tests {
                 .errors
                 .len(),
             0
+        );
+    }
+
+    #[test]
+    fn keeps_detector_coordinates_with_their_shifts() {
+        let d = parse(
+            "detector(1, 2, 0) D0\n\
+             repeat 2 {\n\
+               error(0.1) D0 D1\n\
+               shift_detectors(0, 0, 1) 1\n\
+               detector(1, 2, 0) D0\n\
+             }\n\
+             shift_detectors(0.5) 0\n\
+             detector(3, 4.5, 0, 7) D1\n\
+             error(0.1) D3\n",
+        )
+        .unwrap();
+        // Indices shift by 2 after the block, coordinates by (0.5, 0, 2).
+        assert_eq!(d.num_detectors, 6);
+        assert_eq!(
+            d.detector_coords,
+            vec![
+                vec![1.0, 2.0, 0.0],
+                vec![1.0, 2.0, 1.0],
+                vec![1.0, 2.0, 2.0],
+                vec![3.5, 4.5, 2.0, 7.0],
+                vec![],
+                vec![]
+            ]
         );
     }
 

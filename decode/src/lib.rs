@@ -15,7 +15,8 @@
 //!   fast path), and [`precompute`]: the table and the split path's limit as a GPU
 //!   upload needs them, kept per process;
 //! - [`sample`]: syndromes drawn from a graph's own error model (load-time tuning);
-//! - [`brute`]: brute-force most-likely-error reference for tests.
+//! - [`brute`]: brute-force most-likely-error reference for tests;
+//! - [`window`]: streaming decoding, one logical qubit's rounds in sliding windows.
 //!
 //! # Quick start
 //!
@@ -58,6 +59,7 @@ pub mod uf_potential;
 pub mod uf_split;
 pub mod uf_table;
 pub mod uf_table_cache;
+pub mod window;
 
 use std::cell::RefCell;
 use std::fmt;
