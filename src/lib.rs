@@ -32,6 +32,7 @@ pub mod serve;
 pub mod shm;
 pub mod softnic;
 pub mod stats;
+pub mod stream;
 pub mod transport;
 pub mod wire;
 pub(crate) mod worker;

@@ -1,0 +1,9 @@
+//! Streaming decoding: many logical qubits, each a stream of rounds of syndromes, decoded
+//! in sliding windows whose commits go back as they are made.
+//!
+//! - [`protocol`]: the wire (CUQR functions `stream.enqueue_syndromes`,
+//!   `stream.get_corrections`, `stream.reset_decoder`; 32-byte response records);
+//!   docs/streaming-protocol.md has it byte by byte.
+#![forbid(unsafe_code)]
+
+pub mod protocol;
