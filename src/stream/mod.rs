@@ -6,5 +6,14 @@
 //!   docs/streaming-protocol.md has it byte by byte.
 #![forbid(unsafe_code)]
 
+pub mod dispatch;
+pub mod link;
 pub mod protocol;
+pub mod service;
 pub mod state;
+pub mod worker;
+
+pub use service::{
+    load_model, spawn, spawn_inproc, spawn_udp, RunningStreams, ServiceOptions, StreamSettings,
+    StreamStats,
+};

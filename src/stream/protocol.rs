@@ -187,6 +187,24 @@ impl<'a> BlockView<'a> {
         &self.data[at..at + self.round_bytes]
     }
 
+    /// The header fields.
+    pub fn header(&self) -> BlockHeader {
+        BlockHeader {
+            first_stream: self.first_stream,
+            streams: self.streams,
+            rounds: self.rounds,
+            flags: self.flags,
+            first_round: self.first_round,
+        }
+    }
+
+    /// The rounds of the block's streams `s0 .. s1` (0-based), back to back.
+    #[inline]
+    pub fn streams_data(&self, s0: usize, s1: usize) -> &'a [u8] {
+        let n = self.rounds as usize * self.round_bytes;
+        &self.data[s0 * n..s1 * n]
+    }
+
     /// Stream `s`'s rounds, back to back.
     #[inline]
     pub fn stream_rounds(&self, s: usize) -> &'a [u8] {
@@ -426,30 +444,14 @@ impl<'a> BatchWriter<'a> {
         first_round: u64,
         data: &[u8],
     ) -> Result<(), ProtocolError> {
-        let data_len = usize::from(streams) * usize::from(rounds) * self.round_bytes;
-        if data.len() != data_len {
-            return Err(ProtocolError::Short {
-                what: "block's rounds",
-                need: data_len,
-                got: data.len(),
-            });
-        }
-        let total = block_bytes(streams.into(), rounds.into(), self.round_bytes);
-        if self.out.len() < self.len + total {
-            return Err(ProtocolError::BufferTooSmall {
-                needed: self.len + total,
-                capacity: self.out.len(),
-            });
-        }
-        let b = &mut self.out[self.len..self.len + total];
-        b[0..4].copy_from_slice(&first_stream.to_le_bytes());
-        b[4..6].copy_from_slice(&streams.to_le_bytes());
-        b[6] = rounds;
-        b[7] = flags;
-        b[8..16].copy_from_slice(&first_round.to_le_bytes());
-        b[HEADER_BYTES..HEADER_BYTES + data_len].copy_from_slice(data);
-        b[HEADER_BYTES + data_len..].fill(0);
-        self.len += total;
+        let head = BlockHeader {
+            first_stream,
+            streams,
+            rounds,
+            flags,
+            first_round,
+        };
+        self.len += write_block(&mut self.out[self.len..], &head, self.round_bytes, data)?;
         self.blocks += 1;
         self.entries += u32::from(streams) * u32::from(rounds);
         Ok(())
@@ -457,14 +459,62 @@ impl<'a> BatchWriter<'a> {
 
     /// Writes the batch header; returns the argument's length.
     pub fn finish(self) -> usize {
-        let h = &mut self.out[..HEADER_BYTES];
-        h[0..2].copy_from_slice(&VERSION.to_le_bytes());
-        h[2..4].copy_from_slice(&(self.round_bytes as u16).to_le_bytes());
-        h[4..8].copy_from_slice(&self.blocks.to_le_bytes());
-        h[8..12].copy_from_slice(&self.entries.to_le_bytes());
-        h[12..16].fill(0);
+        write_batch_header(self.out, self.round_bytes, self.blocks, self.entries);
         self.len
     }
+}
+
+/// A block's header fields.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BlockHeader {
+    pub first_stream: u32,
+    pub streams: u16,
+    pub rounds: u8,
+    pub flags: u8,
+    pub first_round: u64,
+}
+
+/// Writes a block (header, `data`, zero padding) at the start of `out`; returns its length.
+pub fn write_block(
+    out: &mut [u8],
+    h: &BlockHeader,
+    round_bytes: usize,
+    data: &[u8],
+) -> Result<usize, ProtocolError> {
+    let data_len = usize::from(h.streams) * usize::from(h.rounds) * round_bytes;
+    if data.len() != data_len {
+        return Err(ProtocolError::Short {
+            what: "block's rounds",
+            need: data_len,
+            got: data.len(),
+        });
+    }
+    let total = block_bytes(h.streams.into(), h.rounds.into(), round_bytes);
+    if out.len() < total {
+        return Err(ProtocolError::BufferTooSmall {
+            needed: total,
+            capacity: out.len(),
+        });
+    }
+    let b = &mut out[..total];
+    b[0..4].copy_from_slice(&h.first_stream.to_le_bytes());
+    b[4..6].copy_from_slice(&h.streams.to_le_bytes());
+    b[6] = h.rounds;
+    b[7] = h.flags;
+    b[8..16].copy_from_slice(&h.first_round.to_le_bytes());
+    b[HEADER_BYTES..HEADER_BYTES + data_len].copy_from_slice(data);
+    b[HEADER_BYTES + data_len..].fill(0);
+    Ok(total)
+}
+
+/// Writes a batch header into `out[..16]` (`out` holds at least 16 bytes).
+pub fn write_batch_header(out: &mut [u8], round_bytes: usize, blocks: u32, entries: u32) {
+    let h = &mut out[..HEADER_BYTES];
+    h[0..2].copy_from_slice(&VERSION.to_le_bytes());
+    h[2..4].copy_from_slice(&(round_bytes as u16).to_le_bytes());
+    h[4..8].copy_from_slice(&blocks.to_le_bytes());
+    h[8..12].copy_from_slice(&entries.to_le_bytes());
+    h[12..16].fill(0);
 }
 
 /// A `stream.get_corrections` argument.
