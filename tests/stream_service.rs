@@ -407,3 +407,41 @@ fn settings_out_of_range_name_their_key() {
     };
     assert_eq!(s.worker_count(), 3, "never more threads than streams");
 }
+
+#[test]
+fn qfwd_run_serves_streams_and_says_what_is_wrong() {
+    let dem = fixture().with_extension("dem");
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_qfwd"))
+        .args(["run", "--streams", "3", "--window", "15", "--commit", "5"])
+        .args([
+            "--listen",
+            "127.0.0.1:0",
+            "--duration",
+            "0.3",
+            "--stats-interval",
+            "0",
+        ])
+        .arg("--dem")
+        .arg(&dem)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert!(err.contains("qfwd: serving 3 streams of"), "{err}");
+    assert!(
+        err.contains("rounds received 0 = accepted 0 + refused 0"),
+        "{err}"
+    );
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_qfwd"))
+        .args(["run", "--streams", "3", "--commit", "15"])
+        .arg("--dem")
+        .arg(&dem)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(
+        err.contains("commit") && err.contains("1 ..= window - 1"),
+        "{err}"
+    );
+}

@@ -326,13 +326,14 @@ fn describe(opts: &ServiceOptions, model: &StreamModel, on: &str) -> String {
     let s = &opts.settings;
     format!(
         "{} streams of {} ({} bits a round), windows of {} rounds committing {}, \
-         {} decoder threads, on {on}",
+         {} decoder thread{}, on {on}",
         s.streams,
         model.source(),
         model.detectors_per_round(),
         s.window,
         s.commit,
-        s.worker_count()
+        s.worker_count(),
+        if s.worker_count() == 1 { "" } else { "s" }
     )
 }
 
