@@ -5,7 +5,8 @@
 //! - [`sweep`] runs each point (forwarder in-process or as a child process) and records it;
 //! - [`record`] writes summary CSV rows and `.hgrm` percentile spectra;
 //! - [`report`] compares CSVs side by side and draws SVG plots;
-//! - [`spread`] summarises a configuration measured several times (lowest, median, highest).
+//! - [`spread`] summarises a configuration measured several times (lowest, median, highest);
+//! - [`streams`] measures stream engines: many logical qubits, reaction time, backlog, LER.
 #![forbid(unsafe_code)]
 
 pub mod emulator;
@@ -15,6 +16,7 @@ pub mod replay;
 pub mod report;
 pub mod scenario;
 pub mod spread;
+pub mod streams;
 pub mod sweep;
 
 use std::path::PathBuf;
