@@ -93,7 +93,7 @@ struct Run<T: Transport> {
     d: Dispatcher<T>,
     rx: Vec<u8>,
     parts: Vec<Part>,
-    /// Its own response: peer prefix unused, CUQS header, records.
+    /// Its own response to the current request: CUQS header, then records.
     own: Vec<u8>,
     own_records: usize,
     own_request: (u32, u64),
@@ -123,26 +123,7 @@ where
             }
         }
         let workers = self.queues.len();
-        let part_bytes = self.queues.first().map_or(0, |q| q.slot_bytes());
-        let max_records = (self.max_request_bytes.min(MAX_DATAGRAM - HEADER_LEN)) / RECORD_BYTES;
-        let mut r = Run {
-            parts: (0..workers)
-                .map(|_| Part {
-                    buf: vec![0; part_bytes],
-                    len: 0,
-                    blocks: 0,
-                    entries: 0,
-                })
-                .collect(),
-            rx: vec![0; MAX_DATAGRAM],
-            own: Vec::with_capacity(HEADER_LEN + max_records * RECORD_BYTES),
-            own_records: 0,
-            own_request: (0, 0),
-            max_records,
-            popped: vec![0; u16::MAX as usize],
-            counts: DispatchCounts::default(),
-            d: self,
-        };
+        let mut r = self.into_run();
         let mut wait = IdleWait::new(r.d.idle);
         loop {
             let stopping = stop.load(Ordering::Relaxed);
@@ -167,6 +148,36 @@ where
             }
         }
         r.counts
+    }
+}
+
+impl<T: Transport> Dispatcher<T>
+where
+    T::Peer: PeerBytes,
+{
+    /// Its working state: buffers sized once, before the first request.
+    fn into_run(self) -> Run<T> {
+        let workers = self.queues.len();
+        let part_bytes = self.queues.first().map_or(0, |q| q.slot_bytes());
+        let max_records = (self.max_request_bytes.min(MAX_DATAGRAM - HEADER_LEN)) / RECORD_BYTES;
+        Run {
+            parts: (0..workers)
+                .map(|_| Part {
+                    buf: vec![0; part_bytes],
+                    len: 0,
+                    blocks: 0,
+                    entries: 0,
+                })
+                .collect(),
+            rx: vec![0; MAX_DATAGRAM],
+            own: Vec::with_capacity(HEADER_LEN + max_records * RECORD_BYTES),
+            own_records: 0,
+            own_request: (0, 0),
+            max_records,
+            popped: vec![0; u16::MAX as usize],
+            counts: DispatchCounts::default(),
+            d: self,
+        }
     }
 }
 
@@ -562,4 +573,122 @@ fn put_request_header(out: &mut [u8], function_id: u32, arg_len: usize, original
     out[8..12].copy_from_slice(&(arg_len as u32).to_le_bytes());
     out[12..16].copy_from_slice(&original.request_id.to_le_bytes());
     out[16..24].copy_from_slice(&original.ptp_timestamp.to_le_bytes());
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::stream::protocol::{records, BatchWriter};
+    use crate::transport::inproc::{self, InprocClient, InprocServer};
+    use crate::transport::Client;
+
+    /// A dispatcher for 4 streams on two decoder threads whose queues (one slot each)
+    /// nobody reads; rounds of 3 bytes.
+    fn dispatcher() -> (InprocClient, Run<InprocServer>, Vec<Consumer>) {
+        let (client, server) = inproc::channel(16, 4096).unwrap();
+        let mut queues = Vec::new();
+        let mut held = Vec::new();
+        let mut responses = Vec::new();
+        for _ in 0..2 {
+            let (tx, rx) = inproc::ring(1, 4096).unwrap();
+            queues.push(tx);
+            held.push(rx);
+            responses.push(inproc::ring(1, 4096).unwrap().1);
+        }
+        let d = Dispatcher {
+            transport: server,
+            round_bytes: 3,
+            streams: 4,
+            chunk: 2,
+            queues,
+            responses,
+            max_request_bytes: 2048,
+            batch: 8,
+            idle: IdlePolicy::Yield,
+            core: None,
+        };
+        (client, d.into_run(), held)
+    }
+
+    fn enqueue(client: &mut InprocClient, id: u32, first_stream: u32, streams: u16) {
+        let mut arg = [0u8; 256];
+        let mut w = BatchWriter::new(&mut arg, 3).unwrap();
+        w.block(
+            first_stream,
+            streams,
+            2,
+            0,
+            0,
+            &vec![0u8; usize::from(streams) * 6],
+        )
+        .unwrap();
+        let n = w.finish();
+        let mut req = [0u8; 300];
+        let len = wire::write_request(&mut req, protocol::ENQUEUE_SYNDROMES_ID, id, 0, &arg[..n])
+            .unwrap();
+        assert!(client.send(&req[..len]).unwrap());
+    }
+
+    fn answers(client: &mut InprocClient) -> Vec<Record> {
+        let mut buf = [0u8; 4096];
+        let mut out = Vec::new();
+        while let Some(n) = client.try_recv(&mut buf).unwrap() {
+            let v = wire::parse_response(&buf[..n]).unwrap();
+            out.extend(records(v.result).unwrap().map(|r| r.unwrap()));
+        }
+        out
+    }
+
+    #[test]
+    fn a_batch_splits_by_owner_and_a_full_queue_refuses_its_part() {
+        let (mut client, mut run, mut held) = dispatcher();
+        // Streams 1..4: stream 1 to thread 0, streams 2 and 3 to thread 1, stream 4 unknown.
+        enqueue(&mut client, 1, 1, 4);
+        assert!(run.receive());
+        let unknown = answers(&mut client);
+        assert_eq!(unknown.len(), 1);
+        assert_eq!(
+            (unknown[0].stream, unknown[0].status, unknown[0].value),
+            (4, refusal::UNKNOWN_STREAM, 1)
+        );
+        let mut item = [0u8; 4096];
+        for (w, first, streams) in [(0, 1, 1), (1, 2, 2)] {
+            let n = held[w].pop(&mut item).expect("a part for each thread");
+            let (_, datagram) = link::split(&item[..n]).unwrap();
+            let req = wire::parse_request(datagram).unwrap();
+            assert_eq!(req.header.request_id, 1, "the request's own id");
+            let b = BatchView::parse(req.arg, 3)
+                .unwrap()
+                .blocks()
+                .next()
+                .unwrap();
+            assert_eq!((b.first_stream, b.streams, b.rounds), (first, streams, 2));
+        }
+        // Thread 1's queue holds one part: the second request's part for it is refused.
+        enqueue(&mut client, 2, 2, 2);
+        enqueue(&mut client, 3, 2, 2);
+        assert!(run.receive());
+        let full = answers(&mut client);
+        assert_eq!(full.len(), 2, "one record per stream: {full:?}");
+        for (r, s) in full.iter().zip([2, 3]) {
+            assert_eq!(
+                (r.stream, r.status, r.rounds, r.value),
+                (s, refusal::STREAM_BUFFER_FULL, 2, EXPECTED_UNKNOWN)
+            );
+        }
+        let c = &run.counts;
+        assert_eq!((c.datagrams, c.applied, c.queue_full), (3, 3, 1));
+        assert_eq!(
+            c.rounds.refused[usize::from(refusal::UNKNOWN_STREAM) - 1],
+            2
+        );
+        assert_eq!(
+            c.rounds.refused[usize::from(refusal::STREAM_BUFFER_FULL) - 1],
+            4
+        );
+        assert_eq!(
+            c.rounds.received, 6,
+            "the dispatcher counts the rounds it refused"
+        );
+    }
 }
