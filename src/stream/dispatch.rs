@@ -97,6 +97,8 @@ struct Run<T: Transport> {
     own: Vec<u8>,
     own_records: usize,
     own_request: (u32, u64),
+    /// Who the current request came from.
+    own_peer: Option<T::Peer>,
     max_records: usize,
     popped: Vec<u8>,
     counts: DispatchCounts,
@@ -173,6 +175,7 @@ where
             own: Vec::with_capacity(HEADER_LEN + max_records * RECORD_BYTES),
             own_records: 0,
             own_request: (0, 0),
+            own_peer: None,
             max_records,
             popped: vec![0; u16::MAX as usize],
             counts: DispatchCounts::default(),
@@ -241,7 +244,7 @@ where
         // The receive buffer leaves `self` while its argument is read (no copy).
         let rx = std::mem::take(&mut self.rx);
         let arg = &rx[HEADER_LEN..HEADER_LEN + arg_len];
-        self.own_begin(&header);
+        self.own_begin(&header, peer);
         let ok = match header.function_id {
             protocol::ENQUEUE_SYNDROMES_ID => Some(self.enqueue(peer, &header, arg)),
             protocol::GET_CORRECTIONS_ID => Some(self.get_corrections(peer, &header, arg)),
@@ -492,7 +495,8 @@ where
         }
     }
 
-    fn own_begin(&mut self, header: &RequestHeader) {
+    fn own_begin(&mut self, header: &RequestHeader, peer: T::Peer) {
+        self.own_peer = Some(peer);
         self.own.clear();
         self.own.resize(HEADER_LEN, 0);
         self.own_records = 0;
@@ -501,9 +505,12 @@ where
 
     fn own_push(&mut self, r: Record) {
         if self.own_records == self.max_records {
-            // Cannot happen for one request's refusals within the size limits; kept safe.
-            self.counts.send_failures += 1;
-            return;
+            // Full: send what it holds, go on in a second response to the same request.
+            if let Some(peer) = self.own_peer {
+                self.own_flush(peer);
+            }
+            self.own.truncate(HEADER_LEN);
+            self.own_records = 0;
         }
         let at = self.own.len();
         self.own.resize(at + RECORD_BYTES, 0);
