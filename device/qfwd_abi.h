@@ -132,3 +132,126 @@ static_assert(sizeof(((struct QfwdDirectParams*)0)->poll_chunks) == 4, "QfwdDire
 static_assert(sizeof(((struct QfwdDirectParams*)0)->nfunctions) == 4, "QfwdDirectParams.nfunctions");
 static_assert(sizeof(((struct QfwdDirectParams*)0)->function_ids) == 128, "QfwdDirectParams.function_ids");
 static_assert(sizeof(((struct QfwdDirectParams*)0)->function_codes) == 128, "QfwdDirectParams.function_codes");
+
+// ---- stream windows ----
+#define QFWD_WINDOW_NONE 0xffffffffu
+#define QFWD_WINDOW_ODD 1u
+#define QFWD_WINDOW_BOUNDARY 2u
+#define QFWD_WINDOW_SCALARS 16u
+#define QFWD_WINDOW_MAX_THREADS 1024u
+#define QFWD_STREAM_NO_COMMIT (0)
+#define QFWD_STREAM_COMMIT (1)
+#define QFWD_STREAM_ROUND_REPEATED (-1)
+#define QFWD_STREAM_ROUNDS_MISSING (-2)
+#define QFWD_STREAM_FINISHED (-3)
+#define QFWD_STREAM_TOO_SHORT (-4)
+
+struct QfwdWindowGraph {
+    unsigned int vertices;
+    unsigned int edges;
+    unsigned int rounds;
+    unsigned int commit_rounds;
+    unsigned int adj_offset;
+    unsigned int ends;
+    unsigned int weight;
+    unsigned int obs;
+    unsigned int reserved0;
+    unsigned int reserved1;
+};
+static_assert(sizeof(struct QfwdWindowGraph) == 40, "QfwdWindowGraph size");
+static_assert(sizeof(((struct QfwdWindowGraph*)0)->vertices) == 4, "QfwdWindowGraph.vertices");
+static_assert(sizeof(((struct QfwdWindowGraph*)0)->edges) == 4, "QfwdWindowGraph.edges");
+static_assert(sizeof(((struct QfwdWindowGraph*)0)->rounds) == 4, "QfwdWindowGraph.rounds");
+static_assert(sizeof(((struct QfwdWindowGraph*)0)->commit_rounds) == 4, "QfwdWindowGraph.commit_rounds");
+static_assert(sizeof(((struct QfwdWindowGraph*)0)->adj_offset) == 4, "QfwdWindowGraph.adj_offset");
+static_assert(sizeof(((struct QfwdWindowGraph*)0)->ends) == 4, "QfwdWindowGraph.ends");
+static_assert(sizeof(((struct QfwdWindowGraph*)0)->weight) == 4, "QfwdWindowGraph.weight");
+static_assert(sizeof(((struct QfwdWindowGraph*)0)->obs) == 4, "QfwdWindowGraph.obs");
+static_assert(sizeof(((struct QfwdWindowGraph*)0)->reserved0) == 4, "QfwdWindowGraph.reserved0");
+static_assert(sizeof(((struct QfwdWindowGraph*)0)->reserved1) == 4, "QfwdWindowGraph.reserved1");
+
+struct QfwdStreamModel {
+    unsigned long long data;
+    unsigned int graphs;
+    unsigned int graph_count;
+    unsigned int rounds_per_window;
+    unsigned int commit_rounds;
+    unsigned int slots;
+    unsigned int kept_slots;
+    unsigned int round_bytes;
+    unsigned int row_words;
+    unsigned int min_rounds;
+    unsigned int first_final_from_start;
+    unsigned int first_final_from_bulk;
+    unsigned int max_vertices;
+    unsigned int max_edges;
+    unsigned int scratch_words;
+};
+static_assert(sizeof(struct QfwdStreamModel) == 64, "QfwdStreamModel size");
+static_assert(sizeof(((struct QfwdStreamModel*)0)->data) == 8, "QfwdStreamModel.data");
+static_assert(sizeof(((struct QfwdStreamModel*)0)->graphs) == 4, "QfwdStreamModel.graphs");
+static_assert(sizeof(((struct QfwdStreamModel*)0)->graph_count) == 4, "QfwdStreamModel.graph_count");
+static_assert(sizeof(((struct QfwdStreamModel*)0)->rounds_per_window) == 4, "QfwdStreamModel.rounds_per_window");
+static_assert(sizeof(((struct QfwdStreamModel*)0)->commit_rounds) == 4, "QfwdStreamModel.commit_rounds");
+static_assert(sizeof(((struct QfwdStreamModel*)0)->slots) == 4, "QfwdStreamModel.slots");
+static_assert(sizeof(((struct QfwdStreamModel*)0)->kept_slots) == 4, "QfwdStreamModel.kept_slots");
+static_assert(sizeof(((struct QfwdStreamModel*)0)->round_bytes) == 4, "QfwdStreamModel.round_bytes");
+static_assert(sizeof(((struct QfwdStreamModel*)0)->row_words) == 4, "QfwdStreamModel.row_words");
+static_assert(sizeof(((struct QfwdStreamModel*)0)->min_rounds) == 4, "QfwdStreamModel.min_rounds");
+static_assert(sizeof(((struct QfwdStreamModel*)0)->first_final_from_start) == 4, "QfwdStreamModel.first_final_from_start");
+static_assert(sizeof(((struct QfwdStreamModel*)0)->first_final_from_bulk) == 4, "QfwdStreamModel.first_final_from_bulk");
+static_assert(sizeof(((struct QfwdStreamModel*)0)->max_vertices) == 4, "QfwdStreamModel.max_vertices");
+static_assert(sizeof(((struct QfwdStreamModel*)0)->max_edges) == 4, "QfwdStreamModel.max_edges");
+static_assert(sizeof(((struct QfwdStreamModel*)0)->scratch_words) == 4, "QfwdStreamModel.scratch_words");
+
+struct QfwdStreamState {
+    unsigned long long next_round;
+    unsigned long long window_start;
+    unsigned int finished;
+    unsigned int reserved;
+};
+static_assert(sizeof(struct QfwdStreamState) == 24, "QfwdStreamState size");
+static_assert(sizeof(((struct QfwdStreamState*)0)->next_round) == 8, "QfwdStreamState.next_round");
+static_assert(sizeof(((struct QfwdStreamState*)0)->window_start) == 8, "QfwdStreamState.window_start");
+static_assert(sizeof(((struct QfwdStreamState*)0)->finished) == 4, "QfwdStreamState.finished");
+static_assert(sizeof(((struct QfwdStreamState*)0)->reserved) == 4, "QfwdStreamState.reserved");
+
+struct QfwdCommit {
+    unsigned long long first_round;
+    unsigned long long flips;
+    unsigned int rounds;
+    int status;
+};
+static_assert(sizeof(struct QfwdCommit) == 24, "QfwdCommit size");
+static_assert(sizeof(((struct QfwdCommit*)0)->first_round) == 8, "QfwdCommit.first_round");
+static_assert(sizeof(((struct QfwdCommit*)0)->flips) == 8, "QfwdCommit.flips");
+static_assert(sizeof(((struct QfwdCommit*)0)->rounds) == 4, "QfwdCommit.rounds");
+static_assert(sizeof(((struct QfwdCommit*)0)->status) == 4, "QfwdCommit.status");
+
+struct QfwdWindowBatch {
+    unsigned long long model;
+    unsigned long long states;
+    unsigned long long rows;
+    unsigned long long events;
+    unsigned long long commits;
+    unsigned long long counts;
+    unsigned long long scratch;
+    unsigned long long first_round;
+    unsigned int streams;
+    unsigned int rounds;
+    unsigned int finish;
+    unsigned int commits_per_stream;
+};
+static_assert(sizeof(struct QfwdWindowBatch) == 80, "QfwdWindowBatch size");
+static_assert(sizeof(((struct QfwdWindowBatch*)0)->model) == 8, "QfwdWindowBatch.model");
+static_assert(sizeof(((struct QfwdWindowBatch*)0)->states) == 8, "QfwdWindowBatch.states");
+static_assert(sizeof(((struct QfwdWindowBatch*)0)->rows) == 8, "QfwdWindowBatch.rows");
+static_assert(sizeof(((struct QfwdWindowBatch*)0)->events) == 8, "QfwdWindowBatch.events");
+static_assert(sizeof(((struct QfwdWindowBatch*)0)->commits) == 8, "QfwdWindowBatch.commits");
+static_assert(sizeof(((struct QfwdWindowBatch*)0)->counts) == 8, "QfwdWindowBatch.counts");
+static_assert(sizeof(((struct QfwdWindowBatch*)0)->scratch) == 8, "QfwdWindowBatch.scratch");
+static_assert(sizeof(((struct QfwdWindowBatch*)0)->first_round) == 8, "QfwdWindowBatch.first_round");
+static_assert(sizeof(((struct QfwdWindowBatch*)0)->streams) == 4, "QfwdWindowBatch.streams");
+static_assert(sizeof(((struct QfwdWindowBatch*)0)->rounds) == 4, "QfwdWindowBatch.rounds");
+static_assert(sizeof(((struct QfwdWindowBatch*)0)->finish) == 4, "QfwdWindowBatch.finish");
+static_assert(sizeof(((struct QfwdWindowBatch*)0)->commits_per_stream) == 4, "QfwdWindowBatch.commits_per_stream");

@@ -16,6 +16,8 @@ Per fixture NAME it writes, in tests/fixtures/:
     NAME.toml     provenance: circuit, noise, shots, seed, versions, and PyMatching's result on
                   these shots (mistakes, per-shot decode time)
 
+and, for the stream models (STREAM_MODELS), the .dem alone, in tests/fixtures/stream/.
+
 Noise is Stim's circuit-level model with every knob at p: after_clifford_depolarization,
 before_round_data_depolarization, before_measure_flip_probability, after_reset_flip_probability.
 Rounds = distance except for the two small `lut` models.
@@ -47,6 +49,11 @@ for p, tag in [(0.001, "p001"), (0.005, "p005")]:
 # Small models for the LUT-versus-brute-force tests (few enough edges to enumerate every subset).
 FIXTURES.append(("rep_d3_r3_p005", "repetition_code:memory", 3, 3, 0.005, 10_000))
 FIXTURES.append(("surface_d3_r1_z_p005", "surface_code:rotated_memory_z", 3, 1, 0.005, 10_000))
+
+# Models only (no shots), in stream/, for the stream decoder at larger distances
+# (tests/gpu_window.rs): rotated memory Z with 3 rounds, the fewest whose middle rounds
+# repeat (the stream model needs two such rounds; decode/src/window/layout.rs).
+STREAM_MODELS = [(f"surface_d{d}_r3_z_p001", d, 3, 0.001) for d in (9, 11, 13, 15)]
 
 # Shots decoded one at a time with Matching.decode() to measure PyMatching's per-shot latency.
 PER_SHOT_TIMED = 5_000
@@ -90,7 +97,16 @@ def main():
             f"stim {stim.__version__} and pymatching {pymatching.__version__}: "
             f"pip install stim=={STIM_VERSION} pymatching=={PYMATCHING_VERSION}"
         )
-    os.makedirs(args.out, exist_ok=True)
+    os.makedirs(os.path.join(args.out, "stream"), exist_ok=True)
+    for name, d, rounds, p in STREAM_MODELS:
+        if args.only and name not in args.only:
+            continue
+        c = circuit(stim, "surface_code:rotated_memory_z", d, rounds, p)
+        dem = c.detector_error_model(decompose_errors=True, flatten_loops=True)
+        with open(os.path.join(args.out, "stream", name + ".dem"), "w", newline="\n") as f:
+            f.write(str(dem))
+            f.write("\n")
+        print(f"{name}: {dem.num_detectors} detectors (model only)")
     for name, task, d, rounds, p, shots in FIXTURES:
         if args.only and name not in args.only:
             continue

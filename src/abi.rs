@@ -303,6 +303,119 @@ abi_struct!(
     }
 );
 
+abi_consts!(render_window {
+    /// "No vertex / no edge / not reached" in the window decoder's arrays.
+    WINDOW_NONE: u32 = u32::MAX;
+    /// Root flags of the window decoder's clusters.
+    WINDOW_ODD: u32 = 1;
+    WINDOW_BOUNDARY: u32 = 2;
+    /// Scalar words at the end of a decoding group's scratch.
+    WINDOW_SCALARS: u32 = 16;
+    /// Most threads in a decoding group (a block).
+    WINDOW_MAX_THREADS: u32 = 1024;
+    /// What a stream call answers (`QfwdCommit::status`): no window completed, a commit,
+    /// or why the round was refused (`decode::window::StreamError`).
+    STREAM_NO_COMMIT: i32 = 0;
+    STREAM_COMMIT: i32 = 1;
+    STREAM_ROUND_REPEATED: i32 = -1;
+    STREAM_ROUNDS_MISSING: i32 = -2;
+    STREAM_FINISHED: i32 = -3;
+    STREAM_TOO_SHORT: i32 = -4;
+});
+
+abi_struct!(
+    /// One window graph of a stream model in the model's word blob: counts, and where its
+    /// arrays start (word offsets in the blob). Vertex `n` is the boundary; edge `e` is
+    /// `ends[2e] < ends[2e + 1]`, its weight `weight[e]`, its observables
+    /// `obs[2e] | obs[2e + 1] << 32`; `adj_offset` holds the CSR row offsets (`n + 2`
+    /// words), of which the window decoder reads degrees only.
+    WindowGraphDesc: "QfwdWindowGraph" {
+        vertices: u32,
+        edges: u32,
+        rounds: u32,
+        commit_rounds: u32,
+        adj_offset: u32,
+        ends: u32,
+        weight: u32,
+        obs: u32,
+        reserved0: u32,
+        reserved1: u32,
+    }
+);
+
+abi_struct!(
+    /// A stream model on the device (`src/gpu/window.rs` packs it): the blob's address,
+    /// the window graphs' descriptors (word offset), and the stream settings.
+    StreamModelDesc: "QfwdStreamModel" {
+        /// Device address of the model's u32 blob.
+        data: u64,
+        /// Word offset of `graph_count` [`WindowGraphDesc`]s in the blob.
+        graphs: u32,
+        graph_count: u32,
+        rounds_per_window: u32,
+        commit_rounds: u32,
+        /// Kept slots per round (K), and the word offset of their slot indices.
+        slots: u32,
+        kept_slots: u32,
+        round_bytes: u32,
+        /// u32 words of one stored round (ceil(K / 32)).
+        row_words: u32,
+        min_rounds: u32,
+        first_final_from_start: u32,
+        first_final_from_bulk: u32,
+        max_vertices: u32,
+        max_edges: u32,
+        /// u32 words of a decoding group's scratch.
+        scratch_words: u32,
+    }
+);
+
+abi_struct!(
+    /// One stream's state on the device; its rounds are a ring of `rounds_per_window`
+    /// rows of `row_words` words beside it (round `r` in row `r % W`).
+    StreamStateDesc: "QfwdStreamState" {
+        next_round: u64,
+        window_start: u64,
+        finished: u32,
+        reserved: u32,
+    }
+);
+
+abi_struct!(
+    /// What a stream call answers.
+    StreamCommitDesc: "QfwdCommit" {
+        first_round: u64,
+        flips: u64,
+        rounds: u32,
+        /// `STREAM_*`.
+        status: i32,
+    }
+);
+
+abi_struct!(
+    /// The batch window kernel's one parameter (by value): every stream pushes `rounds`
+    /// rounds, from round `first_round`, then (when `finish` is 1) its final round.
+    WindowBatchParams: "QfwdWindowBatch" {
+        /// Device address of the [`StreamModelDesc`].
+        model: u64,
+        /// `streams` [`StreamStateDesc`]s, and their rows (`W * row_words` words each).
+        states: u64,
+        rows: u64,
+        /// Events, `streams x (rounds + finish) x round_bytes` bytes.
+        events: u64,
+        /// `streams x commits_per_stream` [`StreamCommitDesc`]s, and how many each wrote.
+        commits: u64,
+        counts: u64,
+        /// Global scratch (`scratch_words` per block), or 0: dynamic shared memory.
+        scratch: u64,
+        first_round: u64,
+        streams: u32,
+        rounds: u32,
+        finish: u32,
+        commits_per_stream: u32,
+    }
+);
+
 /// The whole header, as NVRTC and `device/qfwd_abi.h` receive it.
 pub fn header() -> String {
     let mut out = String::new();
@@ -322,6 +435,18 @@ pub fn header() -> String {
     LinkDesc::render(&mut out);
     out.push('\n');
     DirectParams::render(&mut out);
+    out.push_str("\n// ---- stream windows ----\n");
+    render_window(&mut out);
+    for render in [
+        WindowGraphDesc::render,
+        StreamModelDesc::render,
+        StreamStateDesc::render,
+        StreamCommitDesc::render,
+        WindowBatchParams::render,
+    ] {
+        out.push('\n');
+        render(&mut out);
+    }
     out
 }
 

@@ -215,6 +215,12 @@ pub enum Error {
         kernel: &'static str,
         waited_ms: u64,
     },
+    #[error("GPU {device}: kernel {kernel} did not finish within {waited_ms} ms")]
+    KernelTimeout {
+        device: usize,
+        kernel: &'static str,
+        waited_ms: u64,
+    },
     #[error("NVRTC is not available: {detail}")]
     NvrtcUnavailable { detail: String },
     #[error("NVRTC cannot compile {file} for {arch}: {detail}\n{log}")]

@@ -203,6 +203,34 @@ impl DeviceBuffer {
             .map_err(|source| self.ctx.error("cuMemcpyHtoD", source))
     }
 
+    /// Copies `bytes` to the buffer at byte `offset` (synchronous).
+    pub fn write_bytes(&self, offset: usize, bytes: &[u8]) -> Result<()> {
+        assert!(
+            offset + bytes.len() <= self.len,
+            "write past a device buffer"
+        );
+        if bytes.is_empty() {
+            return Ok(());
+        }
+        self.ctx.bind()?;
+        // SAFETY: the destination range lies in the allocation (checked); `bytes` is
+        // readable.
+        unsafe { result::memcpy_htod_sync(self.device_ptr + offset as u64, bytes) }
+            .map_err(|source| self.ctx.error("cuMemcpyHtoD", source))
+    }
+
+    /// Copies `out.len()` bytes from byte `offset` of the buffer to the host (synchronous).
+    pub fn read_bytes(&self, offset: usize, out: &mut [u8]) -> Result<()> {
+        assert!(offset + out.len() <= self.len, "read past a device buffer");
+        if out.is_empty() {
+            return Ok(());
+        }
+        self.ctx.bind()?;
+        // SAFETY: `out` is writable and the source range lies in the allocation (checked).
+        unsafe { result::memcpy_dtoh_sync(out, self.device_ptr + offset as u64) }
+            .map_err(|source| self.ctx.error("cuMemcpyDtoH", source))
+    }
+
     /// Copies the buffer's first `out.len()` u64 words to the host (synchronous; off the
     /// hot path: counters after a kernel stopped).
     pub fn read_u64s(&self, out: &mut [u64]) -> Result<()> {

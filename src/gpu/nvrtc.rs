@@ -56,6 +56,13 @@ pub const DECODE: KernelSource = KernelSource {
     source: include_str!("../../device/decode.cu"),
 };
 
+/// The sliding-window stream decoder (`docs/streaming.md`): its group functions, which a
+/// persistent kernel may `#include "window.cu"` (see [`HEADERS`]), and the batch kernel.
+pub const WINDOW: KernelSource = KernelSource {
+    file: "window.cu",
+    source: include_str!("../../device/window.cu"),
+};
+
 /// A header of `device/` by its path there, embedded.
 macro_rules! device_header {
     ($file:literal) => {
@@ -82,6 +89,7 @@ pub const DECODE_PARTS: &[KernelSource] = &[
 /// [`DECODE_PARTS`]) are one program.
 pub const HEADERS: &[KernelSource] = &[
     DECODE,
+    WINDOW,
     DECODE_PARTS[0],
     DECODE_PARTS[1],
     DECODE_PARTS[2],
@@ -93,7 +101,7 @@ pub const HEADERS: &[KernelSource] = &[
 
 /// The `device/*.cu` files `src/gpu` loads (CI compiles every `device/*.cu` anyway; the
 /// combined [`FORWARD_DOORBELL`] is compiled by `tests/gpu_doorbells.rs`).
-pub const KERNEL_SOURCES: &[KernelSource] = &[FORWARD, DECODE, DIRECT];
+pub const KERNEL_SOURCES: &[KernelSource] = &[FORWARD, DECODE, DIRECT, WINDOW];
 
 /// The header generated from `src/abi.rs` ([`crate::abi::header`]), made once per process:
 /// every compilation gets it as the named header `qfwd_abi.h`, so a kernel sees exactly the

@@ -34,11 +34,13 @@
 
 mod layout;
 mod model;
+mod sample;
 mod stream;
 pub mod uf;
 
 pub use layout::{DetectorPlaces, RoundClass, TemplateEdge, Templates, TO_BOUNDARY};
 pub use model::{Experiment, StreamModel, WindowGraph, WindowKind};
+pub use sample::StreamSampler;
 pub use stream::{Commit, StreamDecoder, StreamError};
 pub use uf::WindowScratch;
 

@@ -57,6 +57,7 @@ pub struct StreamModel {
     tail_rounds: u32,
     min_rounds: u32,
     windows: Vec<WindowGraph>,
+    templates: Templates,
     /// Index in `windows` of the first final window from the start (`Final { from_start:
     /// true, rounds: min_rounds }`), and of the first from the bulk.
     first_final_from_start: usize,
@@ -86,6 +87,9 @@ impl StreamModel {
             });
         }
         let t = Templates::of(dem)?;
+        let places = t.places.clone();
+        let kept = t.kept.clone();
+        let num_observables = t.num_observables;
         let head_rounds = t.head.len() as u32;
         let tail_rounds = t.tail.len() as u32;
         if c < head_rounds {
@@ -113,9 +117,9 @@ impl StreamModel {
         let min_rounds = (head_rounds + tail_rounds).saturating_sub(1).max(1);
         let mut m = StreamModel {
             source: dem.source.clone(),
-            places: t.places.clone(),
-            kept: t.kept.clone(),
-            num_observables: t.num_observables,
+            places,
+            kept,
+            num_observables,
             rounds_per_window: w,
             commit_rounds: c,
             head_rounds,
@@ -124,6 +128,7 @@ impl StreamModel {
             windows: Vec::new(),
             first_final_from_start: 0,
             first_final_from_bulk: 0,
+            templates: t,
         };
         let mut kinds = vec![WindowKind::First, WindowKind::Bulk];
         m.first_final_from_start = kinds.len();
@@ -141,10 +146,24 @@ impl StreamModel {
             });
         }
         for kind in kinds {
-            let g = m.build_window(&t, kind)?;
+            let g = m.build_window(&m.templates, kind)?;
             m.windows.push(g);
         }
         Ok(m)
+    }
+
+    /// The class of round `r` of a stream of `rounds` syndrome rounds (round `rounds` is
+    /// the final one); `rounds >= min_rounds()`.
+    pub fn class_of(&self, r: u32, rounds: u32) -> &RoundClass {
+        let t = &self.templates;
+        let from_end = rounds - r;
+        if from_end < self.tail_rounds {
+            &t.tail[(self.tail_rounds - 1 - from_end) as usize]
+        } else if r < self.head_rounds {
+            &t.head[r as usize]
+        } else {
+            &t.bulk
+        }
     }
 
     /// The classes of a window's rounds, oldest first.
@@ -173,6 +192,22 @@ impl StreamModel {
 
     fn build_window(&self, t: &Templates, kind: WindowKind) -> Result<WindowGraph> {
         let classes = self.window_classes(t, kind);
+        self.window_graph(kind, &classes)
+    }
+
+    /// The matching graph of a whole stream of `rounds` syndrome rounds and the final
+    /// round, numbered as windows are (vertex `j * K + k`): what the stream's windows
+    /// approximate. `rounds >= min_rounds()`.
+    pub fn stream_graph(&self, rounds: u32) -> Result<MatchingGraph> {
+        let classes: Vec<&RoundClass> = (0..=rounds).map(|r| self.class_of(r, rounds)).collect();
+        let kind = WindowKind::Final {
+            from_start: true,
+            rounds,
+        };
+        Ok(self.window_graph(kind, &classes)?.graph)
+    }
+
+    fn window_graph(&self, kind: WindowKind, classes: &[&RoundClass]) -> Result<WindowGraph> {
         let k = self.kept.len() as u32;
         let rounds = classes.len() as u32;
         let n = rounds * k;

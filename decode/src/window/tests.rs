@@ -308,3 +308,36 @@ fn short_streams_end_in_one_window() {
         })
     );
 }
+
+#[test]
+fn stream_graphs_are_the_experiments_graph() {
+    let dem = rep_dem(5, 9);
+    let model = StreamModel::from_dem(&dem, 4, 2).unwrap();
+    assert_eq!(
+        edge_set(&model.stream_graph(9).unwrap()),
+        edge_set(&whole_graph_as_window(&dem, &model))
+    );
+}
+
+#[test]
+fn sampled_streams_decode_to_their_flips() {
+    // Data flips 2 %, measurement flips 1 %: a distance-7 repetition code corrects nearly
+    // every stream of 40 rounds; the windows as well as the whole stream at once.
+    let dem = Dem::parse(&repetition_text(7, 8, 0.02, 0.01), "rep7").unwrap();
+    for (w, c) in [(8, 4), (50, 10)] {
+        let model = Arc::new(StreamModel::from_dem(&dem, w, c).unwrap());
+        let mut stream = StreamDecoder::new(&model);
+        let (mut wrong, mut flipped) = (0, 0);
+        for seed in 0..300 {
+            let mut sampler = StreamSampler::new(&model, 40, seed).unwrap();
+            let rounds: Vec<Vec<u8>> = std::iter::from_fn(|| sampler.next_round()).collect();
+            assert_eq!(rounds.len(), 41);
+            stream.reset();
+            let got = run_stream(&mut stream, &rounds);
+            wrong += usize::from(got != sampler.flips());
+            flipped += usize::from(sampler.flips() != 0);
+        }
+        assert!(flipped > 50, "the truth is not trivial: {flipped}");
+        assert!(wrong <= 6, "W={w} C={c}: {wrong} of 300 wrong");
+    }
+}

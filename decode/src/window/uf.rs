@@ -209,14 +209,16 @@ impl WindowScratch {
     fn forest(&mut self, g: &MatchingGraph) {
         let b = g.boundary();
         self.order.clear();
+        // Level 0 first (the boundary, the roots of clusters without it), then level 1
+        // from all of it.
         self.level[b as usize] = 0;
-        self.expand(g, b, 0);
         for i in 0..self.verts.len() {
             let v = self.verts[i];
             if self.find(v) == v && self.flags[v as usize] & BOUNDARY == 0 {
                 self.level[v as usize] = 0;
             }
         }
+        self.expand(g, b, 0);
         for i in 0..self.verts.len() {
             let v = self.verts[i];
             if self.level[v as usize] == 0 {

@@ -1,0 +1,530 @@
+//! The sliding-window stream decoder on the GPU (`device/window.cu`): a stream model packed
+//! for the device ([`PackedModel`], pure Rust, also what the host check of the device code
+//! reads), and [`GpuStreams`]: many streams' state in GPU memory, fed rounds in batches by
+//! the batch kernel, which decodes every window that completes, one thread block per
+//! stream, and answers exactly the CPU's [`StreamDecoder`] commits
+//! (`tests/gpu_window.rs` checks it on a GPU, `tests/window_host.rs` on the CPU).
+//!
+//! A persistent kernel serves streams with the same device functions
+//! (`qfwd_stream_push_round`, `qfwd_stream_finish`, `qfwd_stream_reset`) over a model
+//! uploaded by [`DeviceModel::upload`], its streams' states and rows, and a scratch area
+//! per decoding group ([`PackedModel::scratch_bytes`]).
+//!
+//! [`StreamDecoder`]: crate::decode::window::StreamDecoder
+
+use std::ffi::c_void;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use super::context::GpuContext;
+use super::memory::DeviceBuffer;
+use super::module::{Function, Module, Stream};
+use super::nvrtc::WINDOW;
+use crate::abi::{
+    self, StreamCommitDesc, StreamModelDesc, StreamStateDesc, WindowBatchParams, WindowGraphDesc,
+};
+use crate::decode::window::{Commit, StreamModel};
+use crate::{Error, Result};
+
+/// The batch kernel in `device/window.cu`.
+pub const BATCH_KERNEL: &str = "qfwd_window_batch";
+/// Shared memory a block may use without opting in.
+const DEFAULT_SHARED_LIMIT: usize = 48 * 1024;
+/// Most dynamic shared memory a block of an sm_90 device may take.
+const MAX_SHARED: usize = 227 * 1024;
+/// How long a batch may run.
+const BATCH_DEADLINE: Duration = Duration::from_secs(20);
+
+/// A stream model as the device reads it: the descriptor (its `data` address is filled in
+/// at upload) and the u32 blob it points into.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PackedModel {
+    pub desc: StreamModelDesc,
+    pub blob: Vec<u32>,
+}
+
+impl PackedModel {
+    /// Packs every window graph of `model` (see `WindowGraphDesc` in `src/abi.rs`).
+    pub fn of(model: &StreamModel) -> Result<PackedModel> {
+        let windows = model.windows();
+        let desc_words = std::mem::size_of::<WindowGraphDesc>() / 4;
+        let k = model.kept_slots().len();
+        let mut blob = vec![0u32; windows.len() * desc_words];
+        let kept_at = blob.len();
+        blob.extend(model.kept_slots());
+        let (mut max_v, mut max_e) = (0usize, 0usize);
+        let mut descs = Vec::with_capacity(windows.len());
+        for w in windows {
+            let g = &w.graph;
+            if g.num_detectors() >= u32::MAX as usize / 2 || g.num_edges() >= u32::MAX as usize / 2
+            {
+                return Err(Error::InvalidSetting {
+                    key: "rounds_per_window",
+                    detail: format!("window {:?} is too large for the device", w.kind),
+                });
+            }
+            max_v = max_v.max(g.num_detectors());
+            max_e = max_e.max(g.num_edges());
+            let mut d = WindowGraphDesc {
+                vertices: g.num_detectors() as u32,
+                edges: g.num_edges() as u32,
+                rounds: w.rounds,
+                commit_rounds: w.commit_rounds,
+                ..Default::default()
+            };
+            d.adj_offset = blob.len() as u32;
+            blob.extend(g.adj_offset());
+            d.ends = blob.len() as u32;
+            for (&u, &v) in g.edge_u().iter().zip(g.edge_v()) {
+                blob.extend([u, v]);
+            }
+            d.weight = blob.len() as u32;
+            blob.extend(g.edge_weight());
+            d.obs = blob.len() as u32;
+            for &o in g.edge_obs() {
+                blob.extend([o as u32, (o >> 32) as u32]);
+            }
+            descs.push(d);
+        }
+        for (i, d) in descs.iter().enumerate() {
+            let bytes = d.to_bytes();
+            for (j, w) in bytes.chunks_exact(4).enumerate() {
+                blob[i * desc_words + j] = u32::from_le_bytes(w.try_into().expect("4 bytes"));
+            }
+        }
+        let w = model.rounds_per_window();
+        let c = model.commit_rounds();
+        let index = |kind| model.window_index(kind).map_or(0, |i| i as u32);
+        use crate::decode::window::WindowKind;
+        let desc = StreamModelDesc {
+            data: 0,
+            graphs: 0,
+            graph_count: windows.len() as u32,
+            rounds_per_window: w,
+            commit_rounds: c,
+            slots: k as u32,
+            kept_slots: kept_at as u32,
+            round_bytes: model.round_bytes() as u32,
+            row_words: k.div_ceil(32) as u32,
+            min_rounds: model.min_rounds(),
+            first_final_from_start: index(WindowKind::Final {
+                from_start: true,
+                rounds: model.min_rounds(),
+            }),
+            first_final_from_bulk: index(WindowKind::Final {
+                from_start: false,
+                rounds: w - c,
+            }),
+            max_vertices: max_v as u32,
+            max_edges: max_e as u32,
+            scratch_words: (5 * (max_v + 1) + 2 * max_e) as u32 + abi::WINDOW_SCALARS,
+        };
+        Ok(PackedModel { desc, blob })
+    }
+
+    /// Bytes of one decoding group's scratch.
+    pub fn scratch_bytes(&self) -> usize {
+        self.desc.scratch_words as usize * 4
+    }
+
+    /// u32 words of one stream's rows (its ring of W rounds).
+    pub fn row_words_per_stream(&self) -> usize {
+        (self.desc.rounds_per_window * self.desc.row_words) as usize
+    }
+
+    /// The blob's bytes, little-endian.
+    pub fn blob_bytes(&self) -> Vec<u8> {
+        self.blob.iter().flat_map(|w| w.to_le_bytes()).collect()
+    }
+}
+
+/// A stream model in device memory: the descriptor at [`DeviceModel::desc_ptr`].
+pub struct DeviceModel {
+    desc: DeviceBuffer,
+    blob: DeviceBuffer,
+    pub packed: PackedModel,
+}
+
+impl DeviceModel {
+    pub fn upload(ctx: &Arc<GpuContext>, model: &StreamModel) -> Result<DeviceModel> {
+        let mut packed = PackedModel::of(model)?;
+        let bytes = packed.blob_bytes();
+        let blob = DeviceBuffer::zeroed(ctx, bytes.len())?;
+        blob.write_bytes(0, &bytes)?;
+        packed.desc.data = blob.device_ptr();
+        let d = packed.desc.to_bytes();
+        let desc = DeviceBuffer::zeroed(ctx, d.len())?;
+        desc.write_bytes(0, &d)?;
+        Ok(DeviceModel { desc, blob, packed })
+    }
+
+    /// Device address of the `QfwdStreamModel`.
+    pub fn desc_ptr(&self) -> u64 {
+        self.desc.device_ptr()
+    }
+
+    /// Device address of the blob.
+    pub fn blob_ptr(&self) -> u64 {
+        self.blob.device_ptr()
+    }
+}
+
+/// Why a device stream refused a round (`STREAM_*`; the CPU's `StreamError` says more).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Refusal {
+    RoundRepeated,
+    RoundsMissing,
+    Finished,
+    TooShort,
+}
+
+/// One answer of a device stream: a commit or a refusal.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Answer {
+    Commit(Commit),
+    Refused(Refusal),
+}
+
+impl Answer {
+    /// Reads a `QfwdCommit`.
+    pub fn from_bytes(b: &[u8]) -> Answer {
+        let u64_at = |i: usize| u64::from_le_bytes(b[i..i + 8].try_into().expect("8 bytes"));
+        let u32_at = |i: usize| u32::from_le_bytes(b[i..i + 4].try_into().expect("4 bytes"));
+        let status = u32_at(20) as i32;
+        match status {
+            abi::STREAM_COMMIT => Answer::Commit(Commit {
+                first_round: u64_at(0),
+                flips: u64_at(8),
+                rounds: u32_at(16),
+            }),
+            abi::STREAM_ROUND_REPEATED => Answer::Refused(Refusal::RoundRepeated),
+            abi::STREAM_ROUNDS_MISSING => Answer::Refused(Refusal::RoundsMissing),
+            abi::STREAM_FINISHED => Answer::Refused(Refusal::Finished),
+            _ => Answer::Refused(Refusal::TooShort),
+        }
+    }
+}
+
+/// What one batch measured.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct BatchTimes {
+    /// Launch to completion, seen from the host (launch overhead included, copies not).
+    pub kernel: Duration,
+    /// The whole call: events in, kernel, answers out.
+    pub total: Duration,
+}
+
+/// Streams of one model on one GPU, fed by the batch kernel.
+pub struct GpuStreams {
+    // Declared in drop order: what the kernel uses goes before the context.
+    stream: Stream,
+    function: Function,
+    _module: Module,
+    model: DeviceModel,
+    states: DeviceBuffer,
+    rows: DeviceBuffer,
+    events: Option<DeviceBuffer>,
+    commits: Option<DeviceBuffer>,
+    counts: DeviceBuffer,
+    scratch: Option<DeviceBuffer>,
+    ctx: Arc<GpuContext>,
+    streams: usize,
+    threads: u32,
+    shared_bytes: u32,
+    grid: u32,
+}
+
+// SAFETY: the device buffers and handles are used only through `&mut self` here, from
+// one thread at a time; each call binds the context first.
+unsafe impl Send for GpuStreams {}
+
+impl GpuStreams {
+    /// `streams` streams at round 0 on GPU `device`, each decoded by a block of `threads`
+    /// threads (a multiple of 32, at most 1024).
+    pub fn new(
+        device: usize,
+        model: &Arc<StreamModel>,
+        streams: usize,
+        threads: u32,
+    ) -> Result<GpuStreams> {
+        if threads == 0 || threads % 32 != 0 || threads > abi::WINDOW_MAX_THREADS || streams == 0 {
+            return Err(Error::InvalidSetting {
+                key: "threads",
+                detail: format!(
+                    "{streams} streams of {threads} threads: need at least one stream and a \
+                     multiple of 32 threads up to {}",
+                    abi::WINDOW_MAX_THREADS
+                ),
+            });
+        }
+        let ctx = GpuContext::open(device)?;
+        let module = Module::compile_and_load(&ctx, &WINDOW)?;
+        let function = module.function(BATCH_KERNEL)?;
+        let model = DeviceModel::upload(&ctx, model)?;
+        let p = &model.packed;
+        let grid = streams.min(65_535) as u32;
+        let (shared_bytes, scratch) = if p.scratch_bytes() <= MAX_SHARED {
+            if p.scratch_bytes() > DEFAULT_SHARED_LIMIT {
+                function.allow_dynamic_shared(&ctx, p.scratch_bytes() as u32)?;
+            }
+            (p.scratch_bytes() as u32, None)
+        } else {
+            let s = DeviceBuffer::zeroed(&ctx, p.scratch_bytes() * grid as usize)?;
+            (0, Some(s))
+        };
+        let states = DeviceBuffer::zeroed(&ctx, streams * std::mem::size_of::<StreamStateDesc>())?;
+        let rows = DeviceBuffer::zeroed(&ctx, streams * p.row_words_per_stream() * 4)?;
+        let counts = DeviceBuffer::zeroed(&ctx, streams * 4)?;
+        let stream = Stream::new(&ctx)?;
+        Ok(GpuStreams {
+            stream,
+            function,
+            _module: module,
+            model,
+            states,
+            rows,
+            events: None,
+            commits: None,
+            counts,
+            scratch,
+            ctx,
+            streams,
+            threads,
+            shared_bytes,
+            grid,
+        })
+    }
+
+    pub fn streams(&self) -> usize {
+        self.streams
+    }
+
+    /// The packed model (its descriptor holds the device addresses).
+    pub fn packed(&self) -> &PackedModel {
+        &self.model.packed
+    }
+
+    /// Every stream starts again at round 0.
+    pub fn reset(&mut self) -> Result<()> {
+        let zero = vec![0u8; self.states.len()];
+        self.states.write_bytes(0, &zero)
+    }
+
+    fn ensure(slot: &mut Option<DeviceBuffer>, ctx: &Arc<GpuContext>, len: usize) -> Result<u64> {
+        if slot.as_ref().is_none_or(|b| b.len() < len) {
+            *slot = None;
+            *slot = Some(DeviceBuffer::zeroed(ctx, len)?);
+        }
+        Ok(slot.as_ref().map_or(0, |b| b.device_ptr()))
+    }
+
+    /// Every stream takes `rounds` rounds from round `first_round` and, when `finish`, its
+    /// final round after them: `events` holds `streams x (rounds + finish)` rounds of
+    /// `round_bytes` bytes, stream by stream. Returns each stream's answers (commits and
+    /// refusals, in order) and the batch's times.
+    pub fn push(
+        &mut self,
+        first_round: u64,
+        events: &[u8],
+        rounds: u32,
+        finish: bool,
+    ) -> Result<(Vec<Vec<Answer>>, BatchTimes)> {
+        let t0 = Instant::now();
+        let p = self.model.packed.desc;
+        let inputs = rounds as usize + usize::from(finish);
+        let want = self.streams * inputs * p.round_bytes as usize;
+        if events.len() != want || inputs == 0 {
+            return Err(Error::InvalidSetting {
+                key: "events",
+                detail: format!(
+                    "{} bytes of events for {} streams x {inputs} rounds of {} bytes (need {want}, \
+                     and at least one round)",
+                    events.len(),
+                    self.streams,
+                    p.round_bytes
+                ),
+            });
+        }
+        // A commit per window, a refusal per round at most.
+        let per_stream = inputs as u32;
+        let commit_bytes = std::mem::size_of::<StreamCommitDesc>();
+        let events_ptr = Self::ensure(&mut self.events, &self.ctx, events.len())?;
+        let commits_ptr = Self::ensure(
+            &mut self.commits,
+            &self.ctx,
+            self.streams * per_stream as usize * commit_bytes,
+        )?;
+        self.events
+            .as_ref()
+            .expect("allocated above")
+            .write_bytes(0, events)?;
+        let params = WindowBatchParams {
+            model: self.model.desc_ptr(),
+            states: self.states.device_ptr(),
+            rows: self.rows.device_ptr(),
+            events: events_ptr,
+            commits: commits_ptr,
+            counts: self.counts.device_ptr(),
+            scratch: self.scratch.as_ref().map_or(0, |s| s.device_ptr()),
+            first_round,
+            streams: self.streams as u32,
+            rounds,
+            finish: u32::from(finish),
+            commits_per_stream: per_stream,
+        };
+        let mut bytes = params.to_bytes();
+        let t_launch = Instant::now();
+        let mut args = [bytes.as_mut_ptr() as *mut c_void];
+        // SAFETY: the kernel takes one QfwdWindowBatch by value, whose bytes (the abi's
+        // layout) `args[0]` points to; every address in it is a live allocation of this
+        // context, sized for `streams` and `inputs` as the kernel reads them, and kept
+        // until the kernel finished (we wait below).
+        unsafe {
+            self.function.launch(
+                &self.ctx,
+                &self.stream,
+                self.grid,
+                self.threads,
+                self.shared_bytes,
+                &mut args,
+            )?;
+        }
+        self.wait()?;
+        let kernel = t_launch.elapsed();
+        let mut counts = vec![0u8; self.streams * 4];
+        self.counts.read_bytes(0, &mut counts)?;
+        let mut raw = vec![0u8; self.streams * per_stream as usize * commit_bytes];
+        self.commits
+            .as_ref()
+            .expect("allocated above")
+            .read_bytes(0, &mut raw)?;
+        let answers = (0..self.streams)
+            .map(|i| {
+                let n = u32::from_le_bytes(counts[4 * i..4 * i + 4].try_into().expect("4 bytes"));
+                (0..n.min(per_stream) as usize)
+                    .map(|j| {
+                        let at = (i * per_stream as usize + j) * commit_bytes;
+                        Answer::from_bytes(&raw[at..at + commit_bytes])
+                    })
+                    .collect()
+            })
+            .collect();
+        Ok((
+            answers,
+            BatchTimes {
+                kernel,
+                total: t0.elapsed(),
+            },
+        ))
+    }
+
+    /// Waits for the stream's work, with a deadline.
+    fn wait(&self) -> Result<()> {
+        let deadline = Instant::now() + BATCH_DEADLINE;
+        loop {
+            match self.stream.query() {
+                Ok(true) => return Ok(()),
+                Ok(false) if Instant::now() < deadline => std::thread::yield_now(),
+                Ok(false) => {
+                    return Err(Error::KernelTimeout {
+                        device: self.ctx.index(),
+                        kernel: BATCH_KERNEL,
+                        waited_ms: BATCH_DEADLINE.as_millis() as u64,
+                    })
+                }
+                Err(source) => {
+                    return Err(Error::KernelFault {
+                        device: self.ctx.index(),
+                        kernel: BATCH_KERNEL,
+                        source,
+                    })
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::decode::Dem;
+
+    fn model(w: u32, c: u32) -> StreamModel {
+        let path = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/fixtures/surface_d5_r5_z_p001.dem"
+        );
+        StreamModel::from_dem(&Dem::from_path(path.as_ref()).unwrap(), w, c).unwrap()
+    }
+
+    /// The blob holds each window's arrays where its descriptor says, as the CPU's graphs
+    /// have them.
+    #[test]
+    fn packed_windows_are_the_cpu_graphs() {
+        let m = model(4, 2);
+        let p = PackedModel::of(&m).unwrap();
+        assert_eq!(p.desc.graph_count as usize, m.windows().len());
+        assert_eq!(p.desc.slots, 12);
+        assert_eq!(p.desc.row_words, 1);
+        assert_eq!(p.desc.round_bytes, 3);
+        let kept = &p.blob[p.desc.kept_slots as usize..][..12];
+        assert_eq!(kept, m.kept_slots());
+        for (i, w) in m.windows().iter().enumerate() {
+            let d = &p.blob[i * 10..i * 10 + 10];
+            let g = &w.graph;
+            assert_eq!(
+                (d[0], d[1], d[2], d[3]),
+                (
+                    g.num_detectors() as u32,
+                    g.num_edges() as u32,
+                    w.rounds,
+                    w.commit_rounds
+                )
+            );
+            let n = g.num_detectors();
+            assert_eq!(&p.blob[d[4] as usize..][..n + 2], g.adj_offset());
+            for e in 0..g.num_edges() {
+                assert_eq!(p.blob[d[5] as usize + 2 * e], g.edge_u()[e]);
+                assert_eq!(p.blob[d[5] as usize + 2 * e + 1], g.edge_v()[e]);
+                assert_eq!(p.blob[d[6] as usize + e], g.edge_weight()[e]);
+                let o = g.edge_obs()[e];
+                assert_eq!(p.blob[d[7] as usize + 2 * e], o as u32);
+            }
+            assert!(p.desc.max_vertices as usize >= n);
+        }
+        use crate::decode::window::WindowKind;
+        let first_final = m
+            .window_index(WindowKind::Final {
+                from_start: false,
+                rounds: 2,
+            })
+            .unwrap();
+        assert_eq!(p.desc.first_final_from_bulk as usize, first_final);
+    }
+
+    #[test]
+    fn answers_read_the_commit_layout() {
+        let c = StreamCommitDesc {
+            first_round: 7,
+            flips: 0x1_0000_0001,
+            rounds: 3,
+            status: abi::STREAM_COMMIT,
+        };
+        assert_eq!(
+            Answer::from_bytes(&c.to_bytes()),
+            Answer::Commit(Commit {
+                first_round: 7,
+                rounds: 3,
+                flips: 0x1_0000_0001
+            })
+        );
+        let r = StreamCommitDesc {
+            status: abi::STREAM_ROUNDS_MISSING,
+            ..c
+        };
+        assert_eq!(
+            Answer::from_bytes(&r.to_bytes()),
+            Answer::Refused(Refusal::RoundsMissing)
+        );
+    }
+}

@@ -1,0 +1,229 @@
+//! The GPU stream decoder (`device/window.cu`, `qfwd::gpu::window`) on an NVIDIA GPU:
+//! the same commits as the CPU's `StreamDecoder` on thousands of windows (streams drawn
+//! from each model's own error model, fed in batches of C rounds as a stream arrives), and
+//! a throughput / latency benchmark at N = 1, 10, 100 and 1000 concurrent streams.
+//!
+//! ```text
+//! cargo test --release --test gpu_window -- --ignored --nocapture --test-threads=1
+//! ```
+//!
+//! Every test prints a notice and passes where there is no GPU. `QFWD_GPU` picks the device
+//! (default 0); `QFWD_WINDOW_THREADS` the threads per stream's block (default 256; the
+//! identity test also runs 128); `QFWD_WINDOW_STREAMS` the streams of the identity test
+//! (default 256); `QFWD_WINDOW_LAUNCHES` the timed launches per benchmark row (default 200);
+//! `QFWD_WINDOW_CASES` the models to run, by distance (`5,7`; default: all).
+//! `tests/window_host.rs` runs the same device code on the CPU (no GPU needed).
+
+mod gpu_common;
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use gpu_common::{gpu_index, gpu_or_skip};
+use qfwd::decode::window::{Commit, StreamDecoder, StreamModel, StreamSampler};
+use qfwd::decode::Dem;
+use qfwd::gpu::window::{Answer, GpuStreams};
+
+/// (fixture, distance, W, C): W = 2d, C = d.
+const CASES: &[(&str, u32, u32, u32)] = &[
+    ("surface_d5_r5_z_p001", 5, 10, 5),
+    ("surface_d5_r5_z_p005", 5, 10, 5),
+    ("surface_d7_r7_z_p001", 7, 14, 7),
+    ("surface_d7_r7_z_p005", 7, 14, 7),
+    ("stream/surface_d9_r3_z_p001", 9, 18, 9),
+    ("stream/surface_d11_r3_z_p001", 11, 22, 11),
+    ("stream/surface_d13_r3_z_p001", 13, 26, 13),
+    ("stream/surface_d15_r3_z_p001", 15, 30, 15),
+];
+
+fn env_or<T: std::str::FromStr>(name: &str, default: T) -> T {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+fn cases() -> Vec<(&'static str, u32, u32, u32)> {
+    let only: Option<Vec<u32>> = std::env::var("QFWD_WINDOW_CASES")
+        .ok()
+        .map(|v| v.split(',').filter_map(|d| d.trim().parse().ok()).collect());
+    CASES
+        .iter()
+        .copied()
+        .filter(|c| only.as_ref().is_none_or(|o| o.contains(&c.1)))
+        .collect()
+}
+
+fn model(name: &str, w: u32, c: u32) -> Arc<StreamModel> {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("tests/fixtures/{name}.dem"));
+    Arc::new(StreamModel::from_dem(&Dem::from_path(&path).unwrap(), w, c).unwrap())
+}
+
+/// `streams` streams of `rounds` rounds and a final round, drawn from the model.
+fn sampled(m: &Arc<StreamModel>, streams: usize, rounds: u32, seed: u64) -> Vec<Vec<Vec<u8>>> {
+    (0..streams)
+        .map(|i| {
+            let mut s = StreamSampler::new(m, rounds, seed ^ (i as u64) << 20).unwrap();
+            std::iter::from_fn(|| s.next_round()).collect()
+        })
+        .collect()
+}
+
+fn cpu_commits(m: &Arc<StreamModel>, rounds: &[Vec<u8>]) -> Vec<Commit> {
+    let mut d = StreamDecoder::new(m);
+    let (last, body) = rounds.split_last().unwrap();
+    let mut out: Vec<Commit> = body
+        .iter()
+        .enumerate()
+        .filter_map(|(r, ev)| d.push_round(r as u64, ev).unwrap())
+        .collect();
+    out.push(d.finish(last).unwrap());
+    out
+}
+
+/// Rounds `from..to` of every stream (and its final round when `finish`), stream-major.
+fn batch(data: &[Vec<Vec<u8>>], from: usize, to: usize, finish: bool) -> Vec<u8> {
+    let mut out = Vec::new();
+    for s in data {
+        let last = s.len() - 1;
+        for ev in &s[from..to] {
+            out.extend_from_slice(ev);
+        }
+        if finish {
+            out.extend_from_slice(&s[last]);
+        }
+    }
+    out
+}
+
+/// Feeds every stream through the GPU in batches of C rounds; each stream's commits.
+fn gpu_commits(g: &mut GpuStreams, data: &[Vec<Vec<u8>>], c: usize) -> Vec<Vec<Commit>> {
+    let rounds = data[0].len() - 1;
+    let mut out = vec![Vec::new(); data.len()];
+    let mut from = 0;
+    loop {
+        let to = (from + c).min(rounds);
+        let finish = to == rounds;
+        let events = batch(data, from, to, finish);
+        let (answers, _) = g
+            .push(from as u64, &events, (to - from) as u32, finish)
+            .unwrap();
+        for (i, a) in answers.into_iter().enumerate() {
+            for x in a {
+                match x {
+                    Answer::Commit(c) => out[i].push(c),
+                    Answer::Refused(r) => panic!("stream {i} refused a round: {r:?}"),
+                }
+            }
+        }
+        if finish {
+            return out;
+        }
+        from = to;
+    }
+}
+
+#[test]
+#[ignore = "needs an NVIDIA GPU; see the module docs"]
+fn gpu_stream_commits_match_the_cpu() {
+    let Some(_gpu) = gpu_or_skip("gpu_stream_commits_match_the_cpu") else {
+        return;
+    };
+    let streams = env_or("QFWD_WINDOW_STREAMS", 256usize);
+    let default_threads = env_or("QFWD_WINDOW_THREADS", 256u32);
+    for (name, d, w, c) in cases() {
+        let m = model(name, w, c);
+        let rounds = 5 * w + c / 2;
+        let data = sampled(&m, streams, rounds, 1);
+        let want: Vec<Vec<Commit>> = data.iter().map(|s| cpu_commits(&m, s)).collect();
+        let windows: usize = want.iter().map(Vec::len).sum();
+        let flipping = want.iter().flatten().filter(|c| c.flips != 0).count();
+        for threads in [default_threads, 128] {
+            let mut g = GpuStreams::new(gpu_index(), &m, streams, threads).unwrap();
+            let got = gpu_commits(&mut g, &data, c as usize);
+            for (i, (a, b)) in got.iter().zip(&want).enumerate() {
+                assert_eq!(a, b, "{name} stream {i}, {threads} threads");
+            }
+        }
+        eprintln!(
+            "{name} (d={d}, W={w}, C={c}): {streams} streams x {rounds} rounds, {windows} \
+             windows ({flipping} commits flip an observable): GPU == CPU"
+        );
+    }
+}
+
+fn percentile(sorted: &[Duration], q: f64) -> f64 {
+    let i = ((sorted.len() - 1) as f64 * q).round() as usize;
+    sorted[i].as_secs_f64() * 1e6
+}
+
+#[test]
+#[ignore = "needs an NVIDIA GPU; see the module docs"]
+fn gpu_stream_window_throughput() {
+    let Some(_gpu) = gpu_or_skip("gpu_stream_window_throughput") else {
+        return;
+    };
+    let threads = env_or("QFWD_WINDOW_THREADS", 256u32);
+    let launches = env_or("QFWD_WINDOW_LAUNCHES", 200usize);
+    println!(
+        "model,d,W,C,threads,streams,launches,kernel_p50_us,kernel_p99_us,call_p50_us,\
+         windows_per_s,cpu_window_mean_us"
+    );
+    for (name, d, w, c) in cases() {
+        let m = model(name, w, c);
+        for n in [1usize, 10, 100, 1000] {
+            // Every launch brings C rounds of every stream: one window each.
+            let rounds = (launches + 2) as u32 * c + w;
+            let data = sampled(&m, n, rounds, 7);
+            let mut g = GpuStreams::new(gpu_index(), &m, n, threads).unwrap();
+            // The first window needs W rounds: fill them, untimed.
+            let first = batch(&data, 0, w as usize, false);
+            g.push(0, &first, w, false).unwrap();
+            let mut kernel = Vec::with_capacity(launches);
+            let mut call = Vec::with_capacity(launches);
+            let mut from = w as usize;
+            for _ in 0..launches {
+                let events = batch(&data, from, from + c as usize, false);
+                let (answers, t) = g.push(from as u64, &events, c, false).unwrap();
+                assert!(
+                    answers.iter().all(|a| a.len() == 1),
+                    "one window per stream"
+                );
+                kernel.push(t.kernel);
+                call.push(t.total);
+                from += c as usize;
+            }
+            kernel.sort();
+            call.sort();
+            let total: Duration = kernel.iter().sum();
+            // The CPU decoder on the same rounds of stream 0, one thread.
+            let mut cpu = StreamDecoder::new(&m);
+            let t = Instant::now();
+            let mut windows = 0;
+            for (r, ev) in data[0][..from].iter().enumerate() {
+                windows += usize::from(cpu.push_round(r as u64, ev).unwrap().is_some());
+            }
+            let cpu_us = t.elapsed().as_secs_f64() * 1e6 / windows.max(1) as f64;
+            println!(
+                "{name},{d},{w},{c},{threads},{n},{launches},{:.1},{:.1},{:.1},{:.0},{:.2}",
+                percentile(&kernel, 0.5),
+                percentile(&kernel, 0.99),
+                percentile(&call, 0.5),
+                (n * launches) as f64 / total.as_secs_f64(),
+                cpu_us
+            );
+        }
+    }
+}
+
+/// Runs everywhere: every case's model builds, with one kept slot per Z stabilizer.
+#[test]
+fn every_case_builds_its_model() {
+    for (name, d, w, c) in CASES.iter().copied() {
+        let m = model(name, w, c);
+        assert_eq!(m.kept_slots().len() as u32, (d * d - 1) / 2, "{name}");
+        assert_eq!(m.detectors_per_round() as u32, d * d - 1, "{name}");
+        assert_eq!((m.head_rounds(), m.tail_rounds()), (1, 1), "{name}");
+    }
+}

@@ -1,0 +1,234 @@
+//! The GPU stream decoder's device code (`device/window.cu`), built by g++ for the CPU
+//! (`tests/window_host/driver.cpp`: a group of std::threads with a std::barrier stands in
+//! for a thread block), answers exactly what the CPU's `StreamDecoder` answers: the same
+//! commits on sampled surface-code streams at d = 5 and 7, with groups of 32, 64 and 96
+//! threads, and the same refusals. Skips where there is no g++ (CI installs it).
+//!
+//! On a GPU, `tests/gpu_window.rs` checks the kernel itself.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::{Arc, OnceLock};
+
+use qfwd::decode::window::{Commit, StreamDecoder, StreamError, StreamModel, StreamSampler};
+use qfwd::decode::Dem;
+use qfwd::gpu::window::PackedModel;
+
+fn root() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// The driver, built once per test process; `None` (skip) without g++.
+fn driver() -> Option<&'static PathBuf> {
+    static DRIVER: OnceLock<Option<PathBuf>> = OnceLock::new();
+    DRIVER
+        .get_or_init(|| {
+            let out = Path::new(env!("CARGO_TARGET_TMPDIR")).join("window-host-driver");
+            let status = Command::new("g++")
+                .args([
+                    "-std=c++20",
+                    "-O2",
+                    "-pthread",
+                    "-Wall",
+                    "-Wextra",
+                    "-Werror",
+                ])
+                .arg("-I")
+                .arg(root().join("device"))
+                .arg("-o")
+                .arg(&out)
+                .arg(root().join("tests/window_host/driver.cpp"))
+                .status();
+            match status {
+                Ok(s) if s.success() => Some(out),
+                Ok(s) => panic!("g++ failed to build the window host driver: {s}"),
+                Err(e) => {
+                    eprintln!("SKIP window_host: cannot run g++ ({e})");
+                    None
+                }
+            }
+        })
+        .as_ref()
+}
+
+fn model(name: &str, w: u32, c: u32) -> Arc<StreamModel> {
+    let dem = Dem::from_path(&root().join(format!("tests/fixtures/{name}.dem"))).unwrap();
+    Arc::new(StreamModel::from_dem(&dem, w, c).unwrap())
+}
+
+/// One answer: a commit, or a refusal's device status.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Answer {
+    Commit(Commit),
+    Refused(i32),
+}
+
+fn status_of(e: StreamError) -> i32 {
+    match e {
+        StreamError::RoundRepeated { .. } => -1,
+        StreamError::RoundsMissing { .. } => -2,
+        StreamError::Finished => -3,
+        StreamError::TooShort { .. } => -4,
+        other => panic!("no device status for {other:?}"),
+    }
+}
+
+/// Runs the driver over `events` (streams x inputs rounds); each stream's answers.
+fn run_device(
+    model: &StreamModel,
+    events: &[u8],
+    streams: usize,
+    rounds: u32,
+    finish: bool,
+    threads: u32,
+    first_round: u64,
+) -> Vec<Vec<Answer>> {
+    let driver = driver().expect("checked by the caller");
+    let packed = PackedModel::of(model).unwrap();
+    let dir = tempdir();
+    let (blob, desc, ev) = (dir.join("blob"), dir.join("model"), dir.join("events"));
+    std::fs::write(&blob, packed.blob_bytes()).unwrap();
+    std::fs::write(&desc, packed.desc.to_bytes()).unwrap();
+    std::fs::write(&ev, events).unwrap();
+    let out = Command::new(driver)
+        .arg(&blob)
+        .arg(&desc)
+        .arg(&ev)
+        .args([
+            streams.to_string(),
+            rounds.to_string(),
+            u32::from(finish).to_string(),
+            threads.to_string(),
+            first_round.to_string(),
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "driver: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let mut answers = vec![Vec::new(); streams];
+    for line in String::from_utf8(out.stdout).unwrap().lines() {
+        let f: Vec<u64> = line
+            .split_whitespace()
+            .map(|x| x.parse::<i64>().unwrap() as u64)
+            .collect();
+        let status = f[1] as i64 as i32;
+        answers[f[0] as usize].push(if status == 1 {
+            Answer::Commit(Commit {
+                first_round: f[2],
+                rounds: f[3] as u32,
+                flips: f[4],
+            })
+        } else {
+            Answer::Refused(status)
+        });
+    }
+    answers
+}
+
+fn tempdir() -> PathBuf {
+    static N: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let d = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!(
+        "window-host-{}-{}",
+        std::process::id(),
+        N.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+    ));
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+/// Sampled streams of `rounds` rounds and their final round, stream by stream.
+fn sampled(model: &Arc<StreamModel>, streams: usize, rounds: u32, seed: u64) -> Vec<Vec<Vec<u8>>> {
+    (0..streams)
+        .map(|i| {
+            let mut s = StreamSampler::new(model, rounds, seed + i as u64).unwrap();
+            std::iter::from_fn(|| s.next_round()).collect()
+        })
+        .collect()
+}
+
+fn cpu_answers(
+    model: &Arc<StreamModel>,
+    stream_rounds: &[Vec<Vec<u8>>],
+    first_round: u64,
+    finish: bool,
+) -> Vec<Vec<Answer>> {
+    stream_rounds
+        .iter()
+        .map(|rounds| {
+            let mut d = StreamDecoder::new(model);
+            let (last, body) = rounds.split_last().unwrap();
+            let mut out = Vec::new();
+            for (r, ev) in body.iter().enumerate() {
+                match d.push_round(first_round + r as u64, ev) {
+                    Ok(Some(c)) => out.push(Answer::Commit(c)),
+                    Ok(None) => {}
+                    Err(e) => out.push(Answer::Refused(status_of(e))),
+                }
+            }
+            if finish {
+                out.push(match d.finish(last) {
+                    Ok(c) => Answer::Commit(c),
+                    Err(e) => Answer::Refused(status_of(e)),
+                });
+            }
+            out
+        })
+        .collect()
+}
+
+fn check(name: &str, w: u32, c: u32, streams: usize, rounds: u32, threads: &[u32]) {
+    if driver().is_none() {
+        return;
+    }
+    let m = model(name, w, c);
+    let data = sampled(&m, streams, rounds, 11);
+    let events: Vec<u8> = data.iter().flatten().flatten().copied().collect();
+    let want = cpu_answers(&m, &data, 0, true);
+    let commits: usize = want.iter().map(Vec::len).sum();
+    let nonzero = want
+        .iter()
+        .flatten()
+        .filter(|a| matches!(a, Answer::Commit(c) if c.flips != 0))
+        .count();
+    assert!(nonzero > 0, "{name}: some commits flip an observable");
+    for &t in threads {
+        let got = run_device(&m, &events, streams, rounds, true, t, 0);
+        for (i, (g, w)) in got.iter().zip(&want).enumerate() {
+            assert_eq!(g, w, "{name} W={w:?} stream {i}, {t} threads");
+        }
+    }
+    eprintln!("{name} W={w} C={c}: {commits} commits ({nonzero} flipping) identical");
+}
+
+#[test]
+fn device_code_commits_what_the_cpu_commits_d5() {
+    check("surface_d5_r5_z_p005", 10, 5, 24, 40, &[32, 64, 96]);
+    check("surface_d5_r5_z_p005", 4, 1, 8, 17, &[64]);
+}
+
+#[test]
+fn device_code_commits_what_the_cpu_commits_d7() {
+    check("surface_d7_r7_z_p005", 14, 7, 12, 35, &[64, 128]);
+}
+
+#[test]
+fn device_code_refuses_what_the_cpu_refuses() {
+    if driver().is_none() {
+        return;
+    }
+    let m = model("surface_d5_r5_z_p001", 6, 3);
+    // Streams that start at round 1: every round is refused (rounds missing), and the
+    // final round comes too early.
+    let data = sampled(&m, 3, 4, 5);
+    let events: Vec<u8> = data.iter().flatten().flatten().copied().collect();
+    let want = cpu_answers(&m, &data, 1, true);
+    assert!(want[0].iter().all(|a| matches!(a, Answer::Refused(_))));
+    assert_eq!(run_device(&m, &events, 3, 4, true, 64, 1), want);
+    // Short streams (shorter than W) end in one final window.
+    let want = cpu_answers(&m, &data, 0, true);
+    assert_eq!(want[0].len(), 1);
+    assert_eq!(run_device(&m, &events, 3, 4, true, 64, 0), want);
+}

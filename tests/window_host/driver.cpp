@@ -1,0 +1,123 @@
+// Runs device/window.cu's stream functions on the CPU, a group of std::threads standing in
+// for a thread block (std::barrier for bar.sync, std::atomic_ref for the atomics and the
+// volatile accesses), so tests/window_host.rs can check the device code's commits against
+// the CPU decoder's on a machine without a GPU. Not a model of the GPU's timing or of its
+// memory ordering beyond what the barriers and atomics give.
+//
+//   driver BLOB MODEL EVENTS STREAMS ROUNDS FINISH THREADS FIRST_ROUND
+//
+// BLOB: the model's u32 words; MODEL: its QfwdStreamModel (data is set here); EVENTS:
+// STREAMS x (ROUNDS + FINISH) rounds of round_bytes. Prints one line per answer:
+// `stream status first_round rounds flips`.
+#include <atomic>
+#include <barrier>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <iterator>
+#include <thread>
+#include <vector>
+
+#define QFWD_WINDOW_HOST 1
+#include "qfwd_abi.h"
+
+typedef unsigned int u32;
+typedef unsigned long long u64;
+typedef unsigned char u8;
+
+#define QW_DEV static inline
+
+struct QwGroup {
+    u32 tid;
+    u32 size;
+    u32 barrier;
+};
+
+static std::barrier<>* qw_barrier = nullptr;
+
+QW_DEV void qw_sync(const QwGroup&) { qw_barrier->arrive_and_wait(); }
+QW_DEV u32 qw_ld(const u32* p) {
+    return std::atomic_ref<u32>(*const_cast<u32*>(p)).load(std::memory_order_relaxed);
+}
+QW_DEV void qw_st(u32* p, u32 v) { std::atomic_ref<u32>(*p).store(v, std::memory_order_relaxed); }
+QW_DEV u32 qw_ro(const u32* p) { return *p; }
+QW_DEV u32 qw_cas(u32* p, u32 cmp, u32 v) {
+    std::atomic_ref<u32>(*p).compare_exchange_strong(cmp, v);
+    return cmp;
+}
+QW_DEV void qw_min(u32* p, u32 v) {
+    std::atomic_ref<u32> a(*p);
+    u32 cur = a.load();
+    while (v < cur && !a.compare_exchange_weak(cur, v)) {
+    }
+}
+QW_DEV void qw_xor(u32* p, u32 v) { std::atomic_ref<u32>(*p).fetch_xor(v); }
+QW_DEV void qw_or(u32* p, u32 v) { std::atomic_ref<u32>(*p).fetch_or(v); }
+QW_DEV u32 qw_add(u32* p, u32 v) { return std::atomic_ref<u32>(*p).fetch_add(v); }
+
+#include "window.cu"
+
+static std::vector<u8> read_file(const char* path) {
+    std::ifstream f(path, std::ios::binary);
+    if (!f) {
+        std::fprintf(stderr, "cannot read %s\n", path);
+        std::exit(2);
+    }
+    return std::vector<u8>(std::istreambuf_iterator<char>(f), {});
+}
+
+int main(int argc, char** argv) {
+    if (argc != 9) {
+        std::fprintf(stderr, "usage: %s BLOB MODEL EVENTS STREAMS ROUNDS FINISH THREADS FIRST_ROUND\n", argv[0]);
+        return 2;
+    }
+    std::vector<u8> blob_bytes = read_file(argv[1]);
+    std::vector<u32> blob(blob_bytes.size() / 4);
+    std::copy(blob_bytes.begin(), blob_bytes.end(), reinterpret_cast<u8*>(blob.data()));
+    std::vector<u8> model_bytes = read_file(argv[2]);
+    QfwdStreamModel m;
+    if (model_bytes.size() != sizeof m) return 2;
+    std::copy(model_bytes.begin(), model_bytes.end(), reinterpret_cast<u8*>(&m));
+    m.data = (u64)(uintptr_t)blob.data();
+    const std::vector<u8> events = read_file(argv[3]);
+    const u32 streams = std::atoi(argv[4]), rounds = std::atoi(argv[5]), finish = std::atoi(argv[6]);
+    const u32 threads = std::atoi(argv[7]);
+    const u64 first_round = std::strtoull(argv[8], nullptr, 10);
+    const u32 inputs = rounds + finish;
+    if (events.size() != (size_t)streams * inputs * m.round_bytes) {
+        std::fprintf(stderr, "events: %zu bytes\n", events.size());
+        return 2;
+    }
+    std::vector<QfwdStreamState> states(streams);
+    std::vector<u32> rows((size_t)streams * m.rounds_per_window * m.row_words);
+    std::vector<u32> scratch(m.scratch_words);
+    std::vector<std::vector<QfwdCommit>> answers(streams);
+    std::barrier<> bar(threads);
+    qw_barrier = &bar;
+    std::vector<std::thread> pool;
+    for (u32 t = 0; t < threads; t++) {
+        pool.emplace_back([&, t] {
+            const QwGroup g = {t, threads, 1};
+            for (u32 i = 0; i < streams; i++) {
+                QfwdStreamState* st = &states[i];
+                u32* r = rows.data() + (size_t)i * m.rounds_per_window * m.row_words;
+                for (u32 k = 0; k < inputs; k++) {
+                    QfwdCommit c;
+                    const u8* ev = events.data() + ((size_t)i * inputs + k) * m.round_bytes;
+                    const int status = k < rounds
+                        ? qfwd_stream_push_round(g, m, st, r, first_round + k, ev, scratch.data(), &c)
+                        : qfwd_stream_finish(g, m, st, r, ev, scratch.data(), &c);
+                    if (t == 0 && status != QFWD_STREAM_NO_COMMIT) answers[i].push_back(c);
+                }
+            }
+        });
+    }
+    for (auto& th : pool) th.join();
+    for (u32 i = 0; i < streams; i++) {
+        for (const QfwdCommit& c : answers[i]) {
+            std::printf("%u %d %llu %u %llu\n", i, c.status, c.first_round, c.rounds, c.flips);
+        }
+    }
+    return 0;
+}
