@@ -311,11 +311,15 @@ pub fn run(
     let n = load.streams as usize;
     let links = load.links.clamp(1, load.streams) as usize;
     let per_link = n.div_ceil(links);
-    let windows = windows_of_shot(
+    // Per round of a shot: the window it completes (first round, rounds), if any.
+    let mut windows = vec![None; shots.shot_rounds];
+    for (first, rounds, last) in windows_of_shot(
         shots.shot_rounds as u64,
         load.window.into(),
         load.commit.into(),
-    );
+    ) {
+        windows[last as usize] = Some((first, rounds));
+    }
     let streams: Vec<StreamSide> = (0..n)
         .map(|s| StreamSide {
             // Contiguous groups share a phase, so a link's request has few blocks.
@@ -449,7 +453,7 @@ fn build_request(
     cycle: u64,
     shots: &StreamShots,
     load: &StreamLoad,
-    windows: &[(u64, u64, u64)],
+    windows: &[Option<(u64, u64)>],
     due: u64,
     out: &mut StreamOutcome,
 ) -> Result<usize> {
@@ -496,20 +500,18 @@ fn build_request(
             _ if r == shots.shot_rounds - 1 => FLAG_FINAL,
             _ => 0,
         };
-        // The windows this round completes.
-        for &(fr, rounds, last) in windows {
-            if last == r as u64 && !s.broken {
-                s.owed.push_back(Owed {
-                    first_round: fr,
-                    rounds: rounds as u32,
-                    due_ns: due,
-                    cycle,
-                    last: last + 1 == shots.shot_rounds as u64,
-                    seq: s.shots_begun,
-                });
-                s.owed_rounds += rounds;
-                out.backlog_max_rounds = out.backlog_max_rounds.max(s.owed_rounds);
-            }
+        // The window this round completes, if any.
+        if let Some((fr, rounds)) = windows[r].filter(|_| !s.broken) {
+            s.owed.push_back(Owed {
+                first_round: fr,
+                rounds: rounds as u32,
+                due_ns: due,
+                cycle,
+                last: r + 1 == shots.shot_rounds,
+                seq: s.shots_begun,
+            });
+            s.owed_rounds += rounds;
+            out.backlog_max_rounds = out.backlog_max_rounds.max(s.owed_rounds);
         }
         out.round_entries += 1;
         let extends = matches!(run, Some((fs, count, f, round)) if f == flags && round == r as u64 && fs + u32::from(count) == id && count < u16::MAX);
