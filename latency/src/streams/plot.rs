@@ -66,7 +66,7 @@ pub fn reaction_vs_streams(rows: &[StreamRow], path: &Path) -> Result<()> {
             .caption("reaction time p99 by number of streams", ("sans-serif", 22))
             .margin(15)
             .margin_right(40)
-            .x_label_area_size(45)
+            .x_label_area_size(70)
             .y_label_area_size(75)
             .build_cartesian_2d(
                 (0.7f64..x_hi).log_scale(),
@@ -79,6 +79,7 @@ pub fn reaction_vs_streams(rows: &[StreamRow], path: &Path) -> Result<()> {
             .y_desc("reaction p99, µs (log scale)")
             .label_style(("sans-serif", 14))
             .axis_desc_style(("sans-serif", 16))
+            .light_line_style(WHITE)
             .x_label_formatter(&|v| format!("{v:.0}"))
             .y_label_formatter(&|v| format!("{v}"))
             .draw()
@@ -103,7 +104,7 @@ pub fn reaction_vs_streams(rows: &[StreamRow], path: &Path) -> Result<()> {
         }
         chart
             .configure_series_labels()
-            .position(SeriesLabelPosition::UpperLeft)
+            .position(SeriesLabelPosition::LowerRight)
             .background_style(WHITE.mix(0.85))
             .border_style(BLACK)
             .label_font(("sans-serif", 14))
@@ -111,7 +112,7 @@ pub fn reaction_vs_streams(rows: &[StreamRow], path: &Path) -> Result<()> {
             .map_err(|e| plot_err(path, e))?;
         root.draw(&Text::new(
             "● kept up   ✕ did not keep up (refused rounds, lost windows, or fell behind)",
-            (90, height as i32 - 18),
+            (90, height as i32 - 16),
             ("sans-serif", 13),
         ))
         .map_err(|e| plot_err(path, e))?;
