@@ -362,7 +362,8 @@ where
     let mut pool = Vec::new();
     for w in 0..workers {
         let (q_tx, q_rx) = inproc::ring(s.queue_slots, slot)?;
-        let (r_tx, r_rx) = inproc::ring(s.queue_slots.max(64), slot)?;
+        // Responses are drained every dispatcher poll; a decoder thread waits for room.
+        let (r_tx, r_rx) = inproc::ring(s.queue_slots.clamp(64, 1024), slot)?;
         queues.push(q_tx);
         responses.push(r_rx);
         let first = w as u32 * chunk;
