@@ -39,21 +39,23 @@ pub fn series_label(r: &StreamRow) -> String {
 
 /// Draws `rows` into `path` (SVG). Rows without reaction samples are left out.
 pub fn reaction_vs_streams(rows: &[StreamRow], path: &Path) -> Result<()> {
-    let mut series: BTreeMap<String, Vec<(f64, f64, bool)>> = BTreeMap::new();
+    // Keyed by (engine, distance, cadence), so the legend reads in that order.
+    type Line = (String, Vec<(f64, f64, bool)>);
+    let mut series: BTreeMap<(String, u32, u64), Line> = BTreeMap::new();
     for r in rows.iter().filter(|r| r.reaction_samples > 0) {
-        series.entry(series_label(r)).or_default().push((
-            f64::from(r.streams),
-            r.reaction_p99_us.max(0.01),
-            r.kept_up,
-        ));
+        series
+            .entry((r.engine.clone(), r.distance, r.round_ns))
+            .or_insert_with(|| (series_label(r), Vec::new()))
+            .1
+            .push((f64::from(r.streams), r.reaction_p99_us.max(0.01), r.kept_up));
     }
     if series.is_empty() {
         return Err(plot_err(path, "no row has reaction times to plot"));
     }
-    for points in series.values_mut() {
+    for (_, points) in series.values_mut() {
         points.sort_by(|a, b| a.0.total_cmp(&b.0));
     }
-    let all = series.values().flatten();
+    let all = series.values().flat_map(|(_, p)| p);
     let x_hi = all.clone().map(|p| p.0).fold(1.0, f64::max) * 2.0;
     let y_lo = all.clone().map(|p| p.1).fold(f64::INFINITY, f64::min) / 2.0;
     let y_hi = all.map(|p| p.1).fold(0.0, f64::max) * 2.0;
@@ -84,7 +86,7 @@ pub fn reaction_vs_streams(rows: &[StreamRow], path: &Path) -> Result<()> {
             .y_label_formatter(&|v| format!("{v}"))
             .draw()
             .map_err(|e| plot_err(path, e))?;
-        for (i, (label, points)) in series.iter().enumerate() {
+        for (i, (label, points)) in series.values().enumerate() {
             let color = PALETTE[i % PALETTE.len()];
             let style = color.stroke_width(2);
             chart

@@ -67,6 +67,10 @@ pub struct StreamRow {
     pub timestamp_utc: String,
     /// This row's `.hgrm`, relative to the CSV's folder.
     pub spectrum: String,
+    /// Records that were not what their stream was owed next (a lost answer, or a service
+    /// answering out of order); empty in files written before the column existed.
+    #[serde(default)]
+    pub unexpected_records: Option<u64>,
 }
 
 /// Writes rows as they are measured (flushed each time: an interrupted sweep keeps them).

@@ -434,5 +434,6 @@ fn row(
         git_rev: prov.git_rev.clone(),
         timestamp_utc: provenance::timestamp_utc(),
         spectrum: String::new(),
+        unexpected_records: Some(o.unexpected),
     }
 }
