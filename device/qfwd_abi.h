@@ -138,6 +138,29 @@ static_assert(sizeof(((struct QfwdDirectParams*)0)->function_codes) == 128, "Qfw
 #define QFWD_WINDOW_ODD 1u
 #define QFWD_WINDOW_BOUNDARY 2u
 #define QFWD_WINDOW_SCALARS 16u
+#define QFWD_SCR_PARENT 0u
+#define QFWD_SCR_FLAGS 1u
+#define QFWD_SCR_DEFECT 2u
+#define QFWD_SCR_LEVEL 3u
+#define QFWD_SCR_PEDGE 4u
+#define QFWD_SCR_REGION 5u
+#define QFWD_SCR_LOCAL 6u
+#define QFWD_SCR_RDEF 7u
+#define QFWD_SCR_RMEM 8u
+#define QFWD_SCR_RLIST 9u
+#define QFWD_SCR_GROWTH 10u
+#define QFWD_SCR_FUSED 11u
+#define QFWD_SCR_MEMBERS 12u
+#define QFWD_SCR_DEFECTS 13u
+#define QFWD_SCR_DSORT 14u
+#define QFWD_SCR_REDGES 15u
+#define QFWD_SCR_DIST 16u
+#define QFWD_SCR_DISTB 17u
+#define QFWD_SCR_MATCHES 18u
+#define QFWD_SCR_COST 19u
+#define QFWD_SCR_CHOICE 20u
+#define QFWD_SCR_SCALARS 21u
+#define QFWD_SCR_COUNT 22u
 #define QFWD_WINDOW_MAX_THREADS 1024u
 #define QFWD_STREAM_NO_COMMIT (0)
 #define QFWD_STREAM_COMMIT (1)
@@ -155,8 +178,8 @@ struct QfwdWindowGraph {
     unsigned int ends;
     unsigned int weight;
     unsigned int obs;
-    unsigned int reserved0;
-    unsigned int reserved1;
+    unsigned int adj_pairs;
+    unsigned int boundary_edge;
 };
 static_assert(sizeof(struct QfwdWindowGraph) == 40, "QfwdWindowGraph size");
 static_assert(sizeof(((struct QfwdWindowGraph*)0)->vertices) == 4, "QfwdWindowGraph.vertices");
@@ -167,8 +190,8 @@ static_assert(sizeof(((struct QfwdWindowGraph*)0)->adj_offset) == 4, "QfwdWindow
 static_assert(sizeof(((struct QfwdWindowGraph*)0)->ends) == 4, "QfwdWindowGraph.ends");
 static_assert(sizeof(((struct QfwdWindowGraph*)0)->weight) == 4, "QfwdWindowGraph.weight");
 static_assert(sizeof(((struct QfwdWindowGraph*)0)->obs) == 4, "QfwdWindowGraph.obs");
-static_assert(sizeof(((struct QfwdWindowGraph*)0)->reserved0) == 4, "QfwdWindowGraph.reserved0");
-static_assert(sizeof(((struct QfwdWindowGraph*)0)->reserved1) == 4, "QfwdWindowGraph.reserved1");
+static_assert(sizeof(((struct QfwdWindowGraph*)0)->adj_pairs) == 4, "QfwdWindowGraph.adj_pairs");
+static_assert(sizeof(((struct QfwdWindowGraph*)0)->boundary_edge) == 4, "QfwdWindowGraph.boundary_edge");
 
 struct QfwdStreamModel {
     unsigned long long data;
@@ -186,8 +209,13 @@ struct QfwdStreamModel {
     unsigned int max_vertices;
     unsigned int max_edges;
     unsigned int scratch_words;
+    unsigned int scratch[22];
+    unsigned int match_defects;
+    unsigned int match_members;
+    unsigned int match_edges;
+    unsigned int reserved;
 };
-static_assert(sizeof(struct QfwdStreamModel) == 64, "QfwdStreamModel size");
+static_assert(sizeof(struct QfwdStreamModel) == 168, "QfwdStreamModel size");
 static_assert(sizeof(((struct QfwdStreamModel*)0)->data) == 8, "QfwdStreamModel.data");
 static_assert(sizeof(((struct QfwdStreamModel*)0)->graphs) == 4, "QfwdStreamModel.graphs");
 static_assert(sizeof(((struct QfwdStreamModel*)0)->graph_count) == 4, "QfwdStreamModel.graph_count");
@@ -203,6 +231,11 @@ static_assert(sizeof(((struct QfwdStreamModel*)0)->first_final_from_bulk) == 4, 
 static_assert(sizeof(((struct QfwdStreamModel*)0)->max_vertices) == 4, "QfwdStreamModel.max_vertices");
 static_assert(sizeof(((struct QfwdStreamModel*)0)->max_edges) == 4, "QfwdStreamModel.max_edges");
 static_assert(sizeof(((struct QfwdStreamModel*)0)->scratch_words) == 4, "QfwdStreamModel.scratch_words");
+static_assert(sizeof(((struct QfwdStreamModel*)0)->scratch) == 88, "QfwdStreamModel.scratch");
+static_assert(sizeof(((struct QfwdStreamModel*)0)->match_defects) == 4, "QfwdStreamModel.match_defects");
+static_assert(sizeof(((struct QfwdStreamModel*)0)->match_members) == 4, "QfwdStreamModel.match_members");
+static_assert(sizeof(((struct QfwdStreamModel*)0)->match_edges) == 4, "QfwdStreamModel.match_edges");
+static_assert(sizeof(((struct QfwdStreamModel*)0)->reserved) == 4, "QfwdStreamModel.reserved");
 
 struct QfwdStreamState {
     unsigned long long next_round;

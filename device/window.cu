@@ -44,7 +44,9 @@
 //
 // Entry points: qfwd_stream_push_round / qfwd_stream_finish / qfwd_stream_reset (group
 // functions: every thread of the group calls them with the same arguments; usable from a
-// persistent kernel), and the batch kernel qfwd_window_batch (tests, benchmarks).
+// persistent kernel, which `#include "window.cu"`s this file, with QFWD_WINDOW_NO_BATCH
+// defined to leave the batch kernel out), and the batch kernel qfwd_window_batch (tests,
+// benchmarks).
 //
 // Built by NVRTC (src/gpu/nvrtc.rs; `qfwd_abi.h` is the header src/abi.rs generates), and
 // by g++ for the host check (tests/window_host.rs), which defines QFWD_WINDOW_HOST and the
@@ -80,6 +82,8 @@ QW_DEV void qw_min(u32* p, u32 v) { atomicMin(p, v); }
 QW_DEV void qw_xor(u32* p, u32 v) { atomicXor(p, v); }
 QW_DEV void qw_or(u32* p, u32 v) { atomicOr(p, v); }
 QW_DEV u32 qw_add(u32* p, u32 v) { return atomicAdd(p, v); }
+QW_DEV u32 qw_popc(u32 x) { return __popc(x); }
+QW_DEV u32 qw_ctz(u32 x) { return __ffs(x) - 1; }
 #endif
 
 #define QW_NONE QFWD_WINDOW_NONE
@@ -91,6 +95,12 @@ QW_DEV u32 qw_add(u32* p, u32 v) { return atomicAdd(p, v); }
 #define QW_SC_FLIPS_LO 5u
 #define QW_SC_FLIPS_HI 6u
 #define QW_SC_ROUNDS 7u
+#define QW_SC_NREG 8u
+#define QW_SC_NMEM 9u
+#define QW_SC_NDEF 10u
+#define QW_SC_NRE 11u
+#define QW_SC_CHANGED 12u  // and 13, 14: one per pass, in turn
+#define QW_SC_NMATCH 15u
 
 // A window graph's arrays.
 struct QwGraph {
@@ -102,6 +112,8 @@ struct QwGraph {
     const u32* ends;
     const u32* weight;
     const u32* obs;
+    const u32* adj_pairs;  // {edge, other end} per CSR entry
+    const u32* bedge;      // per detector: its boundary edge, or NONE
 };
 
 QW_DEV QwGraph qw_graph(const QfwdStreamModel& m, u32 index) {
@@ -116,32 +128,62 @@ QW_DEV QwGraph qw_graph(const QfwdStreamModel& m, u32 index) {
     g.ends = blob + d->ends;
     g.weight = blob + d->weight;
     g.obs = blob + d->obs;
+    g.adj_pairs = blob + d->adj_pairs;
+    g.bedge = blob + d->boundary_edge;
     return g;
 }
 
-// A group's working memory, carved from `base` (m.scratch_words words).
+// A group's working memory, carved from `base` (m.scratch_words words) where the model's
+// scratch offsets say (src/gpu/window.rs `scratch_layout`; QFWD_SCR_* in src/abi.rs).
 struct QwScratch {
     u32* parent;
     u32* flags;
     u32* defect;
     u32* level;
     u32* pedge;
+    u32* region;
+    u32* local;
+    u32* rdef;
+    u32* rmem;
+    u32* rlist;
     u32* growth;
-    u32* fused;
+    u32* fused;  // then: per edge, in the matching's correction (mod 2)
+    u32* members;
+    u32* defects;
+    u32* dsort;
+    u32* redges;
+    u32* dist;
+    u32* distb;
+    u32* matches;
+    u32* cost;
+    u8* choice;
     u32* sc;
 };
 
 QW_DEV QwScratch qw_scratch(const QfwdStreamModel& m, u32* base) {
-    const u32 nv = m.max_vertices + 1, ne = m.max_edges;
     QwScratch s;
-    s.parent = base;
-    s.flags = base + nv;
-    s.defect = base + 2 * nv;
-    s.level = base + 3 * nv;
-    s.pedge = base + 4 * nv;
-    s.growth = base + 5 * nv;
-    s.fused = s.growth + ne;
-    s.sc = s.fused + ne;
+    s.parent = base + m.scratch[QFWD_SCR_PARENT];
+    s.flags = base + m.scratch[QFWD_SCR_FLAGS];
+    s.defect = base + m.scratch[QFWD_SCR_DEFECT];
+    s.level = base + m.scratch[QFWD_SCR_LEVEL];
+    s.pedge = base + m.scratch[QFWD_SCR_PEDGE];
+    s.region = base + m.scratch[QFWD_SCR_REGION];
+    s.local = base + m.scratch[QFWD_SCR_LOCAL];
+    s.rdef = base + m.scratch[QFWD_SCR_RDEF];
+    s.rmem = base + m.scratch[QFWD_SCR_RMEM];
+    s.rlist = base + m.scratch[QFWD_SCR_RLIST];
+    s.growth = base + m.scratch[QFWD_SCR_GROWTH];
+    s.fused = base + m.scratch[QFWD_SCR_FUSED];
+    s.members = base + m.scratch[QFWD_SCR_MEMBERS];
+    s.defects = base + m.scratch[QFWD_SCR_DEFECTS];
+    s.dsort = base + m.scratch[QFWD_SCR_DSORT];
+    s.redges = base + m.scratch[QFWD_SCR_REDGES];
+    s.dist = base + m.scratch[QFWD_SCR_DIST];
+    s.distb = base + m.scratch[QFWD_SCR_DISTB];
+    s.matches = base + m.scratch[QFWD_SCR_MATCHES];
+    s.cost = base + m.scratch[QFWD_SCR_COST];
+    s.choice = (u8*)(base + m.scratch[QFWD_SCR_CHOICE]);
+    s.sc = base + m.scratch[QFWD_SCR_SCALARS];
     return s;
 }
 
@@ -278,18 +320,231 @@ QW_DEV u32 qw_grow(const QwGroup& g, const QfwdStreamModel& m, const QwGraph& G,
     return defects;
 }
 
+// ---- Step 2': exact matching in regions (decode/src/window/matching.rs) ----------------
+
+// Matches region `R` (a root) if it is within the limits: members and defects listed
+// (defects sorted), distances by Bellman-Ford passes over the region's edges, the subsets'
+// costs by popcount levels, then one thread per match toggles its path.
+QW_DEV void qw_match_one(const QwGroup& g, const QfwdStreamModel& m, const QwGraph& G,
+                         QwScratch& s, u32 R) {
+    const u32 n = G.n;
+    if (g.tid == 0) {
+        s.sc[QW_SC_NMEM] = 0;
+        s.sc[QW_SC_NDEF] = 0;
+        s.sc[QW_SC_NRE] = 0;
+        s.sc[QW_SC_NMATCH] = 0;
+    }
+    qw_sync(g);
+    for (u32 v = g.tid; v < n; v += g.size) {
+        if (s.region[v] != R) continue;
+        const u32 i = qw_add(s.sc + QW_SC_NMEM, 1);
+        s.members[i] = v;
+        s.local[v] = i;
+        if (s.defect[v]) s.dsort[qw_add(s.sc + QW_SC_NDEF, 1)] = v;
+    }
+    for (u32 e = g.tid; e < G.edges; e += g.size) {
+        const u32 u = qw_ro(G.ends + 2 * e), v = qw_ro(G.ends + 2 * e + 1);
+        if (v != n && s.region[u] == R && s.region[v] == R) {
+            const u32 j = qw_add(s.sc + QW_SC_NRE, 1);
+            if (j < m.match_edges) s.redges[j] = e;
+        }
+    }
+    qw_sync(g);
+    const u32 k = s.sc[QW_SC_NMEM], md = s.sc[QW_SC_NDEF], nre = s.sc[QW_SC_NRE];
+    bool ok = nre <= m.match_edges;
+    if (ok) {
+        // Defects in increasing index; distances start at infinity, 0 at each source.
+        for (u32 t = g.tid; t < md; t += g.size) {
+            const u32 v = s.dsort[t];
+            u32 rank = 0;
+            for (u32 j = 0; j < md; j++) rank += s.dsort[j] < v;
+            s.defects[rank] = v;
+        }
+        for (u32 i = g.tid; i < md * k; i += g.size) s.dist[i] = QW_NONE;
+        for (u32 a = g.tid; a < md; a += g.size) s.distb[a] = QW_NONE;
+        if (g.tid == 0) {
+            s.cost[0] = 0;
+            s.sc[QW_SC_CHANGED] = 0;
+            s.sc[QW_SC_CHANGED + 1] = 0;
+            s.sc[QW_SC_CHANGED + 2] = 0;
+        }
+        qw_sync(g);
+        for (u32 a = g.tid; a < md; a += g.size) s.dist[a * k + s.local[s.defects[a]]] = 0;
+        qw_sync(g);
+        // Bellman-Ford, every source at once, until a pass changes nothing. Pass p raises
+        // flag p % 3 and clears flag (p + 1) % 3, last read two barriers ago.
+        for (u32 pass = 0;; pass++) {
+            u32* changed = s.sc + QW_SC_CHANGED + pass % 3;
+            for (u32 i = g.tid; i < md * nre; i += g.size) {
+                const u32 a = i / nre, e = s.redges[i % nre];
+                const u32 w = qw_ro(G.weight + e);
+                u32* row = s.dist + a * k;
+                const u32 lu = s.local[qw_ro(G.ends + 2 * e)], lv = s.local[qw_ro(G.ends + 2 * e + 1)];
+                const u32 du = qw_ld(row + lu), dv = qw_ld(row + lv);
+                if (du != QW_NONE && du + w < dv) {
+                    qw_min(row + lv, du + w);
+                    qw_st(changed, 1);
+                }
+                if (dv != QW_NONE && dv + w < du) {
+                    qw_min(row + lu, dv + w);
+                    qw_st(changed, 1);
+                }
+            }
+            if (g.tid == 0) s.sc[QW_SC_CHANGED + (pass + 1) % 3] = 0;
+            qw_sync(g);
+            if (!*changed) break;
+        }
+        // Boundary distances.
+        for (u32 i = g.tid; i < md * k; i += g.size) {
+            const u32 a = i / k, x = i % k;
+            const u32 be = qw_ro(G.bedge + s.members[x]);
+            const u32 d = s.dist[i];
+            if (be != QW_NONE && d != QW_NONE) qw_min(s.distb + a, d + qw_ro(G.weight + be));
+        }
+        qw_sync(g);
+        // The subsets' costs, by number of defects.
+        const u32 all = (1u << md) - 1;
+        for (u32 level = 1; level <= md; level++) {
+            for (u32 set = g.tid; set <= all; set += g.size) {
+                if ((u32)qw_popc(set) != level) continue;
+                const u32 i = qw_ctz(set), rest = set & ~(1u << i);
+                const u32* row = s.dist + i * k;
+                u32 best = s.cost[rest], choice = md;
+                best = (best == QW_NONE || s.distb[i] == QW_NONE) ? QW_NONE : best + s.distb[i];
+                for (u32 r = rest; r; r &= r - 1) {
+                    const u32 j = qw_ctz(r);
+                    const u32 f = s.cost[rest & ~(1u << j)], d = row[s.local[s.defects[j]]];
+                    const u32 c = (f == QW_NONE || d == QW_NONE) ? QW_NONE : f + d;
+                    if (c < best) {
+                        best = c;
+                        choice = j;
+                    }
+                }
+                s.cost[set] = best;
+                s.choice[set] = (u8)choice;
+            }
+            qw_sync(g);
+        }
+        ok = s.cost[all] != QW_NONE;
+        if (ok && g.tid == 0) {
+            u32 nm = 0;
+            for (u32 set = all; set;) {
+                const u32 i = qw_ctz(set), c = s.choice[set];
+                set &= ~(1u << i);
+                if (c != md) set &= ~(1u << c);
+                s.matches[nm++] = i | c << 8;
+            }
+            s.sc[QW_SC_NMATCH] = nm;
+        }
+        qw_sync(g);
+        // One thread per match: its path, least edges first (see matching.rs).
+        const u32 nm = s.sc[QW_SC_NMATCH];
+        for (u32 t = g.tid; t < nm; t += g.size) {
+            const u32 a = s.matches[t] & 0xFFu, c = s.matches[t] >> 8;
+            const u32* row = s.dist + a * k;
+            u32 at;
+            if (c == md) {
+                u32 best = QW_NONE;
+                at = 0;
+                for (u32 x = 0; x < k; x++) {
+                    const u32 v = s.members[x], be = qw_ro(G.bedge + v);
+                    if (be != QW_NONE && row[x] != QW_NONE &&
+                        row[x] + qw_ro(G.weight + be) == s.distb[a] && v < best) {
+                        best = v;
+                        at = x;
+                    }
+                }
+                // (A finite boundary distance is always attained: an invariant, kept
+                // safe as on the CPU.)
+                if (best == QW_NONE) continue;
+                qw_xor(s.fused + qw_ro(G.bedge + best), 1);
+            } else {
+                at = s.local[s.defects[c]];
+            }
+            const u32 from = s.local[s.defects[a]];
+            while (at != from) {
+                const u32 y = s.members[at];
+                u32 pick = QW_NONE, next = 0;
+                for (u32 p = qw_ro(G.adj_offset + y); p < qw_ro(G.adj_offset + y + 1); p++) {
+                    const u32 e = qw_ro(G.adj_pairs + 2 * p), x = qw_ro(G.adj_pairs + 2 * p + 1);
+                    if (x == n || s.local[x] == QW_NONE) continue;
+                    const u32 dx = row[s.local[x]];
+                    if (dx != QW_NONE && dx + qw_ro(G.weight + e) == row[at] && e < pick) {
+                        pick = e;
+                        next = s.local[x];
+                    }
+                }
+                if (pick == QW_NONE) break;  // never: exact distances have a tight edge
+                qw_xor(s.fused + pick, 1);
+                at = next;
+            }
+        }
+        for (u32 t = g.tid; ok && t < md; t += g.size) s.defect[s.defects[t]] = 0;
+        if (ok && g.tid == 0) s.sc[QW_SC_COUNT] -= md;
+    }
+    qw_sync(g);
+    for (u32 i = g.tid; i < k; i += g.size) s.local[s.members[i]] = QW_NONE;
+    qw_sync(g);
+}
+
+// Step 2': regions (components of full edges between detectors, least-vertex roots, by a
+// second lock-free union-find), their defects, members and boundary edges counted; each
+// region within the limits matched (qw_match_one, one region after another: regions are
+// disjoint, so their order does not matter).
+QW_DEV void qw_match_regions(const QwGroup& g, const QfwdStreamModel& m, const QwGraph& G,
+                             QwScratch& s) {
+    if (m.match_defects == 0) return;
+    const u32 n = G.n;
+    for (u32 v = g.tid; v < n; v += g.size) {
+        s.region[v] = s.parent[v] != QW_NONE ? v : QW_NONE;
+        s.local[v] = QW_NONE;
+        s.rdef[v] = 0;
+        s.rmem[v] = 0;
+    }
+    for (u32 e = g.tid; e < G.edges; e += g.size) s.fused[e] = 0;
+    if (g.tid == 0) s.sc[QW_SC_NREG] = 0;
+    qw_sync(g);
+    for (u32 e = g.tid; e < G.edges; e += g.size) {
+        const u32 u = qw_ro(G.ends + 2 * e), v = qw_ro(G.ends + 2 * e + 1);
+        if (v != n && s.growth[e] == qw_ro(G.weight + e)) qw_union(s.region, u, v);
+    }
+    qw_sync(g);
+    for (u32 v = g.tid; v < n; v += g.size) {
+        if (qw_ld(s.region + v) != QW_NONE) qw_st(s.region + v, qw_find(s.region, v));
+    }
+    qw_sync(g);
+    for (u32 v = g.tid; v < n; v += g.size) {
+        const u32 r = s.region[v];
+        if (r == QW_NONE) continue;
+        qw_add(s.rmem + r, 1);
+        if (s.defect[v]) qw_add(s.rdef + r, 1);
+    }
+    qw_sync(g);
+    for (u32 v = g.tid; v < n; v += g.size) {
+        if (s.region[v] == v && s.rdef[v] >= 1 && s.rdef[v] <= m.match_defects &&
+            s.rmem[v] <= m.match_members) {
+            s.rlist[qw_add(s.sc + QW_SC_NREG, 1)] = v;
+        }
+    }
+    qw_sync(g);
+    const u32 regions = s.sc[QW_SC_NREG];
+    for (u32 i = 0; i < regions; i++) qw_match_one(g, m, G, s, s.rlist[i]);
+}
+
 // Steps 3-5: forest, peel, commit. Returns the committed flips.
 QW_DEV u64 qw_correct(const QwGroup& g, const QfwdStreamModel& m, const QwGraph& G, u32* rows,
                       u64 start, QwScratch& s) {
     const u32 n = G.n, nv = n + 1, K = m.slots, W = m.rounds_per_window, RW = m.row_words;
-    // 3. Level 0: the boundary and the roots of clusters without it.
-    for (u32 v = g.tid; v < n; v += g.size) {
+    // 3. Level 0: the boundary and the roots of clusters without it. When the matching
+    // resolved every defect, there is nothing to peel: no level is built (level stays 0).
+    const bool peel = s.sc[QW_SC_COUNT] != 0;
+    for (u32 v = g.tid; peel && v < n; v += g.size) {
         if (s.parent[v] == v && !(s.flags[v] & QFWD_WINDOW_BOUNDARY)) s.level[v] = 0;
     }
     if (g.tid == 0) s.level[n] = 0;
     qw_sync(g);
     u32 level = 0;
-    for (;;) {
+    while (peel) {
         for (u32 e = g.tid; e < G.edges; e += g.size) {
             if (s.growth[e] != qw_ro(G.weight + e)) continue;
             const u32 u = qw_ro(G.ends + 2 * e), v = qw_ro(G.ends + 2 * e + 1);
@@ -321,11 +576,19 @@ QW_DEV u64 qw_correct(const QwGroup& g, const QfwdStreamModel& m, const QwGraph&
         }
         qw_sync(g);
     }
-    // 5. Commit the edges below the commit round; carry those that cross it.
+    // 5. Commit the edges below the commit round; carry those that cross it. The
+    // correction: the peeled vertices' parent edges, and the matching's edges.
     u32 lo = 0, hi = 0;
-    for (u32 v = g.tid; v < n; v += g.size) {
-        if (s.defect[v] != 2) continue;
-        const u32 e = s.pedge[v];
+    const u32 items = n + (m.match_defects ? G.edges : 0);
+    for (u32 i = g.tid; i < items; i += g.size) {
+        u32 e;
+        if (i < n) {
+            if (s.defect[i] != 2) continue;
+            e = s.pedge[i];
+        } else {
+            e = i - n;
+            if (!(s.fused[e] & 1u)) continue;
+        }
         const u32 a = qw_ro(G.ends + 2 * e), b = qw_ro(G.ends + 2 * e + 1);
         if (a / K >= G.commit) continue;
         lo ^= qw_ro(G.obs + 2 * e);
@@ -349,7 +612,10 @@ QW_DEV u64 qw_decode_window(const QwGroup& g, const QfwdStreamModel& m, u32 inde
     const QwGraph G = qw_graph(m, index);
     QwScratch s = qw_scratch(m, scratch);
     u64 flips = 0;
-    if (qw_grow(g, m, G, rows, start, s) != 0) flips = qw_correct(g, m, G, rows, start, s);
+    if (qw_grow(g, m, G, rows, start, s) != 0) {
+        qw_match_regions(g, m, G, s);
+        flips = qw_correct(g, m, G, rows, start, s);
+    }
     // Everyone has read the scalars before the next window rewrites them.
     qw_sync(g);
     return flips;
@@ -440,7 +706,7 @@ QW_DEV void qfwd_stream_reset(const QwGroup& g, QfwdStreamState* st) {
     qw_sync(g);
 }
 
-#ifndef QFWD_WINDOW_HOST
+#if !defined(QFWD_WINDOW_HOST) && !defined(QFWD_WINDOW_NO_BATCH)
 // The batch kernel: block b serves streams b, b + gridDim.x, ...; each pushes p.rounds
 // rounds (from p.first_round) and, when p.finish, its final round; commits and refusals
 // go to its slice of p.commits, their number to p.counts.

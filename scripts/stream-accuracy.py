@@ -15,14 +15,16 @@ circuit-level noise p (every knob at p, as scripts/gen-fixtures.py), exports the
 every shot
 - with PyMatching 2.4, the whole experiment at once (`decode_batch`): the reference;
 - with qfwd's union-find on the whole experiment (`qfwd decode --decoder uf`);
-- as a stream, for each window setting W,C of --windows (`qfwd decode --window W,C`).
+- as a stream, for each window setting W,C of --windows and each --match limit
+  (`qfwd decode --window W,C --match-defects N`: the window decoder matches regions of at
+  most N defects exactly, 0 is union-find alone).
 Model, shots and predictions go to --work (a temporary folder unless given).
 
 Each row compares one decoder with PyMatching on the same shots: `ratio` = its mistakes /
 PyMatching's, with a 95% interval for shots drawn again from the same distribution (paired:
 the delta method on log(ratio) over the four outcomes of a shot, both wrong / only one /
-neither). Also its time per window (per shot for whole experiments) from `qfwd decode`'s
-timed pass, on this host. `--self-test` checks the statistics on known counts and needs
+neither), and the windows a shot took. Speed is measured elsewhere (decode/tests/
+stream_speed.rs, tests/gpu_window.rs). `--self-test` checks the statistics on known counts and needs
 neither Stim nor qfwd (tests/stream_accuracy_script.rs runs it).
 """
 import argparse
@@ -42,8 +44,7 @@ Z95 = 1.959963984540054
 COLUMNS = [
     "distance", "rounds", "p", "shots", "seed", "decoder", "W", "C",
     "mistakes", "pymatching_mistakes", "only_decoder", "only_pymatching",
-    "ratio", "ratio_ci_low", "ratio_ci_high", "windows_per_shot", "ns_per_window",
-    "cpu", "host",
+    "ratio", "ratio_ci_low", "ratio_ci_high", "windows_per_shot", "cpu", "host",
 ]
 
 
@@ -122,12 +123,12 @@ def read_01(path):
         return [line.strip() for line in f if line.strip()]
 
 
-def run_qfwd(qfwd, base, window, predictions):
+def run_qfwd(qfwd, base, window, match, predictions):
     cmd = [qfwd, "decode", "--dem", base + ".dem", "--dets", base + ".b8",
            "--obs", base + ".obs.01", "--decoder", "uf", "--format", "json",
            "--predictions", predictions]
     if window:
-        cmd += ["--window", f"{window[0]},{window[1]}"]
+        cmd += ["--window", f"{window[0]},{window[1]}", "--match-defects", str(match)]
     out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
     return json.loads(out)
 
@@ -141,6 +142,7 @@ def main():
     ap.add_argument("--shots", default="5:20000,7:20000", help="shots per distance, d:n,...")
     ap.add_argument("--seed", type=int, default=20240517)
     ap.add_argument("--windows", default="2d,d;3d,d", help="W,C settings (`d` = distance), `;`-separated")
+    ap.add_argument("--match", default="12,0", help="the window decoder's matching limits (defects; 0: union-find alone)")
     ap.add_argument("--work", help="folder for models, shots and predictions (default: a temporary one)")
     ap.add_argument("--self-test", action="store_true", help="check the statistics and exit")
     args = ap.parse_args()
@@ -182,25 +184,25 @@ def main():
         pm_wrong = list(np.any(pm != obs, axis=1).astype(int))
         print(f"# d={d}: {shots} shots, PyMatching {sum(pm_wrong)} mistakes "
               f"({time.time() - t:.1f} s)", file=sys.stderr, flush=True)
-        settings = [None] + window_list(args.windows, d)
-        for window in settings:
-            pred_path = base + (f".w{window[0]}c{window[1]}" if window else ".whole") + ".pred.01"
+        settings = [(None, 0)] + [(w, int(mt)) for w in window_list(args.windows, d)
+                                  for mt in args.match.split(",")]
+        for window, match in settings:
+            label = f"window-match{match}" if window and match else ("window-uf" if window else "uf-whole")
+            pred_path = base + (f".w{window[0]}c{window[1]}m{match}" if window else ".whole") + ".pred.01"
             t = time.time()
-            rep = run_qfwd(args.qfwd, base, window, pred_path)
+            rep = run_qfwd(args.qfwd, base, window, match, pred_path)
             pred = read_01(pred_path)
             wrong = [int(pr != "".join("1" if b else "0" for b in o)) for pr, o in zip(pred, obs)]
             assert sum(wrong) == rep["mistakes"], (sum(wrong), rep["mistakes"])
             r, lo, hi = paired_ratio(wrong, pm_wrong)
             both = sum(1 for a, b in zip(wrong, pm_wrong) if a and b)
             wps = rep["windows_per_shot"] if window else 1
-            row = [d, args.rounds, p, shots, args.seed,
-                   "uf-window" if window else "uf-whole",
+            row = [d, args.rounds, p, shots, args.seed, label,
                    window[0] if window else "", window[1] if window else "",
                    sum(wrong), sum(pm_wrong), sum(wrong) - both, sum(pm_wrong) - both,
-                   f"{r:.4f}", f"{lo:.4f}", f"{hi:.4f}", wps,
-                   f"{rep['mean_ns'] / wps:.0f}", f'"{cpu}"', host]
+                   f"{r:.4f}", f"{lo:.4f}", f"{hi:.4f}", wps, f'"{cpu}"', host]
             print(",".join(str(x) for x in row), flush=True)
-            print(f"# d={d} {row[5]} W,C={window}: {sum(wrong)} mistakes, ratio {r:.3f} "
+            print(f"# d={d} {label} W,C={window}: {sum(wrong)} mistakes, ratio {r:.3f} "
                   f"[{lo:.3f}, {hi:.3f}] ({time.time() - t:.1f} s)", file=sys.stderr, flush=True)
 
 

@@ -309,8 +309,41 @@ abi_consts!(render_window {
     /// Root flags of the window decoder's clusters.
     WINDOW_ODD: u32 = 1;
     WINDOW_BOUNDARY: u32 = 2;
-    /// Scalar words at the end of a decoding group's scratch.
+    /// Scalar words of a decoding group's scratch.
     WINDOW_SCALARS: u32 = 16;
+    /// A decoding group's scratch arrays, by their index in
+    /// [`StreamModelDesc::scratch`] (word offsets in the group's scratch): per vertex
+    /// (`max_vertices + 1` words each) parent, flags, defect, level, parent edge, and for
+    /// the matching region, local index, region defects, region members, region list; per
+    /// edge (`max_edges` each) growth, and the filled edges (then the correction's edges
+    /// of the matching); the matching's members (`match_members`), defects and their sort
+    /// buffer (`match_defects` each), region edges (`match_edges`), distances
+    /// (`match_defects x match_members`), boundary distances and matches (`match_defects`),
+    /// the subsets' costs (`2^match_defects` words) and choices (bytes); the scalars.
+    SCR_PARENT: u32 = 0;
+    SCR_FLAGS: u32 = 1;
+    SCR_DEFECT: u32 = 2;
+    SCR_LEVEL: u32 = 3;
+    SCR_PEDGE: u32 = 4;
+    SCR_REGION: u32 = 5;
+    SCR_LOCAL: u32 = 6;
+    SCR_RDEF: u32 = 7;
+    SCR_RMEM: u32 = 8;
+    SCR_RLIST: u32 = 9;
+    SCR_GROWTH: u32 = 10;
+    SCR_FUSED: u32 = 11;
+    SCR_MEMBERS: u32 = 12;
+    SCR_DEFECTS: u32 = 13;
+    SCR_DSORT: u32 = 14;
+    SCR_REDGES: u32 = 15;
+    SCR_DIST: u32 = 16;
+    SCR_DISTB: u32 = 17;
+    SCR_MATCHES: u32 = 18;
+    SCR_COST: u32 = 19;
+    SCR_CHOICE: u32 = 20;
+    SCR_SCALARS: u32 = 21;
+    /// Entries of [`StreamModelDesc::scratch`].
+    SCR_COUNT: u32 = 22;
     /// Most threads in a decoding group (a block).
     WINDOW_MAX_THREADS: u32 = 1024;
     /// What a stream call answers (`QfwdCommit::status`): no window completed, a commit,
@@ -338,8 +371,10 @@ abi_struct!(
         ends: u32,
         weight: u32,
         obs: u32,
-        reserved0: u32,
-        reserved1: u32,
+        /// CSR entries `{edge, other end}` (2 words each), and per detector its boundary
+        /// edge (`WINDOW_NONE`: none): the matching's paths.
+        adj_pairs: u32,
+        boundary_edge: u32,
     }
 );
 
@@ -365,8 +400,14 @@ abi_struct!(
         first_final_from_bulk: u32,
         max_vertices: u32,
         max_edges: u32,
-        /// u32 words of a decoding group's scratch.
+        /// u32 words of a decoding group's scratch, and where its arrays start (`SCR_*`).
         scratch_words: u32,
+        scratch: [u32; 22],
+        /// The regions matched exactly (`decode::window::MatchLimits`; defects 0: none).
+        match_defects: u32,
+        match_members: u32,
+        match_edges: u32,
+        reserved: u32,
     }
 );
 
@@ -457,6 +498,7 @@ pub const HEADER_FILE: &str = "device/qfwd_abi.h";
 pub const HEADER_NAME: &str = "qfwd_abi.h";
 
 const _: () = assert!(MAX_FUNCTIONS as usize == 32);
+const _: () = assert!(SCR_COUNT == 22 && SCR_SCALARS + 1 == SCR_COUNT);
 const _: () = assert!(std::mem::size_of::<LinkDesc>() == 11 * 8 + 12 * 4);
 
 #[cfg(test)]

@@ -34,7 +34,7 @@ use hdrhistogram::Histogram;
 use clap::builder::{PossibleValue, PossibleValuesParser, TypedValueParser};
 
 use crate::backend::Backend;
-use crate::decode::window::{StreamDecoder, StreamModel};
+use crate::decode::window::{MatchLimits, StreamDecoder, StreamModel};
 use crate::decode::{self, Decoder, DecoderKind, Dem, ShotFormat, Shots};
 use crate::gpu::{self, GpuOptions};
 use crate::handler::Handler;
@@ -136,6 +136,10 @@ pub struct DecodeArgs {
     /// the XOR of a shot's commits.
     #[arg(long, value_name = "W,C", value_parser = parse_window)]
     pub window: Option<(u32, u32)>,
+    /// With --window: the window decoder matches regions of at most N defects exactly
+    /// (0: union-find alone; at most 16).
+    #[arg(long, value_name = "N", default_value_t = MatchLimits::DEFAULT.defects)]
+    pub match_defects: u32,
 }
 
 /// `--window W,C`.
@@ -203,6 +207,7 @@ impl ShotDecoder {
     fn new(
         dec: &Arc<Decoder>,
         window: Option<(u32, u32)>,
+        match_defects: u32,
         dem: &Dem,
         dets: &Shots,
     ) -> Result<ShotDecoder> {
@@ -220,7 +225,11 @@ impl ShotDecoder {
                 ),
             });
         }
-        let model = Arc::new(StreamModel::from_dem(dem, w, c)?);
+        let limits = MatchLimits {
+            defects: match_defects,
+            ..MatchLimits::DEFAULT
+        };
+        let model = Arc::new(StreamModel::from_dem_with(dem, w, c, limits)?);
         let exp = model.experiment(dem)?;
         let split = (0..dets.len())
             .map(|i| exp.split(dets.row(i)).concat())
@@ -443,7 +452,8 @@ pub fn evaluate(args: &DecodeArgs) -> Result<DecodeReport> {
     let mut windows_per_shot = 0.0;
     match args.backend {
         DecodeBackend::Cpu => {
-            let mut shot_decoder = ShotDecoder::new(&dec, args.window, &dem, &dets)?;
+            let mut shot_decoder =
+                ShotDecoder::new(&dec, args.window, args.match_defects, &dem, &dets)?;
             // Passes 1..=CPU_BATCH_PASSES: back to back, the fastest counts.
             let mut masks = vec![0u64; shots];
             let mut best = Duration::MAX;

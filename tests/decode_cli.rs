@@ -3,6 +3,7 @@
 
 use std::path::{Path, PathBuf};
 
+use qfwd::decode::window::MatchLimits;
 use qfwd::decode::{DecoderKind, Shots};
 use qfwd::decode_cli::{evaluate, DecodeArgs, DecodeBackend, OutputFormat};
 
@@ -25,6 +26,7 @@ fn args(name: &str, decoder: DecoderKind) -> DecodeArgs {
         shots: None,
         predictions: None,
         window: None,
+        match_defects: MatchLimits::DEFAULT.defects,
     }
 }
 

@@ -610,6 +610,7 @@ fn qfwd_decode_backend_gpu_matches_cpu() {
             shots: Some(5000),
             predictions: None,
             window: None,
+            match_defects: 12,
         };
         let cpu = evaluate(&args(DecodeBackend::Cpu)).unwrap();
         let gpu = evaluate(&args(DecodeBackend::Gpu)).unwrap();

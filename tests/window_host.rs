@@ -1,8 +1,9 @@
 //! The GPU stream decoder's device code (`device/window.cu`), built by g++ for the CPU
 //! (`tests/window_host/driver.cpp`: a group of std::threads with a std::barrier stands in
 //! for a thread block), answers exactly what the CPU's `StreamDecoder` answers: the same
-//! commits on sampled surface-code streams at d = 5 and 7, with groups of 32, 64 and 96
-//! threads, and the same refusals. Skips where there is no g++ (CI installs it).
+//! commits on sampled surface-code streams at d = 5 and 7 and on a repetition code whose
+//! equal weights make ties everywhere, with the window decoder's matching on, off and
+//! limited to small regions, with groups of 32 to 128 threads; and the same refusals. Skips where there is no g++ (CI installs it).
 //!
 //! On a GPU, `tests/gpu_window.rs` checks the kernel itself.
 
@@ -10,7 +11,9 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::{Arc, OnceLock};
 
-use qfwd::decode::window::{Commit, StreamDecoder, StreamError, StreamModel, StreamSampler};
+use qfwd::decode::window::{
+    repetition_text, Commit, MatchLimits, StreamDecoder, StreamError, StreamModel, StreamSampler,
+};
 use qfwd::decode::Dem;
 use qfwd::gpu::window::PackedModel;
 
@@ -51,10 +54,23 @@ fn driver() -> Option<&'static PathBuf> {
         .as_ref()
 }
 
-fn model(name: &str, w: u32, c: u32) -> Arc<StreamModel> {
-    let dem = Dem::from_path(&root().join(format!("tests/fixtures/{name}.dem"))).unwrap();
-    Arc::new(StreamModel::from_dem(&dem, w, c).unwrap())
+/// A fixture's model, or (`rep`) a distance-9 repetition code whose edges all weigh the
+/// same, so that equal-cost choices abound.
+fn model(name: &str, w: u32, c: u32, limits: MatchLimits) -> Arc<StreamModel> {
+    let dem = if name == "rep" {
+        Dem::parse(&repetition_text(9, 6, 0.03, 0.03), "rep").unwrap()
+    } else {
+        Dem::from_path(&root().join(format!("tests/fixtures/{name}.dem"))).unwrap()
+    };
+    Arc::new(StreamModel::from_dem_with(&dem, w, c, limits).unwrap())
 }
+
+/// Matching only the smallest regions: both the matching and the peeling run.
+const SMALL: MatchLimits = MatchLimits {
+    defects: 3,
+    members: 24,
+    edges: 60,
+};
 
 /// One answer: a commit, or a refusal's device status.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -179,11 +195,18 @@ fn cpu_answers(
         .collect()
 }
 
-fn check(name: &str, w: u32, c: u32, streams: usize, rounds: u32, threads: &[u32]) {
+fn check(
+    name: &str,
+    (w, c): (u32, u32),
+    limits: MatchLimits,
+    streams: usize,
+    rounds: u32,
+    threads: &[u32],
+) {
     if driver().is_none() {
         return;
     }
-    let m = model(name, w, c);
+    let m = model(name, w, c, limits);
     let data = sampled(&m, streams, rounds, 11);
     let events: Vec<u8> = data.iter().flatten().flatten().copied().collect();
     let want = cpu_answers(&m, &data, 0, true);
@@ -197,21 +220,32 @@ fn check(name: &str, w: u32, c: u32, streams: usize, rounds: u32, threads: &[u32
     for &t in threads {
         let got = run_device(&m, &events, streams, rounds, true, t, 0);
         for (i, (g, w)) in got.iter().zip(&want).enumerate() {
-            assert_eq!(g, w, "{name} W={w:?} stream {i}, {t} threads");
+            assert_eq!(g, w, "{name} {limits:?} stream {i}, {t} threads");
         }
     }
-    eprintln!("{name} W={w} C={c}: {commits} commits ({nonzero} flipping) identical");
+    eprintln!("{name} W={w} C={c} {limits:?}: {commits} commits ({nonzero} flipping) identical");
 }
 
 #[test]
 fn device_code_commits_what_the_cpu_commits_d5() {
-    check("surface_d5_r5_z_p005", 10, 5, 24, 40, &[32, 64, 96]);
-    check("surface_d5_r5_z_p005", 4, 1, 8, 17, &[64]);
+    let d5 = "surface_d5_r5_z_p005";
+    check(d5, (10, 5), MatchLimits::DEFAULT, 16, 40, &[32, 96]);
+    check(d5, (10, 5), MatchLimits::OFF, 12, 40, &[64]);
+    check(d5, (10, 5), SMALL, 12, 40, &[64]);
+    check(d5, (4, 1), MatchLimits::DEFAULT, 8, 17, &[64]);
+}
+
+#[test]
+fn device_code_breaks_ties_as_the_cpu_does() {
+    check("rep", (8, 4), MatchLimits::DEFAULT, 24, 30, &[32, 64]);
+    check("rep", (8, 4), MatchLimits::OFF, 24, 30, &[64]);
 }
 
 #[test]
 fn device_code_commits_what_the_cpu_commits_d7() {
-    check("surface_d7_r7_z_p005", 14, 7, 12, 35, &[64, 128]);
+    let d7 = "surface_d7_r7_z_p005";
+    check(d7, (14, 7), MatchLimits::DEFAULT, 12, 35, &[64, 128]);
+    check(d7, (14, 7), MatchLimits::OFF, 12, 35, &[128]);
 }
 
 #[test]
@@ -219,7 +253,7 @@ fn device_code_refuses_what_the_cpu_refuses() {
     if driver().is_none() {
         return;
     }
-    let m = model("surface_d5_r5_z_p001", 6, 3);
+    let m = model("surface_d5_r5_z_p001", 6, 3, MatchLimits::DEFAULT);
     // Streams that start at round 1: every round is refused (rounds missing), and the
     // final round comes too early.
     let data = sampled(&m, 3, 4, 5);

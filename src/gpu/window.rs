@@ -23,7 +23,7 @@ use super::nvrtc::WINDOW;
 use crate::abi::{
     self, StreamCommitDesc, StreamModelDesc, StreamStateDesc, WindowBatchParams, WindowGraphDesc,
 };
-use crate::decode::window::{Commit, StreamModel};
+use crate::decode::window::{Commit, MatchLimits, StreamModel};
 use crate::{Error, Result};
 
 /// The batch kernel in `device/window.cu`.
@@ -32,6 +32,8 @@ pub const BATCH_KERNEL: &str = "qfwd_window_batch";
 const DEFAULT_SHARED_LIMIT: usize = 48 * 1024;
 /// Most dynamic shared memory a block of an sm_90 device may take.
 const MAX_SHARED: usize = 227 * 1024;
+/// Most blocks of a batch whose scratch is in global memory.
+const GLOBAL_SCRATCH_BLOCKS: usize = 1024;
 /// How long a batch may run.
 const BATCH_DEADLINE: Duration = Duration::from_secs(20);
 
@@ -84,6 +86,10 @@ impl PackedModel {
             for &o in g.edge_obs() {
                 blob.extend([o as u32, (o >> 32) as u32]);
             }
+            d.adj_pairs = blob.len() as u32;
+            blob.extend(g.adj_pairs().iter().flatten());
+            d.boundary_edge = blob.len() as u32;
+            blob.extend(g.boundary_edge());
             descs.push(d);
         }
         for (i, d) in descs.iter().enumerate() {
@@ -117,7 +123,18 @@ impl PackedModel {
             }),
             max_vertices: max_v as u32,
             max_edges: max_e as u32,
-            scratch_words: (5 * (max_v + 1) + 2 * max_e) as u32 + abi::WINDOW_SCALARS,
+            scratch_words: 0,
+            scratch: [0; abi::SCR_COUNT as usize],
+            match_defects: model.match_limits().defects,
+            match_members: model.match_limits().members,
+            match_edges: model.match_limits().edges,
+            reserved: 0,
+        };
+        let (offsets, words) = scratch_layout(max_v, max_e, model.match_limits());
+        let desc = StreamModelDesc {
+            scratch: offsets,
+            scratch_words: words,
+            ..desc
         };
         Ok(PackedModel { desc, blob })
     }
@@ -136,6 +153,44 @@ impl PackedModel {
     pub fn blob_bytes(&self) -> Vec<u8> {
         self.blob.iter().flat_map(|w| w.to_le_bytes()).collect()
     }
+}
+
+/// Where a decoding group's scratch arrays start (word offsets, by `SCR_*`), and its size
+/// in words, for windows of at most `max_v` detectors and `max_e` edges.
+pub fn scratch_layout(
+    max_v: usize,
+    max_e: usize,
+    limits: MatchLimits,
+) -> ([u32; abi::SCR_COUNT as usize], u32) {
+    let nv = max_v + 1;
+    let (md, mm) = (limits.defects as usize, limits.members as usize);
+    let mut sizes = [0usize; abi::SCR_COUNT as usize];
+    for i in abi::SCR_PARENT..=abi::SCR_RLIST {
+        sizes[i as usize] = nv;
+    }
+    sizes[abi::SCR_GROWTH as usize] = max_e;
+    sizes[abi::SCR_FUSED as usize] = max_e;
+    sizes[abi::SCR_MEMBERS as usize] = mm;
+    sizes[abi::SCR_DEFECTS as usize] = md;
+    sizes[abi::SCR_DSORT as usize] = md;
+    sizes[abi::SCR_REDGES as usize] = limits.edges as usize;
+    sizes[abi::SCR_DIST as usize] = md * mm;
+    sizes[abi::SCR_DISTB as usize] = md;
+    sizes[abi::SCR_MATCHES as usize] = md;
+    sizes[abi::SCR_COST as usize] = if md == 0 { 0 } else { 1 << md };
+    sizes[abi::SCR_CHOICE as usize] = if md == 0 {
+        0
+    } else {
+        (1usize << md).div_ceil(4)
+    };
+    sizes[abi::SCR_SCALARS as usize] = abi::WINDOW_SCALARS as usize;
+    let mut offsets = [0u32; abi::SCR_COUNT as usize];
+    let mut at = 0usize;
+    for (o, size) in offsets.iter_mut().zip(sizes) {
+        *o = at as u32;
+        at += size;
+    }
+    (offsets, at as u32)
 }
 
 /// A stream model in device memory: the descriptor at [`DeviceModel::desc_ptr`].
@@ -214,10 +269,8 @@ pub struct BatchTimes {
     pub total: Duration,
 }
 
-/// Streams of one model on one GPU, fed by the batch kernel.
-pub struct GpuStreams {
-    // Declared in drop order: what the kernel uses goes before the context.
-    stream: Stream,
+/// What a batch kernel may be using: freed on drop, leaked if a kernel did not finish.
+struct Resources {
     function: Function,
     _module: Module,
     model: DeviceModel,
@@ -227,11 +280,28 @@ pub struct GpuStreams {
     commits: Option<DeviceBuffer>,
     counts: DeviceBuffer,
     scratch: Option<DeviceBuffer>,
+}
+
+/// Streams of one model on one GPU, fed by the batch kernel.
+pub struct GpuStreams {
+    // Declared in drop order: what the kernel uses goes before the context.
+    stream: Stream,
+    res: Option<Resources>,
     ctx: Arc<GpuContext>,
     streams: usize,
     threads: u32,
     shared_bytes: u32,
     grid: u32,
+    /// A batch did not finish in time: its memory is leaked rather than freed under it.
+    stuck: bool,
+}
+
+impl Drop for GpuStreams {
+    fn drop(&mut self) {
+        if self.stuck {
+            std::mem::forget(self.res.take());
+        }
+    }
 }
 
 // SAFETY: the device buffers and handles are used only through `&mut self` here, from
@@ -262,8 +332,16 @@ impl GpuStreams {
         let function = module.function(BATCH_KERNEL)?;
         let model = DeviceModel::upload(&ctx, model)?;
         let p = &model.packed;
-        let grid = streams.min(65_535) as u32;
-        let (shared_bytes, scratch) = if p.scratch_bytes() <= MAX_SHARED {
+        // Each block's scratch: in dynamic shared memory when it fits (opting in above
+        // 48 KiB), else one global area per block, for at most GLOBAL_SCRATCH_BLOCKS blocks
+        // (the others' streams are served grid-stride).
+        let in_shared = p.scratch_bytes() <= MAX_SHARED;
+        let grid = streams.min(if in_shared {
+            65_535
+        } else {
+            GLOBAL_SCRATCH_BLOCKS
+        }) as u32;
+        let (shared_bytes, scratch) = if in_shared {
             if p.scratch_bytes() > DEFAULT_SHARED_LIMIT {
                 function.allow_dynamic_shared(&ctx, p.scratch_bytes() as u32)?;
             }
@@ -278,21 +356,28 @@ impl GpuStreams {
         let stream = Stream::new(&ctx)?;
         Ok(GpuStreams {
             stream,
-            function,
-            _module: module,
-            model,
-            states,
-            rows,
-            events: None,
-            commits: None,
-            counts,
-            scratch,
+            res: Some(Resources {
+                function,
+                _module: module,
+                model,
+                states,
+                rows,
+                events: None,
+                commits: None,
+                counts,
+                scratch,
+            }),
             ctx,
             streams,
             threads,
             shared_bytes,
             grid,
+            stuck: false,
         })
+    }
+
+    fn res(&self) -> &Resources {
+        self.res.as_ref().expect("resources live until drop")
     }
 
     pub fn streams(&self) -> usize {
@@ -301,13 +386,13 @@ impl GpuStreams {
 
     /// The packed model (its descriptor holds the device addresses).
     pub fn packed(&self) -> &PackedModel {
-        &self.model.packed
+        &self.res().model.packed
     }
 
     /// Every stream starts again at round 0.
     pub fn reset(&mut self) -> Result<()> {
-        let zero = vec![0u8; self.states.len()];
-        self.states.write_bytes(0, &zero)
+        let states = &self.res().states;
+        states.write_bytes(0, &vec![0u8; states.len()])
     }
 
     fn ensure(slot: &mut Option<DeviceBuffer>, ctx: &Arc<GpuContext>, len: usize) -> Result<u64> {
@@ -330,9 +415,12 @@ impl GpuStreams {
         finish: bool,
     ) -> Result<(Vec<Vec<Answer>>, BatchTimes)> {
         let t0 = Instant::now();
-        let p = self.model.packed.desc;
+        let ctx = Arc::clone(&self.ctx);
+        let streams = self.streams;
+        let res = self.res.as_mut().expect("resources live until drop");
+        let p = res.model.packed.desc;
         let inputs = rounds as usize + usize::from(finish);
-        let want = self.streams * inputs * p.round_bytes as usize;
+        let want = streams * inputs * p.round_bytes as usize;
         if events.len() != want || inputs == 0 {
             return Err(Error::InvalidSetting {
                 key: "events",
@@ -340,7 +428,7 @@ impl GpuStreams {
                     "{} bytes of events for {} streams x {inputs} rounds of {} bytes (need {want}, \
                      and at least one round)",
                     events.len(),
-                    self.streams,
+                    streams,
                     p.round_bytes
                 ),
             });
@@ -348,40 +436,39 @@ impl GpuStreams {
         // A commit per window, a refusal per round at most.
         let per_stream = inputs as u32;
         let commit_bytes = std::mem::size_of::<StreamCommitDesc>();
-        let events_ptr = Self::ensure(&mut self.events, &self.ctx, events.len())?;
+        let events_ptr = Self::ensure(&mut res.events, &ctx, events.len())?;
         let commits_ptr = Self::ensure(
-            &mut self.commits,
-            &self.ctx,
-            self.streams * per_stream as usize * commit_bytes,
+            &mut res.commits,
+            &ctx,
+            streams * per_stream as usize * commit_bytes,
         )?;
-        self.events
+        res.events
             .as_ref()
             .expect("allocated above")
             .write_bytes(0, events)?;
-        let params = WindowBatchParams {
-            model: self.model.desc_ptr(),
-            states: self.states.device_ptr(),
-            rows: self.rows.device_ptr(),
+        let mut params = WindowBatchParams {
+            model: res.model.desc_ptr(),
+            states: res.states.device_ptr(),
+            rows: res.rows.device_ptr(),
             events: events_ptr,
             commits: commits_ptr,
-            counts: self.counts.device_ptr(),
-            scratch: self.scratch.as_ref().map_or(0, |s| s.device_ptr()),
+            counts: res.counts.device_ptr(),
+            scratch: res.scratch.as_ref().map_or(0, |s| s.device_ptr()),
             first_round,
-            streams: self.streams as u32,
+            streams: streams as u32,
             rounds,
             finish: u32::from(finish),
             commits_per_stream: per_stream,
         };
-        let mut bytes = params.to_bytes();
         let t_launch = Instant::now();
-        let mut args = [bytes.as_mut_ptr() as *mut c_void];
-        // SAFETY: the kernel takes one QfwdWindowBatch by value, whose bytes (the abi's
-        // layout) `args[0]` points to; every address in it is a live allocation of this
-        // context, sized for `streams` and `inputs` as the kernel reads them, and kept
-        // until the kernel finished (we wait below).
+        let mut args: [*mut c_void; 1] = [&mut params as *mut WindowBatchParams as *mut c_void];
+        // SAFETY: the kernel takes one QfwdWindowBatch by value, whose layout
+        // `device/qfwd_abi.h` (generated from `WindowBatchParams`) asserts; every address
+        // in it is a live allocation of this context, sized for `streams` and `inputs` as
+        // the kernel reads them, and kept until the kernel finished (waited for below).
         unsafe {
-            self.function.launch(
-                &self.ctx,
+            res.function.launch(
+                &ctx,
                 &self.stream,
                 self.grid,
                 self.threads,
@@ -389,16 +476,20 @@ impl GpuStreams {
                 &mut args,
             )?;
         }
-        self.wait()?;
+        if let Err(e) = self.wait() {
+            self.stuck = matches!(e, Error::KernelTimeout { .. });
+            return Err(e);
+        }
         let kernel = t_launch.elapsed();
-        let mut counts = vec![0u8; self.streams * 4];
-        self.counts.read_bytes(0, &mut counts)?;
-        let mut raw = vec![0u8; self.streams * per_stream as usize * commit_bytes];
-        self.commits
+        let res = self.res();
+        let mut counts = vec![0u8; streams * 4];
+        res.counts.read_bytes(0, &mut counts)?;
+        let mut raw = vec![0u8; streams * per_stream as usize * commit_bytes];
+        res.commits
             .as_ref()
             .expect("allocated above")
             .read_bytes(0, &mut raw)?;
-        let answers = (0..self.streams)
+        let answers = (0..streams)
             .map(|i| {
                 let n = u32::from_le_bytes(counts[4 * i..4 * i + 4].try_into().expect("4 bytes"));
                 (0..n.min(per_stream) as usize)

@@ -33,12 +33,14 @@
 #![forbid(unsafe_code)]
 
 mod layout;
+pub mod matching;
 mod model;
 mod sample;
 mod stream;
 pub mod uf;
 
 pub use layout::{DetectorPlaces, RoundClass, TemplateEdge, Templates, TO_BOUNDARY};
+pub use matching::MatchLimits;
 pub use model::{Experiment, StreamModel, WindowGraph, WindowKind};
 pub use sample::StreamSampler;
 pub use stream::{Commit, StreamDecoder, StreamError};
@@ -46,3 +48,67 @@ pub use uf::WindowScratch;
 
 #[cfg(test)]
 mod tests;
+
+/// `.dem` text of a distance-`d` repetition-code memory experiment with `rounds` syndrome
+/// rounds and a final round, phenomenological noise (data flips `p`, measurement flips
+/// `q`; round 0's data flips `p / 2`), plus a chain of `d - 1` detectors that no
+/// observable sees (dropped by the decoder; absent in round 0). Coordinates `(x, y, t)`
+/// with `shift_detectors` between rounds, as Stim writes them. The smallest stream model
+/// with a head and a tail: for tests (equal `p` and `q` give many equal-weight choices).
+pub fn repetition_text(d: u32, rounds: u32, p: f64, q: f64) -> String {
+    let a = d - 1;
+    // Round 0 has the Z chain only; later rounds Z then X.
+    let base = |r: u32| if r == 0 { 0 } else { a + (r - 1) * 2 * a };
+    let z = |r: u32, x: u32| base(r) + x;
+    let xd = |r: u32, x: u32| base(r) + a + x;
+    let mut t = String::new();
+    for r in 0..=rounds {
+        if r > 0 {
+            t.push_str("shift_detectors(0, 0, 1) 0\n");
+        }
+        for x in 0..a {
+            t.push_str(&format!("detector({}, 0, 0) D{}\n", 2 * x + 1, z(r, x)));
+        }
+        for x in 0..a {
+            if r > 0 {
+                t.push_str(&format!("detector({}, 1, 0) D{}\n", 2 * x + 1, xd(r, x)));
+            }
+        }
+    }
+    for r in 0..=rounds {
+        let pd = if r == 0 { p / 2.0 } else { p };
+        // Data qubit i flips ancillas i - 1 and i.
+        for i in 0..d {
+            let mut targets = Vec::new();
+            if i > 0 {
+                targets.push(format!("D{}", z(r, i - 1)));
+            }
+            if i < a {
+                targets.push(format!("D{}", z(r, i)));
+            }
+            if i == 0 {
+                targets.push("L0".into());
+            }
+            t.push_str(&format!("error({pd}) {}\n", targets.join(" ")));
+            if r > 0 {
+                let mut xs = Vec::new();
+                if i > 0 {
+                    xs.push(format!("D{}", xd(r, i - 1)));
+                }
+                if i < a {
+                    xs.push(format!("D{}", xd(r, i)));
+                }
+                t.push_str(&format!("error({pd}) {}\n", xs.join(" ")));
+            }
+        }
+        if r < rounds {
+            for x in 0..a {
+                t.push_str(&format!("error({q}) D{} D{}\n", z(r, x), z(r + 1, x)));
+                if r > 0 {
+                    t.push_str(&format!("error({q}) D{} D{}\n", xd(r, x), xd(r + 1, x)));
+                }
+            }
+        }
+    }
+    t
+}

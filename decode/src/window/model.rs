@@ -7,6 +7,7 @@ use crate::graph::{EdgeSpec, MatchingGraph};
 use crate::{Error, Result};
 
 use super::layout::{DetectorPlaces, RoundClass, Templates, TO_BOUNDARY};
+use super::matching::MatchLimits;
 
 /// Which part of a stream a window graph covers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -58,6 +59,7 @@ pub struct StreamModel {
     min_rounds: u32,
     windows: Vec<WindowGraph>,
     templates: Templates,
+    limits: MatchLimits,
     /// Index in `windows` of the first final window from the start (`Final { from_start:
     /// true, rounds: min_rounds }`), and of the first from the bulk.
     first_final_from_start: usize,
@@ -73,7 +75,28 @@ impl StreamModel {
     /// first is a bulk one), and `W - C` at least its tail rounds less one (so a stream's
     /// last window holds every round that differs from the bulk).
     pub fn from_dem(dem: &Dem, rounds_per_window: u32, commit_rounds: u32) -> Result<StreamModel> {
+        Self::from_dem_with(dem, rounds_per_window, commit_rounds, MatchLimits::DEFAULT)
+    }
+
+    /// [`StreamModel::from_dem`] with the window decoder's exact matching limited to
+    /// regions within `limits` ([`MatchLimits::OFF`]: union-find alone).
+    pub fn from_dem_with(
+        dem: &Dem,
+        rounds_per_window: u32,
+        commit_rounds: u32,
+        limits: MatchLimits,
+    ) -> Result<StreamModel> {
         let (w, c) = (rounds_per_window, commit_rounds);
+        if limits.defects > MatchLimits::MAX_DEFECTS {
+            return Err(Error::InvalidSetting {
+                key: "match_defects",
+                detail: format!(
+                    "{} defects: regions of at most {} are matched exactly",
+                    limits.defects,
+                    MatchLimits::MAX_DEFECTS
+                ),
+            });
+        }
         if c == 0 || c >= w {
             return Err(Error::InvalidSetting {
                 key: "commit_rounds",
@@ -129,6 +152,7 @@ impl StreamModel {
             first_final_from_start: 0,
             first_final_from_bulk: 0,
             templates: t,
+            limits,
         };
         let mut kinds = vec![WindowKind::First, WindowKind::Bulk];
         m.first_final_from_start = kinds.len();
@@ -246,6 +270,11 @@ impl StreamModel {
             slots: k,
             graph,
         })
+    }
+
+    /// The regions the window decoder matches exactly.
+    pub fn match_limits(&self) -> MatchLimits {
+        self.limits
     }
 
     /// Where the model came from (for messages).

@@ -70,7 +70,7 @@ impl StreamDecoder {
         let row_words = model.kept_slots().len().div_ceil(64);
         StreamDecoder {
             model: Arc::clone(model),
-            scratch: WindowScratch::new(nv, ne),
+            scratch: WindowScratch::new(nv, ne, model.match_limits()),
             rows: vec![0; model.rounds_per_window() as usize * row_words],
             row_words,
             next_round: 0,

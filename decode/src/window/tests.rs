@@ -5,69 +5,7 @@ use std::sync::Arc;
 use super::*;
 use crate::dem::Dem;
 use crate::graph::MatchingGraph;
-
-/// `.dem` text of a distance-`d` repetition-code memory experiment with `rounds` syndrome
-/// rounds and a final round, phenomenological noise (data flips `p`, measurement flips
-/// `q`; round 0's data flips `p / 2`), plus a chain of `d - 1` detectors that no
-/// observable sees (dropped by the decoder; absent in round 0). Coordinates `(x, y, t)`
-/// with `shift_detectors` between rounds, as Stim writes them.
-pub(crate) fn repetition_text(d: u32, rounds: u32, p: f64, q: f64) -> String {
-    let a = d - 1;
-    // Round 0 has the Z chain only; later rounds Z then X.
-    let base = |r: u32| if r == 0 { 0 } else { a + (r - 1) * 2 * a };
-    let z = |r: u32, x: u32| base(r) + x;
-    let xd = |r: u32, x: u32| base(r) + a + x;
-    let mut t = String::new();
-    for r in 0..=rounds {
-        if r > 0 {
-            t.push_str("shift_detectors(0, 0, 1) 0\n");
-        }
-        for x in 0..a {
-            t.push_str(&format!("detector({}, 0, 0) D{}\n", 2 * x + 1, z(r, x)));
-        }
-        for x in 0..a {
-            if r > 0 {
-                t.push_str(&format!("detector({}, 1, 0) D{}\n", 2 * x + 1, xd(r, x)));
-            }
-        }
-    }
-    for r in 0..=rounds {
-        let pd = if r == 0 { p / 2.0 } else { p };
-        // Data qubit i flips ancillas i - 1 and i.
-        for i in 0..d {
-            let mut targets = Vec::new();
-            if i > 0 {
-                targets.push(format!("D{}", z(r, i - 1)));
-            }
-            if i < a {
-                targets.push(format!("D{}", z(r, i)));
-            }
-            if i == 0 {
-                targets.push("L0".into());
-            }
-            t.push_str(&format!("error({pd}) {}\n", targets.join(" ")));
-            if r > 0 {
-                let mut xs = Vec::new();
-                if i > 0 {
-                    xs.push(format!("D{}", xd(r, i - 1)));
-                }
-                if i < a {
-                    xs.push(format!("D{}", xd(r, i)));
-                }
-                t.push_str(&format!("error({pd}) {}\n", xs.join(" ")));
-            }
-        }
-        if r < rounds {
-            for x in 0..a {
-                t.push_str(&format!("error({q}) D{} D{}\n", z(r, x), z(r + 1, x)));
-                if r > 0 {
-                    t.push_str(&format!("error({q}) D{} D{}\n", xd(r, x), xd(r + 1, x)));
-                }
-            }
-        }
-    }
-    t
-}
+use crate::window::repetition_text;
 
 fn rep_dem(d: u32, rounds: u32) -> Dem {
     Dem::parse(&repetition_text(d, rounds, 0.02, 0.01), "rep").unwrap()
@@ -339,5 +277,59 @@ fn sampled_streams_decode_to_their_flips() {
         }
         assert!(flipped > 50, "the truth is not trivial: {flipped}");
         assert!(wrong <= 6, "W={w} C={c}: {wrong} of 300 wrong");
+    }
+}
+
+/// Whether `correction` flips exactly the `defects` (the boundary absorbs).
+fn explains(g: &MatchingGraph, correction: &[u32], defects: &[u32]) -> bool {
+    let mut flip = vec![0u8; g.num_detectors()];
+    for &e in correction {
+        for v in [g.edge_u()[e as usize], g.edge_v()[e as usize]] {
+            if v != g.boundary() {
+                flip[v as usize] ^= 1;
+            }
+        }
+    }
+    for &d in defects {
+        flip[d as usize] ^= 1;
+    }
+    flip.iter().all(|&f| f == 0)
+}
+
+#[test]
+fn matching_explains_the_defects_with_no_more_weight_than_peeling() {
+    // Equal weights (many ties) and a noisy model (large regions, some left to peeling).
+    let dem = Dem::parse(&repetition_text(7, 12, 0.06, 0.06), "rep").unwrap();
+    let model = StreamModel::from_dem(&dem, 4, 2).unwrap();
+    let g = model.stream_graph(12).unwrap();
+    let (n, ne) = (g.num_detectors(), g.num_edges());
+    let mut peel = WindowScratch::new(n, ne, MatchLimits::OFF);
+    let small = MatchLimits {
+        defects: 4,
+        ..MatchLimits::DEFAULT
+    };
+    let mut sampler = crate::sample::SyndromeSampler::new(&g, 3);
+    let mut dets = vec![0u8; n.div_ceil(8)];
+    let weight = |c: &[u32]| c.iter().map(|&e| g.edge_weight()[e as usize]).sum::<u32>();
+    for limits in [MatchLimits::DEFAULT, small] {
+        let mut matching = WindowScratch::new(n, ne, limits);
+        let (mut lighter, mut regions) = (0, 0);
+        for _ in 0..400 {
+            sampler.draw(&mut dets);
+            let defects: Vec<u32> = (0..n as u32)
+                .filter(|&v| dets[v as usize / 8] >> (v % 8) & 1 == 1)
+                .collect();
+            let (mut a, mut b) = (Vec::new(), Vec::new());
+            peel.decode(&g, &defects, &mut a);
+            matching.decode(&g, &defects, &mut b);
+            assert!(explains(&g, &a, &defects) && explains(&g, &b, &defects));
+            assert!(weight(&b) <= weight(&a), "{limits:?}: {b:?} vs {a:?}");
+            lighter += usize::from(weight(&b) < weight(&a));
+            regions += matching.matcher.matched as usize;
+        }
+        assert!(
+            lighter > 20 && regions > 400,
+            "{limits:?}: {lighter} lighter, {regions} regions"
+        );
     }
 }

@@ -10,16 +10,22 @@
 //!    of active ends. `delta` = the least `ceil((weight - growth) / k)` over growing edges;
 //!    none: stop. Every growing edge grows by `k * delta` (capped at its weight); those
 //!    that reach it are full, their ends join clusters, clusters they connect merge.
+//!
+//!    Then (step 2') regions, the components of full edges between detectors, of few
+//!    defects are matched exactly with shortest paths inside them ([`super::matching`]);
+//!    their defects are cleared, so steps 3-4 correct the other regions only.
 //! 3. Forest, level by level: level 0 is `B` and the root of every cluster without `B`;
 //!    a vertex of level `L + 1` is one not yet reached with a full edge to level `L`, and
 //!    its parent edge is the least such edge (by index).
 //! 4. Peel, deepest level first: a vertex holding a defect puts its parent edge in the
-//!    correction and hands the defect to its parent (the boundary absorbs it).
+//!    correction and hands the defect to its parent (the boundary absorbs it). The
+//!    correction is the peeled edges and the matching's (their sets are disjoint).
 //!
 //! Every choice (the root, the parent edge) is a least index over a set, and every count
 //! is order-free, so a parallel version that computes the same sets gives the same edges.
 #![forbid(unsafe_code)]
 
+use super::matching::{MatchLimits, RegionMatcher};
 use crate::graph::MatchingGraph;
 
 /// "No vertex / no cluster / not reached".
@@ -48,12 +54,19 @@ pub struct WindowScratch {
     order: Vec<u32>,
     /// Growth rounds of the last decode.
     pub rounds: u32,
+    /// Step 2': exact matching in small regions.
+    pub limits: MatchLimits,
+    pub matcher: RegionMatcher,
 }
 
 impl WindowScratch {
-    /// Scratch for graphs of at most `vertices` detectors and `edges` edges.
-    pub fn new(vertices: usize, edges: usize) -> WindowScratch {
-        let mut s = WindowScratch::default();
+    /// Scratch for graphs of at most `vertices` detectors and `edges` edges, matching
+    /// regions within `limits` exactly (step 2').
+    pub fn new(vertices: usize, edges: usize, limits: MatchLimits) -> WindowScratch {
+        let mut s = WindowScratch {
+            limits,
+            ..WindowScratch::default()
+        };
         s.ensure(vertices, edges);
         s
     }
@@ -138,6 +151,15 @@ impl WindowScratch {
         self.parent[b as usize] = b;
         self.flags[b as usize] = BOUNDARY;
         self.grow(g);
+        let (growth, w) = (&self.growth, g.edge_weight());
+        self.matcher.run(
+            g,
+            self.limits,
+            &self.verts,
+            |e| growth[e] == w[e],
+            &mut self.defect,
+            correction,
+        );
         self.forest(g);
         self.peel(g, correction);
         self.reset(b);
