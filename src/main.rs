@@ -42,7 +42,7 @@ qfwd run --topology gpu-persistent --pollers 8 --rx-completion inline --cores 2\
 qfwd run --decoder uf --dem tests/fixtures/surface_d5_r5_z_p001.dem --name decode\n  \
 qfwd run --topology gpu-persistent --gpus 0,1 --handler parity:patch0 --handler parity:patch1 \\\n    \
 --route patch0=0 --route patch1=1\n  \
-qfwd run --streams 50 --dem tests/fixtures/stream/surface_d5_r100_z_p001.dem --window 15 --commit 5\n\n\
+qfwd run --streams 50 --dem tests/fixtures/stream/surface_d5_r100_z_p001.dem --window 10 --commit 5\n\n\
 Then point a QPU controller (or `qfwd-latency emulate --target 127.0.0.1:9000`) at it.")]
     Run(Box<RunArgs>),
     /// Check this host: GPUs, RDMA devices, ports, GIDs, link state, usable doorbell modes;
@@ -163,7 +163,7 @@ struct RunArgs {
     /// threads (the first --cores entry runs the dispatcher, the next ones the decoders).
     #[arg(long, value_name = "N")]
     streams: Option<u32>,
-    /// With --streams: rounds per window, W [default: 15, about 3 x distance].
+    /// With --streams: rounds per window, W [default: 10; about 2 x distance suffices].
     #[arg(long, value_name = "W", requires = "streams")]
     window: Option<u32>,
     /// With --streams: rounds each window commits, C < W [default: 5, about the distance].

@@ -65,7 +65,7 @@ streams = [1, 3]
     let rows = read(&csv).unwrap();
     assert_eq!(rows.len(), 2);
     for r in &rows {
-        assert_eq!((r.distance, r.window, r.commit, r.workers), (5, 15, 5, 1));
+        assert_eq!((r.distance, r.window, r.commit, r.workers), (5, 10, 5, 1));
         assert!(r.round_entries > 0 && r.rounds_committed > 0, "{r:?}");
         assert!(
             r.reaction_samples > 0 && r.reaction_p99_us >= r.reaction_p50_us,

@@ -51,7 +51,7 @@ impl Default for StreamSettings {
     fn default() -> Self {
         StreamSettings {
             streams: 1,
-            window: 15,
+            window: 10,
             commit: 5,
             workers: 0,
             queue_slots: 256,

@@ -71,7 +71,7 @@ pub struct StreamPoint {
     /// Requests each decoder thread's queue holds.
     #[serde(default = "d_queue_slots")]
     pub queue_slots: usize,
-    /// Rounds per window; 0 = 3 x distance.
+    /// Rounds per window; 0 = 2 x distance (docs/streaming.md: 3d decodes no better).
     #[serde(default)]
     pub window: u32,
     /// Rounds each window commits; 0 = distance.
@@ -187,10 +187,10 @@ impl StreamPoint {
         StreamPoint::deserialize(Value::Table(Table::new())).expect("every field has a default")
     }
 
-    /// W: `window`, or 3 x distance.
+    /// W: `window`, or 2 x distance.
     pub fn window_rounds(&self) -> u32 {
         if self.window == 0 {
-            3 * self.distance
+            2 * self.distance
         } else {
             self.window
         }
@@ -422,7 +422,7 @@ mod tests {
         assert_eq!((s.points[1].streams, s.points[1].distance), (1, 7));
         assert_eq!(
             (s.points[1].window_rounds(), s.points[1].commit_rounds()),
-            (21, 7)
+            (14, 7)
         );
         assert!(s.points[3].shots_base().ends_with("surface_d7_r100_z_p001"));
         assert_eq!(s.swept_keys, vec!["streams", "distance"]);
