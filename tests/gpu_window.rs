@@ -9,7 +9,7 @@
 //!
 //! Every test prints a notice and passes where there is no GPU. `QFWD_GPU` picks the device
 //! (default 0); `QFWD_WINDOW_THREADS` the threads per stream's block (default 256; the
-//! identity test also runs 128); `QFWD_WINDOW_STREAMS` the streams of the identity test
+//! identity test also runs 128; the benchmark takes a list, e.g. `128,256,512,1024`); `QFWD_WINDOW_STREAMS` the streams of the identity test
 //! (default 256); `QFWD_WINDOW_LAUNCHES` the timed launches per benchmark row (default 200);
 //! `QFWD_WINDOW_CASES` the models to run, by distance (`5,7`; default: all).
 //! `tests/window_host.rs` runs the same device code on the CPU (no GPU needed).
@@ -164,7 +164,11 @@ fn gpu_stream_window_throughput() {
     let Some(_gpu) = gpu_or_skip("gpu_stream_window_throughput") else {
         return;
     };
-    let threads = env_or("QFWD_WINDOW_THREADS", 256u32);
+    let thread_list: Vec<u32> = std::env::var("QFWD_WINDOW_THREADS")
+        .ok()
+        .map(|v| v.split(',').filter_map(|t| t.trim().parse().ok()).collect())
+        .filter(|l: &Vec<u32>| !l.is_empty())
+        .unwrap_or_else(|| vec![256]);
     let launches = env_or("QFWD_WINDOW_LAUNCHES", 200usize);
     println!(
         "model,d,W,C,threads,streams,launches,kernel_p50_us,kernel_p99_us,call_p50_us,\
@@ -172,7 +176,10 @@ fn gpu_stream_window_throughput() {
     );
     for (name, d, w, c) in cases() {
         let m = model(name, w, c);
-        for n in [1usize, 10, 100, 1000] {
+        for (threads, n) in thread_list
+            .iter()
+            .flat_map(|&t| [1usize, 10, 100, 1000].map(|n| (t, n)))
+        {
             // Every launch brings C rounds of every stream: one window each. At most 64
             // distinct streams are drawn (the others repeat them), to keep the host's
             // sampling short.
