@@ -108,6 +108,9 @@ pub struct RunConfig {
     /// gpu-direct over rdma: where the ConnectX links' receive buffers go (`auto`: GPU
     /// memory through dma-buf or `nvidia_peermem`, else pinned host memory; `gpu`; `host`).
     pub rx_memory: crate::direct::RxMemory,
+    /// Serve streams instead of single shots (table `[streams]`; `qfwd run --streams N`):
+    /// the `stream.*` functions, a sliding-window decoder per stream built from `dem`.
+    pub streams: Option<crate::stream::StreamSettings>,
 }
 
 impl Default for RunConfig {
@@ -148,6 +151,7 @@ impl Default for RunConfig {
             data_path: DataPath::CpuForwarded,
             links: 1,
             rx_memory: crate::direct::RxMemory::Auto,
+            streams: None,
         }
     }
 }
@@ -230,7 +234,49 @@ impl RunConfig {
                 "a route map needs the GPUs to route over: --gpus 0,1 (TOML gpus = [0, 1])",
             );
         }
-        Ok(())
+        self.check_streams()
+    }
+
+    /// The stream service's settings, and what it does not combine with.
+    fn check_streams(&self) -> Result<()> {
+        let Some(s) = &self.streams else {
+            return Ok(());
+        };
+        s.validate()?;
+        let bad = |key, detail: &str| {
+            Err(Error::InvalidSetting {
+                key,
+                detail: detail.to_string(),
+            })
+        };
+        if self.decoder.is_some() {
+            return bad(
+                "decoder",
+                "streams are decoded by the sliding-window decoder built from --dem; \
+                 drop --decoder (single shots are served by a qfwd without --streams)",
+            );
+        }
+        match &self.dem {
+            None => bad(
+                "dem",
+                "streams need --dem FILE: a Stim model of a long memory experiment \
+                 (detector coordinates (x, y, t))",
+            ),
+            Some(p) if !p.is_file() => Err(Error::InvalidSetting {
+                key: "dem",
+                detail: format!("{}: no such file", p.display()),
+            }),
+            Some(_) if self.transport != TransportKind::Udp => bad(
+                "transport",
+                "streams are served over udp (the harness drives the in-process ring itself)",
+            ),
+            Some(_) if self.topology != Topology::Cpu || self.routed() => bad(
+                "topology",
+                "streams are decoded by the CPU pool for now (the GPU stream engine is not \
+                 in this build)",
+            ),
+            Some(_) => Ok(()),
+        }
     }
 
     /// Every numeric setting against its range ([`crate::limits`]), before anything is
@@ -462,7 +508,7 @@ impl RunConfig {
     /// The configured decoder's kind, if any.
     pub fn decoder_kind(&self) -> Result<Option<DecoderKind>> {
         match &self.decoder {
-            None if self.dem.is_some() => Err(Error::InvalidSetting {
+            None if self.dem.is_some() && self.streams.is_none() => Err(Error::InvalidSetting {
                 key: "decoder",
                 detail: "--dem given without --decoder (uf or lut)".into(),
             }),

@@ -34,6 +34,7 @@ pub mod serve;
 pub mod shm;
 pub mod softnic;
 pub mod stats;
+pub mod stream;
 pub mod sys;
 pub mod transport;
 pub mod tuning;

@@ -43,7 +43,8 @@ qfwd run --config lab.toml --duration 600\n  \
 qfwd run --topology gpu-persistent --pollers 8 --rx-completion inline --cores 2\n  \
 qfwd run --decoder uf --dem tests/fixtures/surface_d5_r5_z_p001.dem --name decode\n  \
 qfwd run --topology gpu-persistent --gpus 0,1 --handler parity:patch0 --handler parity:patch1 \\\n    \
---route patch0=0 --route patch1=1\n\n\
+--route patch0=0 --route patch1=1\n  \
+qfwd run --streams 50 --dem tests/fixtures/stream/surface_d5_r100_z_p001.dem --window 10 --commit 5\n\n\
 Then point a QPU controller (or `qfwd-latency emulate --target 127.0.0.1:9000`) at it.")]
     Run(Box<RunArgs>),
     /// Check this host: lab tuning (isolated cores, CPU governor, C-states, transparent huge
@@ -219,6 +220,25 @@ struct RunArgs {
     /// harnesses and scripts; qfwd-latency passes it to the forwarders it starts.
     #[arg(long, value_name = "PID")]
     exit_with_parent: Option<u32>,
+    /// Serve N streams (logical qubits, decoder_id 0..N) instead of single shots: the
+    /// stream.* functions (docs/streaming-protocol.md), a sliding-window decoder per stream
+    /// built from --dem (a Stim model of a long memory experiment), on a pool of decoder
+    /// threads (the first --cores entry runs the dispatcher, the next ones the decoders).
+    #[arg(long, value_name = "N")]
+    streams: Option<u32>,
+    /// With --streams: rounds per window, W [default: 10; about 2 x distance suffices].
+    #[arg(long, value_name = "W", requires = "streams")]
+    window: Option<u32>,
+    /// With --streams: rounds each window commits, C < W [default: 5, about the distance].
+    #[arg(long, value_name = "C", requires = "streams")]
+    commit: Option<u32>,
+    /// With --streams: decoder threads [default: one per core but the dispatcher's].
+    #[arg(long, value_name = "K", requires = "streams")]
+    stream_workers: Option<usize>,
+    /// With --streams: requests each decoder thread's queue holds; beyond, rounds are
+    /// refused with stream_buffer_full [default: 256].
+    #[arg(long, value_name = "N", requires = "streams")]
+    stream_queue_slots: Option<usize>,
 }
 
 impl RunArgs {
@@ -317,6 +337,23 @@ impl RunArgs {
         if self.dem.is_some() {
             c.dem = self.dem;
         }
+        if let Some(n) = self.streams {
+            let mut st = c.streams.take().unwrap_or_default();
+            st.streams = n;
+            if let Some(v) = self.window {
+                st.window = v;
+            }
+            if let Some(v) = self.commit {
+                st.commit = v;
+            }
+            if let Some(v) = self.stream_workers {
+                st.workers = v;
+            }
+            if let Some(v) = self.stream_queue_slots {
+                st.queue_slots = v;
+            }
+            c.streams = Some(st);
+        }
         match self.name.len() {
             0 => {}
             1 => {
@@ -354,6 +391,9 @@ fn run(args: RunArgs) -> qfwd::Result<()> {
         signal_hook::flag::register(sig, signalled.clone()).map_err(qfwd::Error::Signal)?;
     }
     let parent = parent.map(qfwd::process::ParentWatch::start).transpose()?;
+    if config.streams.is_some() {
+        return run_streams(&config, &signalled, parent);
+    }
     if config.data_path == qfwd::direct::DataPath::GpuDirect {
         return run_direct(&config, &signalled, parent);
     }
@@ -483,6 +523,46 @@ fn run_direct(
             report.undrained, report.stalls
         );
     }
+    Ok(())
+}
+
+/// `qfwd run --streams N`: the stream service until the duration ends or a signal.
+fn run_streams(
+    config: &RunConfig,
+    signalled: &AtomicBool,
+    parent: Option<qfwd::process::ParentWatch>,
+) -> qfwd::Result<()> {
+    let settings = config.streams.clone().unwrap_or_default();
+    let dem = config
+        .dem
+        .as_deref()
+        .ok_or_else(|| qfwd::Error::InvalidSetting {
+            key: "dem",
+            detail: "streams need --dem FILE".into(),
+        })?;
+    let model = qfwd::stream::load_model(dem, &settings)?;
+    let opts = qfwd::stream::ServiceOptions {
+        settings,
+        cores: config.cores.clone(),
+        idle: config.idle,
+        batch: config.batch,
+    };
+    let running = qfwd::stream::spawn_udp(&opts, model, config.listen, config.allowlist()?)?;
+    eprintln!("qfwd: serving {}", running.description());
+    let until = config.duration().map(|d| std::time::Instant::now() + d);
+    while !running.is_finished() && !signalled.load(Ordering::Relaxed) {
+        if until.is_some_and(|t| std::time::Instant::now() >= t) {
+            break;
+        }
+        if parent.is_some_and(|p| p.parent_gone()) {
+            eprintln!("qfwd: the parent process ended; draining");
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    running.stop();
+    let stats = running.join()?;
+    eprintln!("qfwd: stopped.\n{stats}");
     Ok(())
 }
 

@@ -6,7 +6,8 @@
 //! - [`sweep`] runs each point (forwarder in-process or as a child process) and records it;
 //! - [`record`] writes summary CSV rows and `.hgrm` percentile spectra;
 //! - [`report`] compares CSVs side by side; [`plot`] draws them as SVG;
-//! - [`spread`] summarises a configuration measured several times (lowest, median, highest).
+//! - [`spread`] summarises a configuration measured several times (lowest, median, highest);
+//! - [`streams`] measures stream engines: many logical qubits, reaction time, backlog, LER.
 #![forbid(unsafe_code)]
 
 pub mod emulator;
@@ -18,6 +19,7 @@ pub mod replay;
 pub mod report;
 pub mod scenario;
 pub mod spread;
+pub mod streams;
 pub mod sweep;
 
 use std::path::PathBuf;

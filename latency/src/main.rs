@@ -57,6 +57,18 @@ qfwd-latency emulate --decoder uf --dem tests/fixtures/surface_d5_r5_z_p001.dem 
     Sweep(sweep::SweepArgs),
     /// Compare summary CSVs side by side; optionally draw SVG plots.
     Report(report::ReportArgs),
+    /// Plot reaction p99 against the number of streams from stream sweeps' CSVs (several
+    /// CSVs, e.g. one per engine or host, go into one plot); print their table.
+    #[command(after_help = "Example:\n  \
+qfwd-latency stream-plot results/h200-streams.csv results/cpu-streams-d5.csv --svg streams.svg")]
+    StreamPlot {
+        /// Stream summary CSVs (written by `sweep` on a stream scenario).
+        #[arg(required = true)]
+        csvs: Vec<PathBuf>,
+        /// The SVG to write.
+        #[arg(long, value_name = "FILE")]
+        svg: PathBuf,
+    },
 }
 
 #[derive(Args)]
@@ -254,6 +266,17 @@ fn quickstart(out: PathBuf) -> Result<()> {
     Ok(())
 }
 
+fn stream_plot(csvs: &[PathBuf], svg: &std::path::Path) -> Result<()> {
+    let mut rows = Vec::new();
+    for c in csvs {
+        rows.extend(qfwd_latency::streams::record::read(c)?);
+    }
+    qfwd_latency::streams::plot::reaction_vs_streams(&rows, svg)?;
+    print!("{}", qfwd_latency::streams::sweep::table(&rows));
+    eprintln!("wrote {}", svg.display());
+    Ok(())
+}
+
 fn main() -> ExitCode {
     if let Err(e) = qfwd::process::end_quietly_on_closed_pipe() {
         eprintln!("qfwd-latency: warning: {e} (a closed stdout will end this with an error)");
@@ -266,6 +289,7 @@ fn main() -> ExitCode {
         Some(Cmd::Emulate(a)) => emulate(a),
         Some(Cmd::Sweep(a)) => sweep::run(&a).map(|_| ()),
         Some(Cmd::Report(a)) => report::run(&a),
+        Some(Cmd::StreamPlot { csvs, svg }) => stream_plot(&csvs, &svg),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -900,7 +900,13 @@ mod tests {
         for entry in std::fs::read_dir(&dir).unwrap() {
             let p = entry.unwrap().path();
             if p.extension().is_some_and(|e| e == "toml") {
-                Scenario::load(&p).unwrap_or_else(|e| panic!("{e}"));
+                let text = std::fs::read_to_string(&p).unwrap();
+                if crate::streams::scenario::is_stream_scenario(&text) {
+                    crate::streams::scenario::StreamScenario::load(&p)
+                        .unwrap_or_else(|e| panic!("{e}"));
+                } else {
+                    Scenario::load(&p).unwrap_or_else(|e| panic!("{e}"));
+                }
                 n += 1;
             }
         }

@@ -889,6 +889,9 @@ pub struct SweepArgs {
     /// on a host without GPUs (`gpus` then labels host shards).
     #[arg(long)]
     pub topology: Option<Topology>,
+    /// Stream scenarios: run only the points of this engine (`cpu-pool` or `gpu`).
+    #[arg(long, value_name = "ENGINE")]
+    pub engine: Option<crate::streams::scenario::Engine>,
     /// Drop the scenario's pinning (`cores`, `emulator_core`) and let idle threads yield:
     /// for machines with fewer cores than the scenario pins (CI).
     #[arg(long)]
@@ -960,8 +963,12 @@ pub fn adapt(
     }
 }
 
-/// Runs a sweep; returns the rows written.
+/// Runs a sweep; returns the rows written (none for a stream scenario, whose rows are
+/// [`crate::streams::record::StreamRow`]s, written by [`crate::streams::sweep::run`]).
 pub fn run(args: &SweepArgs) -> Result<Vec<Row>> {
+    if is_stream_file(&args.scenario) {
+        return crate::streams::sweep::run(args).map(|_| Vec::new());
+    }
     let mut scenario = Scenario::load(&args.scenario)?;
     adapt(
         &mut scenario.points,
@@ -1014,6 +1021,11 @@ pub fn run(args: &SweepArgs) -> Result<Vec<Row>> {
         );
     }
     Ok(rows)
+}
+
+/// Whether the file at `path` is a stream scenario (read errors are left to the loader).
+fn is_stream_file(path: &Path) -> bool {
+    std::fs::read_to_string(path).is_ok_and(|t| crate::streams::scenario::is_stream_scenario(&t))
 }
 
 /// How many GPUs this host's driver sees (0 without a driver or a device).
