@@ -82,6 +82,9 @@ pub struct RunConfig {
     pub decoder: Option<String>,
     /// Stim detector error model the decoder is built from.
     pub dem: Option<PathBuf>,
+    /// Decoder request budget: most defects a request may hold (more: status 2,
+    /// over_budget); 0 = none; absent = 4 x the model's expected defects + 32.
+    pub decoder_max_defects: Option<u32>,
     /// Name the decoder answers to (function_id = FNV-1a of it).
     pub decoder_name: String,
     /// Several names for the decoder (one model, one function_id each, e.g. one per
@@ -119,6 +122,7 @@ impl Default for RunConfig {
             doorbell: Doorbell::BlueFlame,
             decoder: None,
             dem: None,
+            decoder_max_defects: None,
             decoder_name: "decode".to_string(),
             decoder_names: Vec::new(),
             gpus: Vec::new(),
@@ -320,7 +324,7 @@ impl RunConfig {
                 detail: "a decoder needs --dem FILE (a Stim detector error model)".into(),
             })?;
             // One model, shared by every name (a GPU kernel holds one model per kind).
-            let handler = Handler::decoder(dem, kind)?;
+            let handler = Handler::decoder_with_budget(dem, kind, self.decoder_max_defects)?;
             for name in self.decoder_name_list() {
                 r.register(&name, handler.clone())?;
             }

@@ -152,6 +152,13 @@ struct RunArgs {
     /// Stim detector error model for --decoder (flattened, decompose_errors=True).
     #[arg(long, value_name = "FILE")]
     dem: Option<PathBuf>,
+    /// The decoder's request budget: a request with more than N defects (detection
+    /// events) is answered status 2 (over_budget) without decoding, so no syndrome costs
+    /// more than a few typical ones; 0 turns it off, N is at most the model's detectors
+    /// [default: 4 x the defects a shot has on average at the model's noise, + 32].
+    /// docs/decoder-budget.md.
+    #[arg(long, value_name = "N")]
+    decoder_max_defects: Option<u32>,
     /// Name the decoder answers to; function_id = FNV-1a of it; repeat to serve the one
     /// model under several names (one per patch) [default: decode].
     #[arg(long, value_name = "NAME")]
@@ -238,6 +245,9 @@ impl RunArgs {
         }
         if self.dem.is_some() {
             c.dem = self.dem;
+        }
+        if self.decoder_max_defects.is_some() {
+            c.decoder_max_defects = self.decoder_max_defects;
         }
         match self.name.len() {
             0 => {}
