@@ -715,16 +715,15 @@ fn qfwd_decode_backend_gpu_matches_cpu() {
     ] {
         let dir = fixtures_dir();
         let args = |backend| DecodeArgs {
-            dem: dir.join(format!("{name}.dem")),
-            dets: dir.join(format!("{name}.b8")),
-            obs: dir.join(format!("{name}.obs.01")),
+            obs: Some(dir.join(format!("{name}.obs.01"))),
             decoder: kind,
             backend,
             format: OutputFormat::Text,
-            dets_format: None,
-            obs_format: None,
             shots: Some(5000),
-            predictions: None,
+            ..DecodeArgs::new(
+                dir.join(format!("{name}.dem")),
+                dir.join(format!("{name}.b8")),
+            )
         };
         let cpu = evaluate(&args(DecodeBackend::Cpu)).unwrap();
         let gpu = evaluate(&args(DecodeBackend::Gpu)).unwrap();

@@ -11,10 +11,12 @@
 //! The count is of the request's own syndrome: every set bit below the model's detector
 //! count (bits past it are ignored, as decoding ignores them), whatever the decoder then
 //! reads of it. The default is derived from the model:
-//! `max_defects = ceil(4 * expected) + 32`, where `expected` is the mean number of
-//! defects of a shot at the model's own noise ([`expected_defects`]). A shot at that noise
-//! goes past it with a probability far below 1e-12 (the defects come in pairs from about
-//! Poisson(expected / 2) errors), and a noise twice the model's still leaves it a factor 2.
+//! `max_defects = ceil(4 * expected) + 16`, where `expected` is the mean number of
+//! defects of a shot at the model's own noise ([`expected_defects`]): four times the mean
+//! leaves room for a noise twice the model's, and the constant for the rare shot of many
+//! errors where the mean is small. Stim-sampled shots at the model's noise and at twice it
+//! stay below it (docs/decoder-budget.md has the tail, and what a request at the budget
+//! costs).
 //! `lut` has a constant cost (one table read) but counts the same way, so a setting means
 //! one thing for both. 0 turns the budget off. docs/decoder-budget.md has the
 //! measurements.
@@ -25,7 +27,7 @@ use crate::graph::MatchingGraph;
 /// The default budget's multiple of the expected defect count.
 pub const DEFAULT_MULTIPLE: f64 = 4.0;
 /// The default budget's constant (room for a few errors in a model with almost none).
-pub const DEFAULT_FLOOR: u32 = 32;
+pub const DEFAULT_FLOOR: u32 = 16;
 
 /// The mean number of defects of a shot drawn from `g`'s error model: per detector, the
 /// probability that an odd number of its independent edges fire,
@@ -45,7 +47,7 @@ pub fn expected_defects(g: &MatchingGraph) -> f64 {
     even.iter().map(|&q| (1.0 - q) / 2.0).sum()
 }
 
-/// The default `max_defects` of `g`: `ceil(4 * expected_defects) + 32`, at most the
+/// The default `max_defects` of `g`: `ceil(4 * expected_defects) + 16`, at most the
 /// detector count (where it no longer limits anything).
 pub fn default_max_defects(g: &MatchingGraph) -> u32 {
     let b = (DEFAULT_MULTIPLE * expected_defects(g)).ceil() + f64::from(DEFAULT_FLOOR);
@@ -128,7 +130,8 @@ mod tests {
             let b = default_max_defects(&g);
             assert_eq!(
                 b,
-                ((4.0 * mu).ceil() as u32 + 32).min(g.num_detectors() as u32)
+                ((DEFAULT_MULTIPLE * mu).ceil() as u32 + DEFAULT_FLOOR)
+                    .min(g.num_detectors() as u32)
             );
         }
     }

@@ -79,7 +79,7 @@ pub use error::{Error, Result};
 pub use graph::MatchingGraph;
 pub use lut::Lut;
 pub use observable_part::ObservablePart;
-pub use shots::{ShotFormat, Shots};
+pub use shots::{ShotFormat, ShotReader, ShotWriter, Shots};
 pub use uf::UfScratch;
 pub use uf_table::{UfTable, Workers};
 
@@ -384,6 +384,59 @@ impl Decoder {
         }
     }
 
+    /// Decodes many shots: `dets` holds them back to back, [`Decoder::detector_bytes`] each
+    /// (bit-packed, LSB first), and `out` receives each one's flips, [`Decoder::result_len`]
+    /// bytes a shot, as [`Decoder::decode_to`] writes them. `threads` workers (at least 1)
+    /// take equal runs of shots, each with its own scratch. No budget applies.
+    ///
+    /// # Errors
+    /// [`Error::Decode`] when `dets` is not a whole number of shots or `out` has not room
+    /// for exactly as many results.
+    pub fn decode_batch(&self, dets: &[u8], out: &mut [u8], threads: usize) -> Result<()> {
+        let (nb, rb) = (self.detector_bytes(), self.result_len());
+        let shots = dets
+            .len()
+            .checked_div(nb)
+            .unwrap_or_else(|| out.len().checked_div(rb).unwrap_or(0));
+        if (nb != 0 && dets.len() % nb != 0) || out.len() != shots * rb {
+            return Err(Error::Decode {
+                detail: format!(
+                    "decode_batch: {} bytes of detection events ({nb} a shot) and {} bytes of \
+                     results ({rb} a shot) are not the same number of shots",
+                    dets.len(),
+                    out.len()
+                ),
+            });
+        }
+        let run = |dets: &[u8], out: &mut [u8]| {
+            let mut scratch = self.new_scratch();
+            let shots = out.len().checked_div(rb).unwrap_or(0);
+            for i in 0..shots {
+                let row = dets.get(i * nb..(i + 1) * nb).unwrap_or(&[]);
+                self.decode_to(&mut scratch, row, &mut out[i * rb..(i + 1) * rb]);
+            }
+        };
+        let threads = threads.clamp(1, shots.max(1));
+        if threads == 1 || rb == 0 {
+            run(dets, out);
+            return Ok(());
+        }
+        let per = shots.div_ceil(threads);
+        std::thread::scope(|scope| {
+            let mut rest_out = out;
+            let mut first = 0;
+            while first < shots {
+                let take = per.min(shots - first);
+                let (mine, later) = rest_out.split_at_mut(take * rb);
+                rest_out = later;
+                let d = &dets[(first * nb).min(dets.len())..((first + take) * nb).min(dets.len())];
+                scope.spawn(move || run(d, mine));
+                first += take;
+            }
+        });
+        Ok(())
+    }
+
     /// Writes `mask` as the wire result (bit-packed, LSB first) into `out`: its 64 bits,
     /// then zeros up to the result's length. Returns the length.
     #[inline]
@@ -590,7 +643,7 @@ mod tests {
             let mut d = Decoder::from_dem_text(&text, "d5", kind).unwrap();
             let n = d.num_detectors();
             let mu = budget::expected_defects(d.graph());
-            assert_eq!(d.max_defects(), (4.0 * mu).ceil() as u32 + 32);
+            assert_eq!(d.max_defects(), (4.0 * mu).ceil() as u32 + 16);
             assert!(d.max_defects() < n as u32 / 2, "{} of {n}", d.max_defects());
             let mut out = [0u8; 1];
             let mut scratch = d.new_scratch();
@@ -640,5 +693,26 @@ mod tests {
             d.set_max_defects(None).unwrap();
             assert_eq!(d.max_defects(), m as u32);
         }
+    }
+
+    #[test]
+    fn batches_decode_as_shots_do_on_any_number_of_threads() {
+        let (text, shots) = fixture("surface_d3_r3_x_p005");
+        let d = Decoder::from_dem_text(&text, "d3", DecoderKind::Uf).unwrap();
+        let mut scratch = d.new_scratch();
+        let rb = d.result_len();
+        let mut want = vec![0u8; shots.len() * rb];
+        for i in 0..shots.len() {
+            d.decode_to(&mut scratch, shots.row(i), &mut want[i * rb..(i + 1) * rb]);
+        }
+        for threads in [1, 2, 3, 64] {
+            let mut got = vec![0u8; want.len()];
+            d.decode_batch(shots.as_b8(), &mut got, threads).unwrap();
+            assert_eq!(got, want, "{threads} threads");
+        }
+        let mut short = vec![0u8; want.len() - 1];
+        let e = d.decode_batch(shots.as_b8(), &mut short, 1).unwrap_err();
+        assert!(e.to_string().contains("same number of shots"), "{e}");
+        d.decode_batch(&[], &mut [], 2).unwrap();
     }
 }
