@@ -83,7 +83,7 @@ pub struct RunConfig {
     /// Stim detector error model the decoder is built from.
     pub dem: Option<PathBuf>,
     /// Decoder request budget: most defects a request may hold (more: status 2,
-    /// over_budget); 0 = none; absent = 4 x the model's expected defects + 16.
+    /// over_budget); 0 = none; absent = 6 x the model's expected defects + 24.
     pub decoder_max_defects: Option<u32>,
     /// Name the decoder answers to (function_id = FNV-1a of it).
     pub decoder_name: String,

@@ -155,7 +155,7 @@ struct RunArgs {
     /// The decoder's request budget: a request with more than N defects (detection
     /// events) is answered status 2 (over_budget) without decoding, so no syndrome costs
     /// more than a few typical ones; 0 turns it off, N is at most the model's detectors
-    /// [default: 4 x the defects a shot has on average at the model's noise, + 16].
+    /// [default: 6 x the defects a shot has on average at the model's noise, + 24].
     /// docs/decoder-budget.md.
     #[arg(long, value_name = "N")]
     decoder_max_defects: Option<u32>,

@@ -643,7 +643,7 @@ mod tests {
             let mut d = Decoder::from_dem_text(&text, "d5", kind).unwrap();
             let n = d.num_detectors();
             let mu = budget::expected_defects(d.graph());
-            assert_eq!(d.max_defects(), (4.0 * mu).ceil() as u32 + 16);
+            assert_eq!(d.max_defects(), (6.0 * mu).ceil() as u32 + 24);
             assert!(d.max_defects() < n as u32 / 2, "{} of {n}", d.max_defects());
             let mut out = [0u8; 1];
             let mut scratch = d.new_scratch();

@@ -38,6 +38,8 @@ pub struct Shots {
     bits: usize,
     row_bytes: usize,
     data: Vec<u8>,
+    /// Shots held (counted apart: shots of 0 bits hold no bytes).
+    count: usize,
 }
 
 impl Shots {
@@ -47,6 +49,7 @@ impl Shots {
             bits,
             row_bytes: bits.div_ceil(8),
             data: Vec::new(),
+            count: 0,
         }
     }
 
@@ -61,11 +64,11 @@ impl Shots {
     }
 
     pub fn len(&self) -> usize {
-        self.data.len().checked_div(self.row_bytes).unwrap_or(0)
+        self.count
     }
 
     pub fn is_empty(&self) -> bool {
-        self.data.is_empty()
+        self.count == 0
     }
 
     /// The packed row of shot `i`.
@@ -83,6 +86,7 @@ impl Shots {
     pub fn push_row(&mut self, row: &[u8]) {
         assert_eq!(row.len(), self.row_bytes, "row of the wrong size");
         self.data.extend_from_slice(row);
+        self.count += 1;
         if self.bits % 8 != 0 {
             let last = self.data.len() - 1;
             self.data[last] &= (1u8 << (self.bits % 8)) - 1;
@@ -94,6 +98,7 @@ impl Shots {
         assert_eq!(bits.len(), self.bits, "shot of the wrong size");
         let start = self.data.len();
         self.data.resize(start + self.row_bytes, 0);
+        self.count += 1;
         for (k, &b) in bits.iter().enumerate() {
             self.data[start + k / 8] |= (b as u8) << (k % 8);
         }
@@ -102,6 +107,7 @@ impl Shots {
     /// Keeps the first `n` shots.
     pub fn truncate(&mut self, n: usize) {
         self.data.truncate(n * self.row_bytes);
+        self.count = self.count.min(n);
     }
 
     /// The `b8` bytes.
@@ -110,11 +116,14 @@ impl Shots {
     }
 
     /// Reads `b8` bytes of `bits`-bit shots. Sizes that do not divide, and set padding bits
-    /// (the sign of a file made for a model with more detectors), are errors.
+    /// (the sign of a file made for a model with more detectors), are errors. (Shots of 0
+    /// bits hold no bytes: an empty file reads as none.)
     pub fn from_b8(bytes: Vec<u8>, bits: usize) -> std::result::Result<Shots, String> {
+        let row_bytes = bits.div_ceil(8);
         let s = Shots {
             bits,
-            row_bytes: bits.div_ceil(8),
+            row_bytes,
+            count: bytes.len().checked_div(row_bytes).unwrap_or(0),
             data: bytes,
         };
         if s.row_bytes == 0 {
@@ -164,6 +173,7 @@ impl Shots {
             }
             let start = s.data.len();
             s.data.resize(start + s.row_bytes, 0);
+            s.count += 1;
             for (k, c) in line.bytes().enumerate() {
                 match c {
                     b'0' => {}
@@ -484,6 +494,24 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// Shots of 0 bits (a model without observables predicts them) are counted, though they
+    /// hold no bytes: found by the `shots` fuzz target (`01` text "\n" of 0-bit shots read
+    /// as 1 shot by the stream and 0 by the whole-file reader's count).
+    #[test]
+    fn zero_bit_shots_are_counted() {
+        let s = Shots::from_01("\n\n\n", 0).unwrap();
+        assert_eq!((s.len(), s.row_bytes(), s.as_b8().len()), (3, 0, 0));
+        assert_eq!(stream(b"\n", 0, ShotFormat::Zero1).unwrap().len(), 1);
+        assert_eq!(s.to_01(), "\n\n\n");
+        let mut t = Shots::new(0);
+        t.push_row(&[]);
+        t.push_bits(&[]);
+        assert_eq!(t.len(), 2);
+        t.truncate(1);
+        assert_eq!(t.len(), 1);
+        assert!(Shots::from_b8(Vec::new(), 0).unwrap().is_empty());
     }
 
     #[test]

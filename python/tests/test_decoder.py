@@ -108,8 +108,8 @@ def test_a_dem_file_and_its_budget(tmp_path):
     dem.to_file(path)
     dec = qfwd.Decoder.from_dem_file(path)
     assert dec.num_detectors == dem.num_detectors
-    # The request budget: 4 x the expected defects + 16, the whole syndrome refused past it.
-    assert dec.max_defects == int(np.ceil(4 * dec.expected_defects)) + 16
+    # The request budget: 6 x the expected defects + 24, the whole syndrome refused past it.
+    assert dec.max_defects == int(np.ceil(6 * dec.expected_defects)) + 24
     everything = np.ones(dec.num_detectors, dtype=bool)
     assert dec.run_payload(dec.payload(everything)) == (2, b"")
     assert dec.decode(everything).shape == (1,)  # decode itself has no budget
