@@ -732,6 +732,18 @@ fn qfwd_decode_backend_gpu_matches_cpu() {
         assert_eq!(gpu.predictions, cpu.predictions, "{name} {kind}");
         assert_eq!(gpu.mistakes, cpu.mistakes);
         assert!(gpu.to_json().contains("\"timing\":\"round_trip\""));
+        // Predict mode (no observables) streams its batches through the GPU too, and the
+        // offline decoders have no budget: all 5000 shots answered as on the CPU.
+        let out = std::env::temp_dir().join(format!("qfwd-gpu-predict-{}.b8", std::process::id()));
+        let predict_args = DecodeArgs {
+            obs: None,
+            predictions: Some(out.clone()),
+            ..args(DecodeBackend::Gpu)
+        };
+        assert_eq!(qfwd::decode_cli::predict(&predict_args).unwrap(), 5000);
+        let got = Shots::read(&out, cpu.predictions.bits(), None).unwrap();
+        assert_eq!(got, cpu.predictions, "{name} {kind} predict");
+        let _ = std::fs::remove_file(&out);
     }
 }
 
