@@ -47,10 +47,8 @@ Then point a QPU controller (or `qfwd-latency emulate --target 127.0.0.1:9000`) 
     /// Check this host: GPUs, RDMA devices, ports, GIDs, link state, usable doorbell modes;
     /// with --jitter, how much time each core loses to interruptions (which to pin to).
     Doctor(qfwd::doctor::DoctorArgs),
-    /// Decode recorded shots offline and count logical errors (like `pymatching count_mistakes`).
-    #[command(after_help = "Example:\n  \
-qfwd decode --dem tests/fixtures/surface_d5_r5_z_p001.dem --dets tests/fixtures/surface_d5_r5_z_p001.b8 \\\n    \
---obs tests/fixtures/surface_d5_r5_z_p001.obs.01 --decoder uf --format json")]
+    /// Decode Stim shots offline: predict the observable flips (like `pymatching predict`),
+    /// or count logical errors against recorded ones (like `pymatching count_mistakes`).
     Decode(qfwd::decode_cli::DecodeArgs),
 }
 

@@ -29,7 +29,14 @@ fn setup() -> &'static Setup {
         let dem = Dem::parse(text, "rep_d3_r3_p005").expect("a shipped model parses");
         let graph = MatchingGraph::from_dem(&dem).expect("a shipped model builds");
         let table = UfTable::build(&graph, K, 1).expect("a small table builds");
-        let dir = std::env::temp_dir().join(format!("qfwd-fuzz-uf-table-{}", std::process::id()));
+        // Memory-backed where there is one: a file is written per input.
+        let shm = std::path::Path::new("/dev/shm");
+        let tmp = if shm.is_dir() {
+            shm.to_path_buf()
+        } else {
+            std::env::temp_dir()
+        };
+        let dir = tmp.join(format!("qfwd-fuzz-uf-table-{}", std::process::id()));
         std::fs::create_dir_all(&dir).expect("a temporary folder");
         let path = dir.join("table.bin");
         uf_table_cache::save(&path, &graph, &table).expect("the good file is written");
