@@ -90,6 +90,9 @@ pub struct RunConfig {
     pub decoder: Option<String>,
     /// Stim detector error model the decoder is built from.
     pub dem: Option<PathBuf>,
+    /// Decoder request budget: most defects a request may hold (more: status 2,
+    /// over_budget); 0 = none; absent = 6 x the model's expected defects + 24.
+    pub decoder_max_defects: Option<u32>,
     /// Name the decoder answers to (function_id = FNV-1a of it).
     pub decoder_name: String,
     /// Several names for the decoder (one model, one function_id each, e.g. one per
@@ -144,6 +147,7 @@ impl Default for RunConfig {
             doorbell: Doorbell::BlueFlame,
             decoder: None,
             dem: None,
+            decoder_max_defects: None,
             decoder_name: "decode".to_string(),
             decoder_names: Vec::new(),
             gpus: Vec::new(),
@@ -469,7 +473,7 @@ impl RunConfig {
                 detail: "a decoder needs --dem FILE (a Stim detector error model)".into(),
             })?;
             // One model, shared by every name (a GPU kernel holds one model per kind).
-            let handler = Handler::decoder(dem, kind)?;
+            let handler = Handler::decoder_with_budget(dem, kind, self.decoder_max_defects)?;
             if let Handler::Decoder(d) = &handler {
                 self.check_request_fits(dem, d.payload_len(), d.num_detectors())?;
             }

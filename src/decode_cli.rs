@@ -1,19 +1,32 @@
-//! `qfwd decode`: a decoder's accuracy and per-shot time on Stim data, like
-//! `pymatching count_mistakes`.
+//! `qfwd decode`: decodes Stim shot files or streams, like `pymatching predict` (the
+//! predicted observable flips, `01` or `b8`, to a file or stdout) and `pymatching
+//! count_mistakes` (a decoder's accuracy and per-shot time).
 //!
 //! ```text
-//! qfwd decode --dem F.dem --dets F.b8 --obs F.obs.01 --decoder uf [--backend cpu] [--format json]
+//! qfwd decode --dem F.dem --dets F.b8 --obs F.obs.01 [--decoder uf] [--backend cpu] [--format json]
+//! stim sample_dem ... | qfwd decode --dem F.dem --in - --in_format b8 --out - --out_format 01
 //! ```
 //!
-//! On the CPU, every shot is decoded back to back [`CPU_BATCH_PASSES`] times over (the
-//! throughput figure, `batch_ns_per_shot`: the fastest pass's wall time / shots, comparable
-//! to PyMatching's `decode_batch` wall time / shots, which `scripts/bench-pymatching.py`
-//! also takes as the best of 3 calls over the same shots), and then once more with a clock
-//! read around each decode (the per-shot distribution: mean, p50, p99; it includes the
-//! ~20 ns the two clock reads cost). JSON says how many passes in `batch_passes`.
-//! Mistakes count the shots whose predicted
+//! With observables (`--obs`, or `--in-includes-appended-observables`) it counts mistakes;
+//! without, it predicts. PyMatching's flag names work beside qfwd's (`--in`, `--in_format`,
+//! `--obs_in`, `--obs_in_format`, `--out`, `--out_format`, `--in_includes_appended_observables`),
+//! `-` is stdin or stdout, and a model may have any number of observables
+//! ([`crate::decode::dem::MAX_OBSERVABLES`]; `--backend gpu` holds 64).
+//!
+//! **Predicting** streams: shots are read, decoded and written in batches of
+//! [`PREDICT_BATCH`] (`--threads` workers decode a batch, [`Decoder::decode_batch`]), so a
+//! pipeline of any length runs in constant memory.
+//!
+//! **Counting** reads every shot first. On the CPU, every shot is decoded back to back
+//! [`CPU_BATCH_PASSES`] times over (the throughput figure, `batch_ns_per_shot`: the fastest
+//! pass's wall time / shots, comparable to PyMatching's `decode_batch` wall time / shots,
+//! which `scripts/bench-pymatching.py` also takes as the best of 3 calls over the same
+//! shots), and then once more with a clock read around each decode (the per-shot
+//! distribution: mean, p50, p99; it includes the ~20 ns the two clock reads cost). JSON
+//! says how many passes in `batch_passes`. Mistakes count the shots whose predicted
 //! observable flips differ from the recorded ones in any observable; the logical error
-//! rate's 95% confidence interval is Wilson's score interval.
+//! rate's 95% confidence interval is Wilson's score interval. The report goes to stdout, or
+//! to stderr when the predictions do.
 //!
 //! `--backend gpu` decodes every shot on the GPU, through the appliance's own path: a
 //! `gpu-persistent` mailbox backend serving the decoder (default [`GpuOptions`], one PCIe
@@ -21,7 +34,8 @@
 //! (throughput); the timed pass sends one at a time and times each **round trip** (host
 //! writes the request, the persistent kernel decodes it, the host sees the response), not
 //! the decode alone: the text output says so and the JSON has `"timing": "round_trip"`.
-//! Both passes must agree shot for shot.
+//! Both passes must agree shot for shot. Offline decoding has no request budget: the
+//! GPU's is turned off too.
 #![forbid(unsafe_code)]
 
 use std::fmt::Write as _;
@@ -40,6 +54,9 @@ use crate::gpu::{self, GpuOptions};
 use crate::handler::Handler;
 use crate::wire::status;
 use crate::{Error, Result};
+
+mod io;
+pub use io::{predict, PREDICT_BATCH};
 
 /// Where `qfwd decode` runs the decoder.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -93,47 +110,71 @@ pub fn shot_format_parser() -> impl TypedValueParser<Value = ShotFormat> {
 #[derive(clap::Args, Debug, Clone)]
 #[command(after_help = "Examples:\n  \
 qfwd decode --dem tests/fixtures/surface_d5_r5_z_p001.dem --dets tests/fixtures/surface_d5_r5_z_p001.b8 \\\n    \
---obs tests/fixtures/surface_d5_r5_z_p001.obs.01 --decoder uf\n  \
+--obs tests/fixtures/surface_d5_r5_z_p001.obs.01\n  \
 qfwd decode --dem d3.dem --dets d3.b8 --obs d3.obs.01 --decoder lut --format json\n  \
+qfwd decode --dem d5.dem --in d5.b8 --out predictions.01          (predict)\n  \
+stim sample_dem --in d5.dem --shots 1000 --out_format b8 | qfwd decode --dem d5.dem --in - --in_format b8\n  \
 qfwd decode --dem d5_r100.dem --dets d5_r100.b8 --obs d5_r100.obs.01 --decoder uf --window 15,5\n\n\
 Make the files with Stim: circuit.detector_error_model(decompose_errors=True, flatten_loops=True),\n\
-and sampler.sample_write(shots, filepath=\"F.b8\", format=\"b8\", obs_out_filepath=\"F.obs.01\", obs_out_format=\"01\").")]
+and sampler.sample_write(shots, filepath=\"F.b8\", format=\"b8\", obs_out_filepath=\"F.obs.01\", obs_out_format=\"01\").\n\
+With observables (--obs, or --in-includes-appended-observables) mistakes are counted and reported;\n\
+without, the predicted observable flips are written (to --out, default stdout).")]
 pub struct DecodeArgs {
     /// Stim detector error model (exported with decompose_errors=True).
     #[arg(long, value_name = "FILE")]
     pub dem: PathBuf,
-    /// Detection events, one shot per row (b8 or 01; from the extension unless --dets-format).
-    #[arg(long, value_name = "FILE")]
+    /// Detection events, one shot per row; `-` reads stdin. Format: --dets-format, else the
+    /// extension (b8 for .b8), else 01.
+    #[arg(long, visible_alias = "in", value_name = "FILE|-")]
     pub dets: PathBuf,
-    /// Observables that actually flipped, one shot per row (01 or b8; from the extension
-    /// unless --obs-format, 01 when the extension says neither).
-    #[arg(long, value_name = "FILE")]
-    pub obs: PathBuf,
-    /// Decoder: lut (at most 24 detectors) or uf (union-find).
-    #[arg(long, value_parser = decoder_parser())]
+    /// Observables that actually flipped, one shot per row (`-`: stdin; format:
+    /// --obs-format, else the extension, else 01). Given, mistakes are counted.
+    #[arg(
+        long,
+        visible_alias = "obs_in",
+        alias = "obs-in",
+        value_name = "FILE|-"
+    )]
+    pub obs: Option<PathBuf>,
+    /// Each shot of --dets ends with the observables' flips (Stim's
+    /// `append_observables=True`): mistakes are counted against them.
+    #[arg(
+        long = "in-includes-appended-observables",
+        visible_alias = "in_includes_appended_observables"
+    )]
+    pub appended_observables: bool,
+    /// Decoder: uf (union-find) or lut (at most 24 detectors).
+    #[arg(long, value_parser = decoder_parser(), default_value = "uf")]
     pub decoder: DecoderKind,
     /// Where to decode.
     #[arg(long, value_enum, default_value_t = DecodeBackend::Cpu)]
     pub backend: DecodeBackend,
-    /// Output: text or one JSON object.
+    /// The mistake report: text or one JSON object.
     #[arg(long, value_enum, default_value_t = OutputFormat::Text)]
     pub format: OutputFormat,
     /// Format of --dets (default: from the extension, b8 for .b8, else 01).
-    #[arg(long, value_parser = shot_format_parser(), value_name = "b8|01")]
+    #[arg(long, visible_alias = "in_format", alias = "in-format", value_parser = shot_format_parser(), value_name = "b8|01")]
     pub dets_format: Option<ShotFormat>,
     /// Format of --obs (default: from the extension, b8 for .b8, else 01).
-    #[arg(long, value_parser = shot_format_parser(), value_name = "b8|01")]
+    #[arg(long, visible_alias = "obs_in_format", alias = "obs-in-format", value_parser = shot_format_parser(), value_name = "b8|01")]
     pub obs_format: Option<ShotFormat>,
     /// Decode only the first N shots.
     #[arg(long, value_name = "N")]
     pub shots: Option<usize>,
-    /// Also write the predicted observable flips to this file (b8 for .b8, else 01).
-    #[arg(long, value_name = "FILE")]
+    /// Write the predicted observable flips here (`-`: stdout). Without observables to
+    /// count against, predictions are what `qfwd decode` does, to stdout by default.
+    #[arg(long, visible_alias = "out", value_name = "FILE|-")]
     pub predictions: Option<PathBuf>,
+    /// Format of the predictions (default: from the extension of --out, b8 for .b8, else 01).
+    #[arg(long, visible_alias = "out_format", alias = "predictions-format", value_parser = shot_format_parser(), value_name = "b8|01")]
+    pub out_format: Option<ShotFormat>,
+    /// Predicting on the CPU: threads decoding each batch of shots.
+    #[arg(long, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=1024))]
+    pub threads: u16,
     /// Decode each shot as a stream of rounds (docs/streaming.md): windows of W rounds,
     /// committing the first C of each, e.g. `--window 15,5`. Needs a memory experiment
-    /// whose detectors have coordinates (x, y, t); uf on the CPU only. The prediction is
-    /// the XOR of a shot's commits.
+    /// whose detectors have coordinates (x, y, t); uf on the CPU only, counting mistakes.
+    /// The prediction is the XOR of a shot's commits.
     #[arg(long, value_name = "W,C", value_parser = parse_window)]
     pub window: Option<(u32, u32)>,
     /// With --window: the window decoder matches regions of at most N defects exactly
@@ -150,6 +191,35 @@ fn parse_window(s: &str) -> std::result::Result<(u32, u32), String> {
         w.trim().parse().map_err(|_| bad())?,
         c.trim().parse().map_err(|_| bad())?,
     ))
+}
+
+impl DecodeArgs {
+    /// The arguments for `dem` and `dets` with every other one at its default (predict,
+    /// uf, cpu, text).
+    pub fn new(dem: impl Into<PathBuf>, dets: impl Into<PathBuf>) -> DecodeArgs {
+        DecodeArgs {
+            dem: dem.into(),
+            dets: dets.into(),
+            obs: None,
+            appended_observables: false,
+            decoder: DecoderKind::Uf,
+            backend: DecodeBackend::Cpu,
+            format: OutputFormat::Text,
+            dets_format: None,
+            obs_format: None,
+            shots: None,
+            predictions: None,
+            out_format: None,
+            threads: 1,
+            window: None,
+            match_defects: MatchLimits::DEFAULT.defects,
+        }
+    }
+
+    /// Whether mistakes are counted (observables given), else predictions written.
+    pub fn counts_mistakes(&self) -> bool {
+        self.obs.is_some() || self.appended_observables
+    }
 }
 
 /// What `qfwd decode` measured.
@@ -208,10 +278,10 @@ impl ShotDecoder {
         dec: &Arc<Decoder>,
         window: Option<(u32, u32)>,
         match_defects: u32,
-        dem: &Dem,
+        dem: Option<&Dem>,
         dets: &Shots,
     ) -> Result<ShotDecoder> {
-        let Some((w, c)) = window else {
+        let (Some((w, c)), Some(dem)) = (window, dem) else {
             return Ok(ShotDecoder::Whole {
                 dec: Arc::clone(dec),
                 scratch: Box::new(dec.new_scratch()),
@@ -242,10 +312,10 @@ impl ShotDecoder {
         })
     }
 
-    /// Shot `i`'s observable flips.
-    fn decode(&mut self, dets: &Shots, i: usize) -> u64 {
+    /// Shot `i`'s observable flips, written to `out` (the decoder's result row).
+    fn decode(&mut self, dets: &Shots, i: usize, out: &mut [u8]) {
         match self {
-            ShotDecoder::Whole { dec, scratch } => dec.decode(scratch, dets.row(i)),
+            ShotDecoder::Whole { dec, scratch } => dec.decode_to(scratch, dets.row(i), out),
             ShotDecoder::Stream {
                 split,
                 round_bytes,
@@ -263,15 +333,20 @@ impl ShotDecoder {
                     }
                 }
                 *commits += 1;
-                flips ^ stream.finish(last).expect("a whole experiment").flips
+                flips ^= stream.finish(last).expect("a whole experiment").flips;
+                // A stream model has at most 64 observables: its flips are one mask.
+                for (b, o) in flips.to_le_bytes().iter().zip(out.iter_mut()) {
+                    *o = *b;
+                }
             }
         }
     }
 }
 
-/// What `--backend gpu` measured: predictions, one round trip per shot, throughput.
+/// What `--backend gpu` measured: predictions (result rows), one round trip per shot,
+/// throughput.
 struct GpuPasses {
-    masks: Vec<u64>,
+    results: Vec<u8>,
     round_trip_ns: Vec<u64>,
     batch_ns_per_shot: f64,
 }
@@ -284,84 +359,143 @@ const GPU_WINDOW: usize = 32;
 /// Longest a GPU round trip may take before the pass gives up on the kernel.
 const GPU_DEADLINE: Duration = Duration::from_secs(2);
 
-/// Decodes every shot through a `gpu-persistent` backend serving `dec`: pipelined, then one
-/// at a time with each round trip timed; the two passes must agree.
-fn gpu_passes(dec: &Arc<Decoder>, dets: &Shots) -> Result<GpuPasses> {
-    let options = GpuOptions::default();
-    let mut backend = gpu::persistent_backend_with(&options, std::slice::from_ref(dec))?;
-    let handler = Handler::Decoder(Arc::clone(dec));
-    let shots = dets.len();
-    let payloads: Vec<Vec<u8>> = (0..shots).map(|i| dec.payload(dets.row(i))).collect();
-    let failed = |what: String| Error::Decode {
+/// A `gpu-persistent` backend serving one decoder, for offline decoding.
+pub(crate) struct GpuDecoder {
+    backend: crate::mailbox::MailboxBackend<gpu::PersistentKernel>,
+    handler: Handler,
+    dec: Arc<Decoder>,
+}
+
+fn gpu_failed(what: String) -> Error {
+    Error::Decode {
         detail: format!("GPU decoder: {what}"),
-    };
-    let mut first: Result<()> = Ok(());
-    let mut record = |masks: &mut Vec<u64>, token: u32, st: i32, result: &[u8]| {
-        if st != status::OK && first.is_ok() {
-            first = Err(failed(format!(
-                "shot {token} answered status {st} ({})",
-                status::name(st)
-            )));
-        }
-        masks[token as usize] = mask_of(result);
-    };
-
-    // Pass 1: up to GPU_WINDOW in flight.
-    let mut masks = vec![0u64; shots];
-    let t = Instant::now();
-    let (mut next, mut done) = (0usize, 0usize);
-    let mut last_progress = Instant::now();
-    while done < shots {
-        // A poller group that falls behind holds its slots, so the ring can refuse
-        // (OVERLOAD) before GPU_WINDOW are in flight: then poll and submit again.
-        while next < shots && backend.in_flight() < GPU_WINDOW {
-            match backend.submit(next as u32, &handler, &payloads[next]) {
-                Ok(()) => next += 1,
-                Err(st) if st == status::OVERLOAD => break,
-                Err(st) => return Err(failed(format!("submit refused with status {st}"))),
-            }
-        }
-        let got = backend.poll(|c| record(&mut masks, c.token, c.status, c.result));
-        if got > 0 {
-            done += got;
-            last_progress = Instant::now();
-        } else if last_progress.elapsed() > GPU_DEADLINE {
-            return Err(failed(format!(
-                "no answer within {GPU_DEADLINE:?} ({done} of {shots} shots done)"
-            )));
-        }
     }
-    let batch_ns_per_shot = t.elapsed().as_nanos() as f64 / shots as f64;
+}
 
-    // Pass 2: one at a time, each round trip timed.
-    let mut again = vec![0u64; shots];
-    let mut round_trip_ns = Vec::with_capacity(shots);
-    for (i, payload) in payloads.iter().enumerate() {
-        let t = Instant::now();
-        backend
-            .submit(i as u32, &handler, payload)
-            .map_err(|st| failed(format!("submit refused with status {st}")))?;
-        let mut spins = 0u32;
-        while backend.poll(|c| record(&mut again, c.token, c.status, c.result)) == 0 {
-            spins = spins.wrapping_add(1);
-            if spins % 4096 == 0 && t.elapsed() > GPU_DEADLINE {
-                return Err(failed(format!(
-                    "shot {i}: no answer within {GPU_DEADLINE:?}"
+impl GpuDecoder {
+    pub(crate) fn start(dec: &Arc<Decoder>) -> Result<GpuDecoder> {
+        let backend =
+            gpu::persistent_backend_with(&GpuOptions::default(), std::slice::from_ref(dec))?;
+        Ok(GpuDecoder {
+            backend,
+            handler: Handler::Decoder(Arc::clone(dec)),
+            dec: Arc::clone(dec),
+        })
+    }
+
+    /// Decodes the shots of `dets` (rows of `detector_bytes`) with up to [`GPU_WINDOW`]
+    /// in flight, into `out` (rows of `result_len`).
+    pub(crate) fn decode_pipelined(&mut self, dets: &[u8], out: &mut [u8]) -> Result<()> {
+        let (nb, rb) = (self.dec.detector_bytes(), self.dec.result_len());
+        let shots = dets
+            .len()
+            .checked_div(nb)
+            .unwrap_or_else(|| out.len() / rb.max(1));
+        let payload = |i: usize| {
+            self.dec
+                .payload(dets.get(i * nb..(i + 1) * nb).unwrap_or(&[]))
+        };
+        let mut first: Result<()> = Ok(());
+        let (mut next, mut done) = (0usize, 0usize);
+        let mut last_progress = Instant::now();
+        while done < shots {
+            // A poller group that falls behind holds its slots, so the ring can refuse
+            // (OVERLOAD) before GPU_WINDOW are in flight: then poll and submit again.
+            while next < shots && self.backend.in_flight() < GPU_WINDOW {
+                match self
+                    .backend
+                    .submit(next as u32, &self.handler, &payload(next))
+                {
+                    Ok(()) => next += 1,
+                    Err(st) if st == status::OVERLOAD => break,
+                    Err(st) => return Err(gpu_failed(format!("submit refused with status {st}"))),
+                }
+            }
+            let got = self.backend.poll(|c| {
+                if c.status != status::OK && first.is_ok() {
+                    first = Err(gpu_failed(format!(
+                        "shot {} answered status {} ({})",
+                        c.token,
+                        c.status,
+                        status::name(c.status)
+                    )));
+                }
+                let at = c.token as usize * rb;
+                let n = c.result.len().min(rb);
+                out[at..at + n].copy_from_slice(&c.result[..n]);
+            });
+            if got > 0 {
+                done += got;
+                last_progress = Instant::now();
+            } else if last_progress.elapsed() > GPU_DEADLINE {
+                return Err(gpu_failed(format!(
+                    "no answer within {GPU_DEADLINE:?} ({done} of {shots} shots done)"
                 )));
             }
         }
-        round_trip_ns.push(t.elapsed().as_nanos() as u64);
+        first
     }
-    backend.shutdown(Duration::from_secs(2))?;
-    first?;
-    if let Some(i) = (0..shots).find(|&i| masks[i] != again[i]) {
-        return Err(failed(format!(
-            "shot {i} decoded to {:#x} and then to {:#x}",
-            masks[i], again[i]
+
+    /// Decodes one shot at a time, timing each round trip; returns the times.
+    fn decode_timed(&mut self, dets: &Shots, out: &mut [u8]) -> Result<Vec<u64>> {
+        let rb = self.dec.result_len();
+        let mut round_trip_ns = Vec::with_capacity(dets.len());
+        let mut first: Result<()> = Ok(());
+        for i in 0..dets.len() {
+            let payload = self.dec.payload(dets.row(i));
+            let t = Instant::now();
+            self.backend
+                .submit(i as u32, &self.handler, &payload)
+                .map_err(|st| gpu_failed(format!("submit refused with status {st}")))?;
+            let mut spins = 0u32;
+            while self.backend.poll(|c| {
+                if c.status != status::OK && first.is_ok() {
+                    first = Err(gpu_failed(format!("shot {i} answered status {}", c.status)));
+                }
+                let n = c.result.len().min(rb);
+                out[i * rb..i * rb + n].copy_from_slice(&c.result[..n]);
+            }) == 0
+            {
+                spins = spins.wrapping_add(1);
+                if spins % 4096 == 0 && t.elapsed() > GPU_DEADLINE {
+                    return Err(gpu_failed(format!(
+                        "shot {i}: no answer within {GPU_DEADLINE:?}"
+                    )));
+                }
+            }
+            round_trip_ns.push(t.elapsed().as_nanos() as u64);
+        }
+        first.map(|()| round_trip_ns)
+    }
+
+    pub(crate) fn shutdown(mut self) -> Result<()> {
+        self.backend.shutdown(Duration::from_secs(2)).map(drop)
+    }
+}
+
+/// Decodes every shot through a `gpu-persistent` backend serving `dec`: pipelined, then one
+/// at a time with each round trip timed; the two passes must agree.
+fn gpu_passes(dec: &Arc<Decoder>, dets: &Shots) -> Result<GpuPasses> {
+    let mut g = GpuDecoder::start(dec)?;
+    let rb = dec.result_len();
+    let mut results = vec![0u8; dets.len() * rb];
+    let t = Instant::now();
+    g.decode_pipelined(dets.as_b8(), &mut results)?;
+    let batch_ns_per_shot = t.elapsed().as_nanos() as f64 / dets.len() as f64;
+    let mut again = vec![0u8; results.len()];
+    let round_trip_ns = g.decode_timed(dets, &mut again)?;
+    g.shutdown()?;
+    if let Some(i) =
+        (0..dets.len()).find(|&i| results[i * rb..(i + 1) * rb] != again[i * rb..(i + 1) * rb])
+    {
+        return Err(gpu_failed(format!(
+            "shot {i} decoded to {:?} and then to {:?}",
+            &results[i * rb..(i + 1) * rb],
+            &again[i * rb..(i + 1) * rb]
         )));
     }
     Ok(GpuPasses {
-        masks,
+        results,
         round_trip_ns,
         batch_ns_per_shot,
     })
@@ -381,21 +515,9 @@ pub fn wilson_interval(k: u64, n: u64, z: f64) -> (f64, f64) {
     ((center - half).max(0.0), (center + half).min(1.0))
 }
 
-fn mask_of(row: &[u8]) -> u64 {
-    row.iter()
-        .enumerate()
-        .fold(0u64, |m, (k, &b)| m | u64::from(b) << (8 * k))
-}
-
-/// Loads the model and shots, decodes every shot, and measures.
+/// Loads the model and shots, decodes every shot, and measures (counting mistakes: the
+/// observables come from `--obs` or are appended to the detection events).
 pub fn evaluate(args: &DecodeArgs) -> Result<DecodeReport> {
-    if args.backend == DecodeBackend::Gpu {
-        if let Some(why) = gpu::unavailable_reason() {
-            return Err(Error::Decode {
-                detail: format!("--backend gpu needs an NVIDIA GPU: {why}; use --backend cpu"),
-            });
-        }
-    }
     if args.window.is_some() && args.backend == DecodeBackend::Gpu {
         return Err(Error::Decode {
             detail: "--window runs on the CPU (the GPU stream decoder has its own tests: \
@@ -404,36 +526,14 @@ pub fn evaluate(args: &DecodeArgs) -> Result<DecodeReport> {
         });
     }
     let t0 = Instant::now();
-    let dem = Dem::from_path(&args.dem)?;
-    let dec = Arc::new(Decoder::from_graph(
-        decode::MatchingGraph::from_dem(&dem)?,
-        args.decoder,
-    )?);
+    let dec = io::load_decoder(args)?;
+    // The stream model needs the model's detector coordinates.
+    let dem = match args.window {
+        Some(_) => Some(Dem::from_path(&args.dem)?),
+        None => None,
+    };
     let setup_ms = t0.elapsed().as_secs_f64() * 1e3;
-    let mut dets =
-        Shots::read(&args.dets, dec.num_detectors(), args.dets_format).map_err(|e| match e {
-            decode::Error::Shots { path, detail } => decode::Error::Shots {
-                path,
-                detail: format!(
-                    "{detail} (the model {} has {} detectors)",
-                    args.dem.display(),
-                    dec.num_detectors()
-                ),
-            },
-            other => other,
-        })?;
-    let mut obs = Shots::read(&args.obs, dec.num_observables(), args.obs_format)?;
-    if dets.len() != obs.len() {
-        return Err(Error::Decode {
-            detail: format!(
-                "{} holds {} shots but {} holds {}: they must come from the same sampling run",
-                args.dets.display(),
-                dets.len(),
-                args.obs.display(),
-                obs.len()
-            ),
-        });
-    }
+    let (mut dets, mut obs) = io::read_counting_inputs(args, &dec)?;
     if let Some(n) = args.shots {
         dets.truncate(n);
         obs.truncate(n);
@@ -441,26 +541,26 @@ pub fn evaluate(args: &DecodeArgs) -> Result<DecodeReport> {
     let shots = dets.len();
     if shots == 0 {
         return Err(Error::Decode {
-            detail: format!("{} holds no shots", args.dets.display()),
+            detail: format!("{} holds no shots", io::shown(&args.dets)),
         });
     }
+    let rb = dec.result_len();
     let mut hist =
         Histogram::<u64>::new_with_bounds(1, 60_000_000_000, 3).expect("valid histogram bounds");
     let mut total_ns: u128 = 0;
-    let mut predicted = Vec::with_capacity(shots);
+    let mut results = vec![0u8; shots * rb];
     let (batch_ns_per_shot, batch_passes);
     let mut windows_per_shot = 0.0;
     match args.backend {
         DecodeBackend::Cpu => {
             let mut shot_decoder =
-                ShotDecoder::new(&dec, args.window, args.match_defects, &dem, &dets)?;
+                ShotDecoder::new(&dec, args.window, args.match_defects, dem.as_ref(), &dets)?;
             // Passes 1..=CPU_BATCH_PASSES: back to back, the fastest counts.
-            let mut masks = vec![0u64; shots];
             let mut best = Duration::MAX;
             for _ in 0..CPU_BATCH_PASSES {
                 let t = Instant::now();
-                for (i, m) in masks.iter_mut().enumerate() {
-                    *m = shot_decoder.decode(&dets, i);
+                for (i, r) in results.chunks_exact_mut(rb.max(1)).enumerate().take(shots) {
+                    shot_decoder.decode(&dets, i, r);
                 }
                 best = best.min(t.elapsed());
             }
@@ -470,43 +570,39 @@ pub fn evaluate(args: &DecodeArgs) -> Result<DecodeReport> {
                 windows_per_shot = *commits as f64 / (CPU_BATCH_PASSES as usize * shots) as f64;
             }
             // Last pass: each shot timed.
-            for (i, &first) in masks.iter().enumerate() {
+            let mut again = vec![0u8; rb];
+            for i in 0..shots {
                 let t = Instant::now();
-                let m = shot_decoder.decode(&dets, i);
+                shot_decoder.decode(&dets, i, &mut again);
                 let ns = t.elapsed().as_nanos();
                 total_ns += ns;
                 hist.saturating_record(ns.max(1) as u64);
-                debug_assert_eq!(m, first, "decoding is deterministic");
-                predicted.push(m);
+                debug_assert_eq!(again, results[i * rb..(i + 1) * rb], "deterministic");
             }
         }
         DecodeBackend::Gpu => {
             let gpu = gpu_passes(&dec, &dets)?;
             batch_ns_per_shot = gpu.batch_ns_per_shot;
             batch_passes = 1;
-            for (&m, &ns) in gpu.masks.iter().zip(&gpu.round_trip_ns) {
+            for &ns in &gpu.round_trip_ns {
                 total_ns += u128::from(ns);
                 hist.saturating_record(ns.max(1));
-                predicted.push(m);
             }
+            results = gpu.results;
         }
     }
 
     let mut predictions = Shots::new(dec.num_observables());
-    let mut out = vec![0u8; dec.result_len()];
     let mut mistakes = 0u64;
-    for (i, &m) in predicted.iter().enumerate() {
-        if m != mask_of(obs.row(i)) {
+    for i in 0..shots {
+        let row = &results[i * rb..(i + 1) * rb];
+        predictions.push_row(row);
+        if predictions.row(i) != obs.row(i) {
             mistakes += 1;
         }
-        for (k, b) in out.iter_mut().enumerate() {
-            *b = (m >> (8 * k)) as u8;
-        }
-        predictions.push_row(&out);
     }
     if let Some(path) = &args.predictions {
-        let f = ShotFormat::from_extension(path).unwrap_or(ShotFormat::Zero1);
-        predictions.write(path, f)?;
+        io::write_predictions(path, args.out_format, &predictions)?;
     }
     let (ci_low, ci_high) = wilson_interval(mistakes, shots as u64, 1.959_963_984_540_054);
     Ok(DecodeReport {
@@ -666,12 +762,26 @@ impl DecodeReport {
     }
 }
 
-/// `qfwd decode`: evaluates and prints the report to stdout.
+/// `qfwd decode`: counts mistakes and prints the report (to stdout, or to stderr when the
+/// predictions go to stdout), or predicts ([`predict`]).
 pub fn run(args: &DecodeArgs) -> Result<()> {
+    if !args.counts_mistakes() {
+        if args.window.is_some() {
+            return Err(Error::Decode {
+                detail: "--window counts mistakes: give --obs (or --in-includes-appended-observables)".into(),
+            });
+        }
+        return predict(args).map(|_| ());
+    }
     let report = evaluate(args)?;
-    match args.format {
-        OutputFormat::Text => print!("{}", report.to_text()),
-        OutputFormat::Json => println!("{}", report.to_json()),
+    let text = match args.format {
+        OutputFormat::Text => report.to_text(),
+        OutputFormat::Json => format!("{}\n", report.to_json()),
+    };
+    if args.predictions.as_deref().is_some_and(io::is_stdio) {
+        eprint!("{text}");
+    } else {
+        print!("{text}");
     }
     Ok(())
 }

@@ -8,7 +8,7 @@
 
 use std::sync::Arc;
 
-use crate::decode::{Decoder, DecoderKind};
+use crate::decode::{BadPayload, Decoder, DecoderKind};
 use crate::wire::{self, status};
 use crate::{Error, Result};
 
@@ -24,7 +24,8 @@ pub enum Handler {
     /// [`crate::decode`]. Argument: detection events bit-packed LSB first
     /// (`ceil(n/8)` bytes), then the number of detectors `n` as a u32 LE. Result: the
     /// observable flips bit-packed LSB first. A wrong length or count gets
-    /// `status::BAD_ARGUMENT`.
+    /// `status::BAD_ARGUMENT`; more defects than the decoder's budget,
+    /// `status::OVER_BUDGET` ([`payload_status`]).
     Decoder(Arc<Decoder>),
 }
 
@@ -62,9 +63,27 @@ impl Handler {
 
     /// A decoder handler: parses the Stim `.dem` at `dem` and builds a `kind` decoder.
     pub fn decoder(dem: &std::path::Path, kind: DecoderKind) -> Result<Handler> {
-        Ok(Handler::Decoder(Arc::new(Decoder::from_dem_path(
-            dem, kind,
-        )?)))
+        Handler::decoder_with_budget(dem, kind, None)
+    }
+
+    /// [`Handler::decoder`] with its request budget set (`max_defects`: see
+    /// [`Decoder::set_max_defects`]; `None`: the model's default).
+    pub fn decoder_with_budget(
+        dem: &std::path::Path,
+        kind: DecoderKind,
+        max_defects: Option<u32>,
+    ) -> Result<Handler> {
+        let mut d = Decoder::from_dem_path(dem, kind)?;
+        d.set_max_defects(max_defects)?;
+        tracing::info!(
+            "decoder {kind} for {}: {} detectors, budget {} defects per request (0: none; \
+             {:.2} expected per shot at the model's noise)",
+            dem.display(),
+            d.num_detectors(),
+            d.max_defects(),
+            crate::decode::budget::expected_defects(d.graph())
+        );
+        Ok(Handler::Decoder(Arc::new(d)))
     }
 
     /// The handler's default registration name.
@@ -95,8 +114,18 @@ impl Handler {
                 out[0] = parity(arg);
                 Ok(1)
             }
-            Handler::Decoder(d) => d.run_payload(arg, out).map_err(|_| status::BAD_ARGUMENT),
+            Handler::Decoder(d) => d.run_payload(arg, out).map_err(payload_status),
         }
+    }
+}
+
+/// The wire status of a decoder's refusal: `OVER_BUDGET` for a syndrome past its budget,
+/// `BAD_ARGUMENT` for a payload that does not fit the model.
+#[inline]
+pub fn payload_status(why: BadPayload) -> i32 {
+    match why {
+        BadPayload::OverBudget => status::OVER_BUDGET,
+        BadPayload::Length | BadPayload::DetectorCount | BadPayload::NoRoom => status::BAD_ARGUMENT,
     }
 }
 

@@ -57,10 +57,8 @@ qfwd doctor\n  \
 qfwd doctor --cores 2,3 --format json > host.json\n  \
 qfwd doctor --no-gpu --jitter 5")]
     Doctor(qfwd::doctor::DoctorArgs),
-    /// Decode recorded shots offline and count logical errors (like `pymatching count_mistakes`).
-    #[command(after_help = "Example:\n  \
-qfwd decode --dem tests/fixtures/surface_d5_r5_z_p001.dem --dets tests/fixtures/surface_d5_r5_z_p001.b8 \\\n    \
---obs tests/fixtures/surface_d5_r5_z_p001.obs.01 --decoder uf --format json")]
+    /// Decode Stim shots offline: predict the observable flips (like `pymatching predict`),
+    /// or count logical errors against recorded ones (like `pymatching count_mistakes`).
     Decode(qfwd::decode_cli::DecodeArgs),
 }
 
@@ -211,6 +209,13 @@ struct RunArgs {
     /// Stim detector error model for --decoder (flattened, decompose_errors=True).
     #[arg(long, value_name = "FILE")]
     dem: Option<PathBuf>,
+    /// The decoder's request budget: a request with more than N defects (detection
+    /// events) is answered status 2 (over_budget) without decoding, so no syndrome costs
+    /// more than a few typical ones; 0 turns it off, N is at most the model's detectors
+    /// [default: 6 x the defects a shot has on average at the model's noise, + 24].
+    /// docs/decoder-budget.md.
+    #[arg(long, value_name = "N")]
+    decoder_max_defects: Option<u32>,
     /// Name the decoder answers to; function_id = FNV-1a of it; repeat to serve the one
     /// model under several names (one per patch) [default: decode].
     #[arg(long, value_name = "NAME")]
@@ -353,6 +358,9 @@ impl RunArgs {
                 st.queue_slots = v;
             }
             c.streams = Some(st);
+        }
+        if self.decoder_max_defects.is_some() {
+            c.decoder_max_defects = self.decoder_max_defects;
         }
         match self.name.len() {
             0 => {}

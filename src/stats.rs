@@ -58,8 +58,9 @@ impl DropKind {
 }
 
 /// Error statuses the forwarder answers with, in counter order.
-const ERROR_KINDS: [i32; 7] = [
+const ERROR_KINDS: [i32; 8] = [
     status::BAD_ARGUMENT,
+    status::OVER_BUDGET,
     status::LENGTH_MISMATCH,
     status::UNKNOWN_FUNCTION,
     status::OVERSIZED,
@@ -67,7 +68,7 @@ const ERROR_KINDS: [i32; 7] = [
     status::DECODER_TIMEOUT,
     status::SHUTTING_DOWN,
 ];
-/// Slot for handler errors (> 0) other than BAD_ARGUMENT.
+/// Slot for handler errors (> 0) other than BAD_ARGUMENT and OVER_BUDGET.
 const OTHER_HANDLER_ERROR: usize = ERROR_KINDS.len();
 
 /// What one shard (one GPU's backend) of a routed run did; see [`crate::route`].

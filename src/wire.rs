@@ -46,6 +46,10 @@ pub mod status {
     /// Handler error: the argument is malformed for this handler (for a decoder: the
     /// event count does not match the loaded model).
     pub const BAD_ARGUMENT: i32 = 1;
+    /// Handler error: a decoder request holds more defects (detection events) than the
+    /// decoder's budget; it was not decoded (docs/decoder-budget.md). Retrying the same
+    /// syndrome gets the same answer.
+    pub const OVER_BUDGET: i32 = 2;
     /// Never sent: the first four bytes are not the CUQR magic.
     pub const BAD_MAGIC: i32 = -1;
     /// Never sent: shorter than the 24-byte header.
@@ -68,6 +72,7 @@ pub mod status {
         match code {
             OK => "ok",
             BAD_ARGUMENT => "bad_argument",
+            OVER_BUDGET => "over_budget",
             BAD_MAGIC => "bad_magic",
             TRUNCATED_HEADER => "truncated_header",
             LENGTH_MISMATCH => "length_mismatch",
@@ -82,9 +87,10 @@ pub mod status {
     }
 
     /// Every status code the forwarder can send, for documentation and tests.
-    pub const SENT: [i32; 8] = [
+    pub const SENT: [i32; 9] = [
         OK,
         BAD_ARGUMENT,
+        OVER_BUDGET,
         LENGTH_MISMATCH,
         UNKNOWN_FUNCTION,
         OVERSIZED,

@@ -1,11 +1,14 @@
-//! `qfwd decode` logic (`qfwd::decode_cli`): reports, JSON, and clear errors.
+//! `qfwd decode` logic (`qfwd::decode_cli`): reports, JSON, and clear errors; predicting to
+//! files and pipes, PyMatching's flag names, observables appended to the shots, models of
+//! more than 64 observables, batches on several threads.
 #![forbid(unsafe_code)]
 
+use std::io::Write;
 use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
 
-use qfwd::decode::window::MatchLimits;
-use qfwd::decode::{DecoderKind, Shots};
-use qfwd::decode_cli::{evaluate, DecodeArgs, DecodeBackend, OutputFormat};
+use qfwd::decode::{DecoderKind, ShotFormat, Shots};
+use qfwd::decode_cli::{evaluate, predict, DecodeArgs, DecodeBackend, OutputFormat};
 
 fn fixture(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -15,18 +18,13 @@ fn fixture(name: &str) -> PathBuf {
 
 fn args(name: &str, decoder: DecoderKind) -> DecodeArgs {
     DecodeArgs {
-        dem: fixture(&format!("{name}.dem")),
-        dets: fixture(&format!("{name}.b8")),
-        obs: fixture(&format!("{name}.obs.01")),
+        obs: Some(fixture(&format!("{name}.obs.01"))),
         decoder,
-        backend: DecodeBackend::Cpu,
         format: OutputFormat::Json,
-        dets_format: None,
-        obs_format: None,
-        shots: None,
-        predictions: None,
-        window: None,
-        match_defects: MatchLimits::DEFAULT.defects,
+        ..DecodeArgs::new(
+            fixture(&format!("{name}.dem")),
+            fixture(&format!("{name}.b8")),
+        )
     }
 }
 
@@ -118,7 +116,7 @@ fn mismatched_inputs_are_clear_errors() {
     let short = tmp("short.obs.01");
     std::fs::write(&short, "0\n1\n").unwrap();
     let a = DecodeArgs {
-        obs: short,
+        obs: Some(short),
         ..args("surface_d3_r3_z_p005", DecoderKind::Uf)
     };
     let e = evaluate(&a).unwrap_err().to_string();
@@ -256,4 +254,282 @@ fn streams_decode_each_shot_in_windows() {
         let e = evaluate(&a).unwrap_err().to_string();
         assert!(e.contains(needle), "{e}");
     }
+}
+
+/// Predictions written by predict mode equal those the counting mode computes, in both
+/// formats, on any number of threads, with a shot limit.
+#[test]
+fn predict_writes_what_counting_predicts_on_any_number_of_threads() {
+    let name = "surface_d5_r5_z_p005";
+    let counted = evaluate(&args(name, DecoderKind::Uf)).unwrap();
+    for (threads, format, ext) in [(1, ShotFormat::Zero1, "01"), (3, ShotFormat::B8, "b8")] {
+        let out = tmp(&format!("predict-{threads}.{ext}"));
+        let a = DecodeArgs {
+            predictions: Some(out.clone()),
+            threads,
+            ..DecodeArgs::new(
+                fixture(&format!("{name}.dem")),
+                fixture(&format!("{name}.b8")),
+            )
+        };
+        assert!(!a.counts_mistakes());
+        assert_eq!(predict(&a).unwrap(), counted.shots as usize);
+        let p = Shots::read(&out, 1, Some(format)).unwrap();
+        assert_eq!(p, counted.predictions, "{threads} threads, {ext}");
+    }
+    let out = tmp("predict-limit.01");
+    let a = DecodeArgs {
+        predictions: Some(out.clone()),
+        shots: Some(5000),
+        ..DecodeArgs::new(
+            fixture(&format!("{name}.dem")),
+            fixture(&format!("{name}.b8")),
+        )
+    };
+    assert_eq!(predict(&a).unwrap(), 5000);
+    assert_eq!(Shots::read(&out, 1, None).unwrap().len(), 5000);
+}
+
+fn qfwd() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_qfwd"))
+}
+
+/// Runs `qfwd decode ARGS` with `stdin` piped in; returns (status, stdout, stderr).
+fn run_with_stdin(args: &[&str], stdin: &[u8]) -> (bool, Vec<u8>, String) {
+    let mut child = qfwd()
+        .arg("decode")
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut input = child.stdin.take().unwrap();
+    let bytes = stdin.to_vec();
+    let writer = std::thread::spawn(move || {
+        let _ = input.write_all(&bytes);
+    });
+    let out = child.wait_with_output().unwrap();
+    writer.join().unwrap();
+    (
+        out.status.success(),
+        out.stdout,
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// A Stim pipeline: shots on stdin, predictions on stdout, PyMatching's flag names; and
+/// counting with the predictions on stdout puts the report on stderr.
+#[test]
+fn stdin_to_stdout_with_pymatching_flags() {
+    let name = "surface_d3_r3_z_p005";
+    let dem = fixture(&format!("{name}.dem"));
+    let b8 = std::fs::read(fixture(&format!("{name}.b8"))).unwrap();
+    let counted = evaluate(&DecodeArgs {
+        shots: Some(2000),
+        ..args(name, DecoderKind::Uf)
+    })
+    .unwrap();
+    let nb = 3; // 24 detectors
+    let (ok, stdout, stderr) = run_with_stdin(
+        &[
+            "--dem",
+            dem.to_str().unwrap(),
+            "--in",
+            "-",
+            "--in_format",
+            "b8",
+            "--out",
+            "-",
+            "--out_format",
+            "01",
+        ],
+        &b8[..2000 * nb],
+    );
+    assert!(ok, "{stderr}");
+    assert_eq!(stdout, counted.predictions.to_01().into_bytes());
+    assert!(stderr.is_empty(), "{stderr}");
+    // b8 out, the dashed flag names.
+    let (ok, stdout, stderr) = run_with_stdin(
+        &[
+            "--dem",
+            dem.to_str().unwrap(),
+            "--in",
+            "-",
+            "--in-format",
+            "b8",
+            "--out-format",
+            "b8",
+        ],
+        &b8[..2000 * nb],
+    );
+    assert!(ok, "{stderr}");
+    assert_eq!(stdout, counted.predictions.as_b8());
+    // Counting from stdin with the observables in a file; predictions to stdout, the
+    // report to stderr.
+    let obs = fixture(&format!("{name}.obs.01"));
+    let (ok, stdout, stderr) = run_with_stdin(
+        &[
+            "--dem",
+            dem.to_str().unwrap(),
+            "--dets",
+            "-",
+            "--dets-format",
+            "b8",
+            "--obs_in",
+            obs.to_str().unwrap(),
+            "--shots",
+            "2000",
+            "--out",
+            "-",
+            "--format",
+            "json",
+        ],
+        &b8,
+    );
+    assert!(ok, "{stderr}");
+    assert_eq!(stdout, counted.predictions.to_01().into_bytes());
+    assert!(
+        stderr.contains(&format!("\"mistakes\":{}", counted.mistakes))
+            && stderr.contains("\"shots\":2000"),
+        "{stderr}"
+    );
+    // A truncated b8 stream is an error that names stdin and the model.
+    let (ok, _, stderr) = run_with_stdin(
+        &[
+            "--dem",
+            dem.to_str().unwrap(),
+            "--in",
+            "-",
+            "--in_format",
+            "b8",
+        ],
+        &b8[..10],
+    );
+    assert!(
+        !ok && stderr.contains("stdin") && stderr.contains("24 detectors"),
+        "{stderr}"
+    );
+}
+
+/// `--in-includes-appended-observables`: Stim's shots with the observables after the
+/// detectors count the same mistakes as the two files.
+#[test]
+fn appended_observables_count_like_their_own_file() {
+    let name = "surface_d3_r3_x_p005";
+    let dets = Shots::read(&fixture(&format!("{name}.b8")), 24, None).unwrap();
+    let obs = Shots::read(&fixture(&format!("{name}.obs.01")), 1, None).unwrap();
+    let mut both = Shots::new(25);
+    for i in 0..dets.len() {
+        let mut bits: Vec<bool> = (0..24).map(|k| dets.get(i, k)).collect();
+        bits.push(obs.get(i, 0));
+        both.push_bits(&bits);
+    }
+    let path = tmp("appended.b8");
+    both.write(&path, ShotFormat::B8).unwrap();
+    let separate = evaluate(&args(name, DecoderKind::Uf)).unwrap();
+    let appended = evaluate(&DecodeArgs {
+        appended_observables: true,
+        obs: None,
+        format: OutputFormat::Json,
+        ..DecodeArgs::new(fixture(&format!("{name}.dem")), &path)
+    })
+    .unwrap();
+    assert_eq!(
+        (appended.mistakes, appended.shots),
+        (separate.mistakes, separate.shots)
+    );
+    assert_eq!(appended.predictions, separate.predictions);
+    // Without observables there is nothing to count against.
+    let e = evaluate(&DecodeArgs::new(fixture(&format!("{name}.dem")), &path))
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("--obs") && e.contains("appended"), "{e}");
+}
+
+/// A model of 301 observables (the fixture's L0 also L100 and L300): every observable is
+/// predicted and counted, bit 100 and bit 300 as bit 0.
+#[test]
+fn models_past_64_observables_predict_and_count_every_observable() {
+    let name = "surface_d3_r3_z_p005";
+    let text = std::fs::read_to_string(fixture(&format!("{name}.dem"))).unwrap();
+    let dem = tmp("wide.dem");
+    std::fs::write(&dem, text.replace(" L0", " L0 L100 L300")).unwrap();
+    let narrow = evaluate(&args(name, DecoderKind::Uf)).unwrap();
+    let out = tmp("wide.01");
+    let a = DecodeArgs {
+        predictions: Some(out.clone()),
+        ..DecodeArgs::new(&dem, fixture(&format!("{name}.b8")))
+    };
+    predict(&a).unwrap();
+    let wide = Shots::read(&out, 301, None).unwrap();
+    assert_eq!(wide.len(), narrow.predictions.len());
+    for i in 0..wide.len() {
+        let bit = narrow.predictions.get(i, 0);
+        assert_eq!(
+            (wide.get(i, 0), wide.get(i, 100), wide.get(i, 300)),
+            (bit, bit, bit)
+        );
+    }
+    // Counting against observables of 301 bits: L100 and L300 copy L0.
+    let obs = Shots::read(&fixture(&format!("{name}.obs.01")), 1, None).unwrap();
+    let mut wide_obs = Shots::new(301);
+    for i in 0..obs.len() {
+        let mut bits = vec![false; 301];
+        (bits[0], bits[100], bits[300]) = (obs.get(i, 0), obs.get(i, 0), obs.get(i, 0));
+        wide_obs.push_bits(&bits);
+    }
+    let obs_path = tmp("wide.obs.b8");
+    wide_obs.write(&obs_path, ShotFormat::B8).unwrap();
+    let r = evaluate(&DecodeArgs {
+        obs: Some(obs_path),
+        ..DecodeArgs::new(&dem, fixture(&format!("{name}.b8")))
+    })
+    .unwrap();
+    assert_eq!((r.observables, r.mistakes), (301, narrow.mistakes));
+}
+
+#[test]
+fn pymatching_flag_names_parse_beside_qfwd_s() {
+    use clap::Parser;
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        decode: DecodeArgs,
+    }
+    let c = Cli::try_parse_from([
+        "qfwd",
+        "--dem",
+        "F.dem",
+        "--in",
+        "-",
+        "--in_format",
+        "b8",
+        "--out",
+        "P.b8",
+        "--out_format",
+        "01",
+        "--obs_in",
+        "O.01",
+        "--obs_in_format",
+        "01",
+        "--in_includes_appended_observables",
+        "--threads",
+        "2",
+    ])
+    .unwrap();
+    let d = c.decode;
+    assert_eq!(d.dets, PathBuf::from("-"));
+    assert_eq!(d.dets_format, Some(ShotFormat::B8));
+    assert_eq!(d.predictions, Some(PathBuf::from("P.b8")));
+    assert_eq!(d.out_format, Some(ShotFormat::Zero1));
+    assert_eq!(d.obs, Some(PathBuf::from("O.01")));
+    assert_eq!(d.obs_format, Some(ShotFormat::Zero1));
+    assert!(d.appended_observables && d.counts_mistakes());
+    assert_eq!((d.threads, d.decoder), (2, DecoderKind::Uf));
+    let c = Cli::try_parse_from(["qfwd", "--dem", "F.dem", "--in", "F.b8"]).unwrap();
+    assert!(!c.decode.counts_mistakes());
+    assert!(
+        Cli::try_parse_from(["qfwd", "--dem", "F.dem", "--in", "F.b8", "--threads", "0"]).is_err()
+    );
 }

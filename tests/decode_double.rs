@@ -67,7 +67,7 @@ fn cpu(dec: &Decoder, p: &[u8]) -> (i32, Vec<u8>) {
     let mut out = [0u8; 16];
     match dec.run_payload(p, &mut out) {
         Ok(n) => (status::OK, out[..n].to_vec()),
-        Err(_) => (status::BAD_ARGUMENT, Vec::new()),
+        Err(why) => (qfwd::handler::payload_status(why), Vec::new()),
     }
 }
 
@@ -94,6 +94,15 @@ fn decoder_payloads_round_trip_through_the_slot_protocol() {
             for g in answers(&mut b, &handler, &[wrong, short], 2) {
                 assert_eq!(g, (status::BAD_ARGUMENT, Vec::new()));
             }
+            // Every detector flagged: past the uf budget (OVER_BUDGET), decoded by the lut,
+            // whose 8 detectors are within its default (the model's count), as on the CPU.
+            let all = dec.payload(&vec![0xff; nb]);
+            let want = match dec.kind() {
+                DecoderKind::Uf => status::OVER_BUDGET,
+                DecoderKind::Lut => status::OK,
+            };
+            let g = answers(&mut b, &handler, std::slice::from_ref(&all), 1).remove(0);
+            assert_eq!((g.0, &g), (want, &cpu(dec, &all)), "{rx} {}", dec.kind());
         }
         b.shutdown(Duration::from_secs(5)).unwrap();
     }

@@ -263,7 +263,7 @@ fn cpu_answer(dec: &Decoder, payload: &[u8]) -> (i32, Vec<u8>) {
     let mut out = [0u8; 64];
     match dec.run_payload(payload, &mut out) {
         Ok(n) => (status::OK, out[..n].to_vec()),
-        Err(_) => (status::BAD_ARGUMENT, Vec::new()),
+        Err(why) => (qfwd::handler::payload_status(why), Vec::new()),
     }
 }
 
@@ -512,6 +512,122 @@ fn bits_past_the_last_detector_are_ignored_on_the_device() {
     assert_eq!(bad, 0, "the device read bits past the last detector");
 }
 
+/// Budget payloads (decode/src/budget.rs) for the d5 and d7 surface codes (uf) and the
+/// d3 one-round code (lut, 8 detectors, budget 3), each decoder with its default budget,
+/// a small one and none: no defect, every detector (and every padding bit), random halves,
+/// `max - 1 ..= max + 1` defects at random places, and the first fixture shots.
+fn budget_fixtures() -> Vec<(Fixture, bool)> {
+    let mut out = Vec::new();
+    for (name, kind) in [
+        ("surface_d5_r5_z_p001", DecoderKind::Uf),
+        ("surface_d7_r7_z_p001", DecoderKind::Uf),
+        ("surface_d3_r1_z_p005", DecoderKind::Lut),
+    ] {
+        for (budget, label) in [(None, "default"), (Some(3), "3"), (Some(0), "off")] {
+            let base = load(name, kind, 64);
+            let mut dec =
+                Decoder::from_dem_path(&fixtures_dir().join(format!("{name}.dem")), kind).unwrap();
+            dec.set_max_defects(budget).unwrap();
+            let (n, nb) = (dec.num_detectors(), dec.detector_bytes());
+            let max = match dec.max_defects() {
+                0 => n,
+                m => m as usize,
+            };
+            let mut rng = qfwd::decode::sample::SplitMix64(n as u64 ^ max as u64);
+            let mut payloads = vec![dec.payload(&vec![0; nb]), dec.payload(&vec![0xff; nb])];
+            let mut all = vec![0xff; nb];
+            all.extend_from_slice(&(n as u32).to_le_bytes());
+            payloads.push(all);
+            for _ in 0..64 {
+                let p: Vec<u8> = (0..nb).map(|_| rng.next_u64() as u8).collect();
+                payloads.push(dec.payload(&p));
+            }
+            for k in [max.saturating_sub(1), max, max + 1] {
+                for _ in 0..32 {
+                    let mut p = vec![0u8; nb];
+                    let mut set = 0;
+                    while set < k.min(n) {
+                        let v = (rng.next_u64() % n as u64) as usize;
+                        if p[v / 8] & 1 << (v % 8) == 0 {
+                            p[v / 8] |= 1 << (v % 8);
+                            set += 1;
+                        }
+                    }
+                    payloads.push(dec.payload(&p));
+                }
+            }
+            payloads.extend(base.payloads);
+            out.push((
+                Fixture {
+                    name: format!("{name} budget {label}"),
+                    dec: Arc::new(dec),
+                    payloads,
+                },
+                max < n,
+            ));
+        }
+    }
+    out
+}
+
+#[test]
+fn budget_payloads_are_refused_and_answered_on_the_cpu() {
+    // The CPU half of the device test below: each budget that binds (below the detector
+    // count) refuses some payloads, every one answers others, the default refuses no
+    // fixture shot.
+    for (f, binds) in budget_fixtures() {
+        let answers: Vec<i32> = f.payloads.iter().map(|p| cpu_answer(&f.dec, p).0).collect();
+        let over = answers
+            .iter()
+            .filter(|&&s| s == status::OVER_BUDGET)
+            .count();
+        let ok = answers.iter().filter(|&&s| s == status::OK).count();
+        assert_eq!(over + ok, f.payloads.len(), "{}", f.name);
+        assert_eq!(over > 0, binds, "{}: {over} over budget", f.name);
+        assert!(ok > 64, "{}: {ok} answered", f.name);
+        if f.name.ends_with("default") {
+            let shots = &answers[f.payloads.len() - 64..];
+            assert!(shots.iter().all(|&s| s == status::OK), "{}", f.name);
+        }
+    }
+}
+
+#[test]
+#[ignore = "needs an NVIDIA GPU: cargo test --release --test gpu_decoders -- --ignored --nocapture --test-threads=1"]
+fn over_budget_requests_are_refused_on_the_device_as_on_the_cpu() {
+    let Some(_gpu) = gpu_or_skip("over_budget_requests_are_refused_on_the_device_as_on_the_cpu")
+    else {
+        return;
+    };
+    // Statuses and results identical to the CPU's: OVER_BUDGET past the budget, the same
+    // flips within it (with the table and split paths, and without them).
+    let mut bad = 0;
+    for (f, _) in budget_fixtures() {
+        let tables = match f.dec.kind() {
+            DecoderKind::Uf => vec![table_k(), Some(0)],
+            DecoderKind::Lut => vec![None],
+        };
+        for table in tables {
+            let o = GpuOptions {
+                uf_table_max_defects: table,
+                ..options()
+            };
+            let mut b = gpu::persistent_backend_with(&o, &[Arc::clone(&f.dec)]).unwrap();
+            bad += compare(
+                &mut b,
+                &f,
+                &format!("budget {} K={:?}", f.dec.kind(), table),
+            );
+            b.shutdown(Duration::from_secs(2)).unwrap();
+        }
+        // The launch baseline's kernel calls the same decoders.
+        let mut l = gpu::launch_backend_with(&options(), &[Arc::clone(&f.dec)]).unwrap();
+        bad += compare(&mut l, &f, &format!("budget gpu-launch {}", f.dec.kind()));
+        drop(l);
+    }
+    assert_eq!(bad, 0, "the device and the CPU disagree on a budget");
+}
+
 #[test]
 #[ignore = "needs an NVIDIA GPU: cargo test --release --test gpu_decoders -- --ignored --nocapture --test-threads=1"]
 fn baselines_and_global_state_decode_identically() {
@@ -599,18 +715,15 @@ fn qfwd_decode_backend_gpu_matches_cpu() {
     ] {
         let dir = fixtures_dir();
         let args = |backend| DecodeArgs {
-            dem: dir.join(format!("{name}.dem")),
-            dets: dir.join(format!("{name}.b8")),
-            obs: dir.join(format!("{name}.obs.01")),
+            obs: Some(dir.join(format!("{name}.obs.01"))),
             decoder: kind,
             backend,
             format: OutputFormat::Text,
-            dets_format: None,
-            obs_format: None,
             shots: Some(5000),
-            predictions: None,
-            window: None,
-            match_defects: 12,
+            ..DecodeArgs::new(
+                dir.join(format!("{name}.dem")),
+                dir.join(format!("{name}.b8")),
+            )
         };
         let cpu = evaluate(&args(DecodeBackend::Cpu)).unwrap();
         let gpu = evaluate(&args(DecodeBackend::Gpu)).unwrap();
@@ -619,6 +732,18 @@ fn qfwd_decode_backend_gpu_matches_cpu() {
         assert_eq!(gpu.predictions, cpu.predictions, "{name} {kind}");
         assert_eq!(gpu.mistakes, cpu.mistakes);
         assert!(gpu.to_json().contains("\"timing\":\"round_trip\""));
+        // Predict mode (no observables) streams its batches through the GPU too, and the
+        // offline decoders have no budget: all 5000 shots answered as on the CPU.
+        let out = std::env::temp_dir().join(format!("qfwd-gpu-predict-{}.b8", std::process::id()));
+        let predict_args = DecodeArgs {
+            obs: None,
+            predictions: Some(out.clone()),
+            ..args(DecodeBackend::Gpu)
+        };
+        assert_eq!(qfwd::decode_cli::predict(&predict_args).unwrap(), 5000);
+        let got = Shots::read(&out, cpu.predictions.bits(), None).unwrap();
+        assert_eq!(got, cpu.predictions, "{name} {kind} predict");
+        let _ = std::fs::remove_file(&out);
     }
 }
 

@@ -14,8 +14,23 @@
 //! ```
 //!
 //! `repeat` and `shift_detectors` are flattened here (iteratively, with an explicit stack), so a
-//! model exported with or without `flatten_loops=True` gives the same [`Dem`]. Flattening stops
-//! with an error past [`MAX_FLAT_INSTRUCTIONS`] instructions. Every error names the file and line.
+//! model exported with or without `flatten_loops=True` gives the same [`Dem`]. Every error
+//! names the file and line.
+//!
+//! # Limits
+//!
+//! Whatever a file says, what it makes the parser (and the graph built from it) allocate is
+//! bounded, and a file past a limit is refused before anything is expanded, with the
+//! value and the limit in the message:
+//!
+//! - [`MAX_DETECTORS`] detectors (indices `D0 ..= D16777215`): the syndrome of a model is
+//!   `ceil(n / 8)` bytes whatever detectors its errors use, so the largest index sizes
+//!   every per-detector array; 2^24 detectors are 2 MiB syndromes, 30 times what one
+//!   datagram carries and far past any Stim circuit's;
+//! - [`MAX_OBSERVABLES`] observables (`L0 ..= L32767`): results are `ceil(n / 8)` bytes,
+//!   at most 4 KiB, what the appliance's largest result holds;
+//! - [`MAX_FLAT_INSTRUCTIONS`] instructions and [`MAX_FLAT_TARGETS`] targets once `repeat`
+//!   blocks are flattened: a few-line file with nested `repeat`s cannot ask for more.
 #![forbid(unsafe_code)]
 
 use std::path::Path;
@@ -25,18 +40,33 @@ use crate::{Error, Result};
 /// Most instructions (errors, declarations, shifts, block ends) a model may execute once its
 /// `repeat` blocks are flattened.
 pub const MAX_FLAT_INSTRUCTIONS: usize = 8_000_000;
-/// Most observables a model may declare (observable masks are `u64`).
-pub const MAX_OBSERVABLES: u32 = 64;
-/// Largest detector index accepted (indices are `u32` in the matching graph, and the
-/// boundary takes the index after the last detector).
-pub const MAX_DETECTOR: u64 = (u32::MAX - 2) as u64;
+/// Most targets (`D5`, `L0`, `^`) the instructions of a model may hold once its `repeat`
+/// blocks are flattened (four per instruction on average; Stim's circuit-noise models hold
+/// about three).
+pub const MAX_FLAT_TARGETS: usize = 4 * MAX_FLAT_INSTRUCTIONS;
+/// Most observables a model may use (`L0 ..= L32767`): a result of at most 4 KiB.
+pub const MAX_OBSERVABLES: u32 = 1 << 15;
+/// Most detectors a model may use (`D0 ..= D16777215`): syndromes of at most 2 MiB.
+pub const MAX_DETECTORS: u32 = 1 << 24;
+/// Largest detector index accepted: `MAX_DETECTORS - 1`.
+pub const MAX_DETECTOR: u64 = MAX_DETECTORS as u64 - 1;
 
-/// One `^`-separated component of an error: the detectors it flips (each once, sorted) and
-/// the observables it flips (bit `k` = `Lk`).
+/// One `^`-separated component of an error: the detectors it flips and the observables it
+/// flips (each once, sorted: one named twice flips back).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Component {
     pub detectors: Vec<u32>,
-    pub observables: u64,
+    pub observables: Vec<u32>,
+}
+
+impl Component {
+    /// The observables below 64 as a mask (bit `k` = `Lk`).
+    pub fn low_mask(&self) -> u64 {
+        self.observables
+            .iter()
+            .filter(|&&k| k < 64)
+            .fold(0, |m, &k| m ^ 1u64 << k)
+    }
 }
 
 /// One `error(p)` instruction after flattening.
@@ -70,8 +100,9 @@ pub struct Dem {
 enum Instr {
     Error {
         p: f64,
-        /// Components with *relative* detector indices (the shift is applied when flattening).
-        components: Vec<(Vec<u64>, u64)>,
+        /// Components with *relative* detector indices (the shift is applied when flattening)
+        /// and their observables (sorted, each once).
+        components: Vec<(Vec<u64>, Vec<u32>)>,
     },
     Detector {
         coords: Vec<f64>,
@@ -110,13 +141,26 @@ impl Dem {
         // Pass 1: instructions with their lines, blocks matched.
         let mut instrs: Vec<(usize, Instr)> = Vec::new();
         let mut open: Vec<usize> = Vec::new();
-        // Instructions each open block executes once flattened (index 0: the top level), so an
-        // oversized model is refused before anything is expanded.
-        let mut flat: Vec<u128> = vec![0];
-        let too_many = |line: usize| {
+        // Instructions and targets each open block executes once flattened (index 0: the top
+        // level), so an oversized model is refused before anything is expanded.
+        let mut flat: Vec<Flat> = vec![Flat::default()];
+        let too_many = |line: usize, f: &Flat| {
+            let (what, value, limit) = if f.instructions > MAX_FLAT_INSTRUCTIONS as u128 {
+                ("instructions", f.instructions, MAX_FLAT_INSTRUCTIONS)
+            } else {
+                ("targets", f.targets, MAX_FLAT_TARGETS)
+            };
+            let value = if value == u128::MAX {
+                "over 10^38".to_string()
+            } else {
+                value.to_string()
+            };
             err(
                 line,
-                format!("more than {MAX_FLAT_INSTRUCTIONS} instructions after flattening `repeat` blocks"),
+                format!(
+                    "{value} {what} once `repeat` blocks are flattened; at most {limit} are \
+                     supported"
+                ),
             )
         };
         for (i, raw) in text.lines().enumerate() {
@@ -133,11 +177,12 @@ impl Dem {
                 let (repeat_line, ref mut instr) = instrs[start];
                 if let Instr::Repeat { end, count } = instr {
                     *end = here;
-                    let inner = flat.pop().expect("one counter per open block") + 1;
+                    let mut inner = flat.pop().expect("one counter per open block");
+                    inner.instructions += 1;
                     let top = flat.last_mut().expect("the top-level counter stays");
-                    *top = top.saturating_add(inner.saturating_mul(*count as u128));
-                    if *top > MAX_FLAT_INSTRUCTIONS as u128 {
-                        return Err(too_many(repeat_line));
+                    top.add_times(&inner, *count);
+                    if top.too_large() {
+                        return Err(too_many(repeat_line, top));
                     }
                 }
                 instrs.push((line, Instr::End));
@@ -145,13 +190,14 @@ impl Dem {
             }
             let instr = parse_line(code).map_err(|d| err(line, d))?;
             let top = flat.last_mut().expect("the top-level counter stays");
-            *top += 1;
-            if *top > MAX_FLAT_INSTRUCTIONS as u128 {
-                return Err(too_many(line));
+            top.instructions += 1;
+            top.targets += instr.targets() as u128;
+            if top.too_large() {
+                return Err(too_many(line, top));
             }
             if let Instr::Repeat { .. } = instr {
                 open.push(instrs.len());
-                flat.push(0);
+                flat.push(Flat::default());
             }
             instrs.push((line, instr));
         }
@@ -177,9 +223,19 @@ impl Dem {
         let abs = |rel: u64, offset: u64, line: usize| -> Result<u32> {
             match rel.checked_add(offset) {
                 Some(d) if d <= MAX_DETECTOR => Ok(d as u32),
+                _ if offset == 0 => Err(err(
+                    line,
+                    format!(
+                        "detector D{rel} is past the largest supported, D{MAX_DETECTOR} (at \
+                         most {MAX_DETECTORS} detectors)"
+                    ),
+                )),
                 _ => Err(err(
                     line,
-                    format!("detector index {rel} + shift {offset} exceeds {MAX_DETECTOR}"),
+                    format!(
+                        "detector D{rel} shifted by {offset} is past the largest supported, \
+                         D{MAX_DETECTOR} (at most {MAX_DETECTORS} detectors)"
+                    ),
                 )),
             }
         };
@@ -196,21 +252,13 @@ impl Dem {
                             ds.push(d);
                         }
                         // A detector named twice in one component flips back: keep it mod 2.
-                        ds.sort_unstable();
-                        let mut kept: Vec<u32> = Vec::with_capacity(ds.len());
-                        for d in ds {
-                            if kept.last() == Some(&d) {
-                                kept.pop();
-                            } else {
-                                kept.push(d);
-                            }
-                        }
-                        if *obs != 0 {
-                            dem.num_observables = dem.num_observables.max(64 - obs.leading_zeros());
+                        keep_odd(&mut ds);
+                        if let Some(&last) = obs.last() {
+                            dem.num_observables = dem.num_observables.max(last + 1);
                         }
                         comps.push(Component {
-                            detectors: kept,
-                            observables: *obs,
+                            detectors: ds,
+                            observables: obs.clone(),
                         });
                     }
                     dem.errors.push(DemError {
@@ -251,7 +299,9 @@ impl Dem {
                             err(
                                 line,
                                 format!(
-                                    "shift_detectors moves detector indices past {MAX_DETECTOR}"
+                                    "shift_detectors by {k} moves detector indices (shifted by \
+                                     {offset} so far) past the largest supported, \
+                                     D{MAX_DETECTOR}"
                                 ),
                             )
                         })?;
@@ -331,7 +381,7 @@ fn parse_line(code: &str) -> std::result::Result<Instr, String> {
             if !(0.0..=1.0).contains(&p) {
                 return Err(format!("error probability {p} is not in [0, 1]"));
             }
-            let mut components: Vec<(Vec<u64>, u64)> = vec![(Vec::new(), 0)];
+            let mut components: Vec<(Vec<u64>, Vec<u32>)> = vec![(Vec::new(), Vec::new())];
             let mut last_was_sep = true;
             for t in &targets {
                 if *t == "^" {
@@ -340,16 +390,16 @@ fn parse_line(code: &str) -> std::result::Result<Instr, String> {
                             "`^` must separate two non-empty components (`D0 D1 ^ D2`)".into()
                         );
                     }
-                    components.push((Vec::new(), 0));
+                    components.push((Vec::new(), Vec::new()));
                     last_was_sep = true;
                     continue;
                 }
                 last_was_sep = false;
                 let comp = components.last_mut().expect("starts with one component");
                 if let Some(k) = index(t, 'D')? {
-                    comp.0.push(k);
+                    comp.0.push(detector(k)?);
                 } else if let Some(k) = index(t, 'L')? {
-                    comp.1 ^= 1u64 << observable(k)?;
+                    comp.1.push(observable(k)?);
                 } else {
                     return Err(format!(
                         "`error` target {t:?} is not a detector (D5), an observable (L0) or `^`"
@@ -359,13 +409,16 @@ fn parse_line(code: &str) -> std::result::Result<Instr, String> {
             if last_was_sep && components.len() > 1 {
                 return Err("`^` must separate two non-empty components (`D0 D1 ^ D2`)".into());
             }
+            for (_, obs) in &mut components {
+                keep_odd(obs);
+            }
             Ok(Instr::Error { p, components })
         }
         "detector" => {
             let mut ds = Vec::with_capacity(targets.len());
             for t in &targets {
                 match index(t, 'D')? {
-                    Some(k) => ds.push(k),
+                    Some(k) => ds.push(detector(k)?),
                     None => return Err(format!("`detector` target {t:?} is not D<index>")),
                 }
             }
@@ -434,11 +487,73 @@ fn index(t: &str, prefix: char) -> std::result::Result<Option<u64>, String> {
 fn observable(k: u64) -> std::result::Result<u32, String> {
     if k >= MAX_OBSERVABLES as u64 {
         return Err(format!(
-            "observable L{k}: at most {MAX_OBSERVABLES} observables (L0..L{}) are supported",
+            "observable L{k} is past the largest supported, L{} (at most {MAX_OBSERVABLES} \
+             observables)",
             MAX_OBSERVABLES - 1
         ));
     }
     Ok(k as u32)
+}
+
+/// A detector index as written (before any shift): refused past [`MAX_DETECTOR`].
+fn detector(k: u64) -> std::result::Result<u64, String> {
+    if k > MAX_DETECTOR {
+        return Err(format!(
+            "detector D{k} is past the largest supported, D{MAX_DETECTOR} (at most \
+             {MAX_DETECTORS} detectors)"
+        ));
+    }
+    Ok(k)
+}
+
+/// Sorts `xs` and keeps the values that occur an odd number of times, once each.
+fn keep_odd(xs: &mut Vec<u32>) {
+    xs.sort_unstable();
+    let mut kept: Vec<u32> = Vec::with_capacity(xs.len());
+    for &x in xs.iter() {
+        if kept.last() == Some(&x) {
+            kept.pop();
+        } else {
+            kept.push(x);
+        }
+    }
+    *xs = kept;
+}
+
+/// Instructions and targets once flattened (saturating: a count past the limits is all
+/// that matters).
+#[derive(Debug, Clone, Copy, Default)]
+struct Flat {
+    instructions: u128,
+    targets: u128,
+}
+
+impl Flat {
+    /// Adds `count` runs of `inner`.
+    fn add_times(&mut self, inner: &Flat, count: u64) {
+        let c = u128::from(count);
+        self.instructions = self
+            .instructions
+            .saturating_add(inner.instructions.saturating_mul(c));
+        self.targets = self.targets.saturating_add(inner.targets.saturating_mul(c));
+    }
+
+    fn too_large(&self) -> bool {
+        self.instructions > MAX_FLAT_INSTRUCTIONS as u128 || self.targets > MAX_FLAT_TARGETS as u128
+    }
+}
+
+impl Instr {
+    /// The targets the instruction holds (its cost beside the instruction itself).
+    fn targets(&self) -> usize {
+        match self {
+            Instr::Error { components, .. } => {
+                components.iter().map(|(d, o)| d.len() + o.len() + 1).sum()
+            }
+            Instr::Detector { targets, coords } => targets.len() + coords.len(),
+            _ => 0,
+        }
+    }
 }
 
 /// `.dem` text of a chain of `n` detectors (`n >= 2`): each end on the boundary, one
@@ -497,15 +612,16 @@ mod tests {
             vec![
                 Component {
                     detectors: vec![0, 1],
-                    observables: 0
+                    observables: vec![]
                 },
                 Component {
                     detectors: vec![2],
-                    observables: 1
+                    observables: vec![0]
                 }
             ]
         );
-        assert_eq!(d.errors[1].components[0].observables, 2);
+        assert_eq!(d.errors[1].components[0].observables, vec![1]);
+        assert_eq!(d.errors[1].components[0].low_mask(), 2);
         assert_eq!(d.errors[2].components[0].detectors, vec![4]);
     }
 
@@ -581,7 +697,23 @@ mod tests {
             ("}\n", 1, "without"),
             ("frobnicate D0\n", 1, "flatten_loops=True"),
             ("error(0.1, 0.2) D0\n", 1, "one probability"),
-            ("error(0.1) L64\n", 1, "64 observables"),
+            ("error(0.1) L32768\n", 1, "at most 32768 observables"),
+            (
+                "error(0.1) D4000000000 L0\n",
+                1,
+                "D4000000000 is past the largest supported, D16777215",
+            ),
+            ("detector D16777216\n", 1, "at most 16777216 detectors"),
+            (
+                "shift_detectors 16777215\nerror(0.1) D1\n",
+                2,
+                "D1 shifted by 16777215",
+            ),
+            (
+                "error(0.1) D99999999999999999999999\n",
+                1,
+                "index too large",
+            ),
             ("error(0.1) D\n", 1, "D<index>"),
             ("error(abc) D0\n", 1, "not a number"),
             ("shift_detectors x\n", 1, "integer"),
@@ -599,10 +731,46 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(
-            e.contains("instructions after flattening") && e.starts_with("t.dem:1:"),
+            e.contains("instructions once `repeat` blocks are flattened; at most 8000000")
+                && e.starts_with("t.dem:1:"),
             "{e}"
         );
         let e = parse("repeat 100000000000 {\n}\n").unwrap_err().to_string();
-        assert!(e.contains("instructions after flattening"), "{e}");
+        assert!(
+            e.contains("instructions once `repeat` blocks are flattened"),
+            "{e}"
+        );
+        // Few instructions, many targets each.
+        let wide: String = (0..1000).map(|d| format!(" D{d}")).collect();
+        let e = parse(&format!("repeat 100000 {{\ndetector{wide}\n}}\n"))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.starts_with("t.dem:1:") && e.contains("100000000 targets") && e.contains("32000000"),
+            "{e}"
+        );
+        let e = parse("repeat 18446744073709551615 {\nrepeat 18446744073709551615 {\nrepeat 18446744073709551615 {\nrepeat 18446744073709551615 {\nrepeat 18446744073709551615 {\nerror(0.1) D0\n}\n}\n}\n}\n}\n")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("instructions"), "{e}");
+    }
+
+    /// A model's size comes from its largest indices, within the documented limits; the
+    /// 27-byte file that once asked for 16 GB is refused with its line, value and limit.
+    #[test]
+    fn indices_are_bounded_and_wide_observables_parse() {
+        let e = parse("error(0.1) D4000000000 L0").unwrap_err().to_string();
+        assert_eq!(
+            e,
+            "t.dem:1: detector D4000000000 is past the largest supported, D16777215 (at most \
+             16777216 detectors)"
+        );
+        let d = parse("error(0.1) D16777215 L32767 L70 L70 L3\n").unwrap();
+        assert_eq!(
+            (d.num_detectors, d.num_observables),
+            (MAX_DETECTORS, MAX_OBSERVABLES)
+        );
+        assert_eq!(d.errors[0].components[0].observables, vec![3, 32767]);
+        assert_eq!(d.errors[0].components[0].low_mask(), 8);
     }
 }

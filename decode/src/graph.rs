@@ -36,11 +36,15 @@
 //!   neighbour, and the edge id from `adj_edge` only when they need it).
 //! - `boundary_edge[v]` (u32, `NO_EDGE` if none): the one edge between detector `v` and the
 //!   boundary (parallel edges are merged, so there is at most one).
+//! - A model of more than 64 observables keeps `edge_obs` for `L0..L63` and lists each edge's
+//!   others (`L64` and up) in a CSR beside it ([`MatchingGraph::edge_high_observables`]):
+//!   the CPU union-find decoder reads them through its correction's edges; the lookup table
+//!   and the GPU decoders refuse such models.
 #![forbid(unsafe_code)]
 
 use std::collections::HashMap;
 
-use super::dem::{Dem, MAX_OBSERVABLES};
+use super::dem::{Dem, MAX_DETECTORS, MAX_OBSERVABLES};
 use crate::{Error, Result};
 
 /// Fraction bits of the fixed-point weights: weight = round(ln((1-p)/p) * 2^8).
@@ -86,6 +90,10 @@ pub struct MatchingGraph {
     adj_pairs: Vec<[u32; 2]>,
     adj_nbr_weight: Vec<[u32; 2]>,
     boundary_edge: Vec<u32>,
+    /// More than 64 observables: edge `e` also flips `high_obs[high_offset[e]..high_offset[e
+    /// + 1]]` (each `>= 64`, sorted). Empty otherwise.
+    high_offset: Vec<u32>,
+    high_obs: Vec<u32>,
 }
 
 /// Merges edges as they arrive (build time only; the decoders never hash).
@@ -95,10 +103,25 @@ struct Builder {
     ends: Vec<(u32, u32)>,
     p: Vec<f64>,
     obs: Vec<u64>,
+    /// Per edge, its observables from `L64` on; kept only for a model of more than 64.
+    high: Vec<Vec<u32>>,
+    wide: bool,
 }
 
 impl Builder {
-    fn add(&mut self, a: u32, b: Option<u32>, p: f64, obs: u64) {
+    fn new(n: u32, num_observables: u32) -> Builder {
+        Builder {
+            n,
+            index: HashMap::new(),
+            ends: Vec::new(),
+            p: Vec::new(),
+            obs: Vec::new(),
+            high: Vec::new(),
+            wide: num_observables > 64,
+        }
+    }
+
+    fn add(&mut self, a: u32, b: Option<u32>, p: f64, obs: u64, high: &[u32]) {
         if p <= 0.0 {
             return;
         }
@@ -114,6 +137,9 @@ impl Builder {
                 self.ends.push(key);
                 self.p.push(p);
                 self.obs.push(obs);
+                if self.wide {
+                    self.high.push(high.to_vec());
+                }
             }
         }
     }
@@ -122,19 +148,14 @@ impl Builder {
 impl MatchingGraph {
     /// Builds the graph of a parsed model (see the module docs).
     pub fn from_dem(dem: &Dem) -> Result<MatchingGraph> {
-        let mut b = Builder {
-            n: dem.num_detectors,
-            index: HashMap::new(),
-            ends: Vec::new(),
-            p: Vec::new(),
-            obs: Vec::new(),
-        };
+        let mut b = Builder::new(dem.num_detectors, dem.num_observables);
         for err in &dem.errors {
             for c in &err.components {
+                let (low, high) = (c.low_mask(), high_part(&c.observables));
                 match c.detectors.as_slice() {
                     [] => {}
-                    [a] => b.add(*a, None, err.p, c.observables),
-                    [a, c2] => b.add(*a, Some(*c2), err.p, c.observables),
+                    [a] => b.add(*a, None, err.p, low, high),
+                    [a, c2] => b.add(*a, Some(*c2), err.p, low, high),
                     more => {
                         return Err(Error::Dem {
                             file: dem.source.clone(),
@@ -166,18 +187,18 @@ impl MatchingGraph {
             file: "<edges>".into(),
             detail,
         };
-        if num_observables > MAX_OBSERVABLES {
+        if num_observables > 64 {
             return Err(bad(format!(
-                "{num_observables} observables; at most {MAX_OBSERVABLES} are supported"
+                "{num_observables} observables; explicit edges hold at most 64 (a model of up to \
+                 {MAX_OBSERVABLES} comes from a detector error model)"
             )));
         }
-        let mut b = Builder {
-            n: num_detectors,
-            index: HashMap::new(),
-            ends: Vec::new(),
-            p: Vec::new(),
-            obs: Vec::new(),
-        };
+        if num_detectors > MAX_DETECTORS {
+            return Err(bad(format!(
+                "{num_detectors} detectors; at most {MAX_DETECTORS} are supported"
+            )));
+        }
+        let mut b = Builder::new(num_detectors, num_observables);
         for e in edges {
             let out_of_range = |d: u32| d >= num_detectors;
             if out_of_range(e.u) || e.v.is_some_and(out_of_range) || e.v == Some(e.u) {
@@ -193,7 +214,7 @@ impl MatchingGraph {
                     "edge {e:?}: observable mask uses more than {num_observables} observables"
                 )));
             }
-            b.add(e.u, e.v, e.p, e.observables);
+            b.add(e.u, e.v, e.p, e.observables, &[]);
         }
         Self::finish("<edges>".into(), num_observables, b)
     }
@@ -213,20 +234,21 @@ impl MatchingGraph {
             m += 1;
         }
         index[n] = m;
-        let mut b = Builder {
-            n: m,
-            index: HashMap::new(),
-            ends: Vec::new(),
-            p: Vec::new(),
-            obs: Vec::new(),
-        };
+        let mut b = Builder::new(m, self.num_observables);
         for e in 0..self.num_edges() {
             let (u, v) = (
                 index[self.edge_u[e] as usize],
                 index[self.edge_v[e] as usize],
             );
             if u != u32::MAX && v != u32::MAX {
-                b.add(u, (v != m).then_some(v), self.edge_p[e], self.edge_obs[e]);
+                let high = self.edge_high_observables(e);
+                b.add(
+                    u,
+                    (v != m).then_some(v),
+                    self.edge_p[e],
+                    self.edge_obs[e],
+                    high,
+                );
             }
         }
         Self::finish(self.source.clone(), self.num_observables, b)
@@ -250,7 +272,17 @@ impl MatchingGraph {
             adj_pairs: Vec::new(),
             adj_nbr_weight: Vec::new(),
             boundary_edge: vec![NO_EDGE; n as usize],
+            high_offset: Vec::new(),
+            high_obs: Vec::new(),
         };
+        if b.wide {
+            g.high_offset.reserve(b.high.len() + 1);
+            g.high_offset.push(0);
+            for h in &b.high {
+                g.high_obs.extend_from_slice(h);
+                g.high_offset.push(g.high_obs.len() as u32);
+            }
+        }
         if b.ends.len() >= (u32::MAX / 2) as usize {
             return Err(Error::DecoderModel {
                 file: g.source,
@@ -371,6 +403,29 @@ impl MatchingGraph {
     pub fn boundary_edge(&self) -> &[u32] {
         &self.boundary_edge
     }
+    /// Whether the model has more than 64 observables: [`MatchingGraph::edge_obs`] then holds
+    /// `L0..L63` only, and [`MatchingGraph::edge_high_observables`] the rest.
+    pub fn is_wide(&self) -> bool {
+        self.num_observables > 64
+    }
+    /// The observables from `L64` on that edge `e` flips (sorted; empty for a model of at
+    /// most 64 observables).
+    pub fn edge_high_observables(&self, e: usize) -> &[u32] {
+        match self.high_offset.get(e..e + 2) {
+            Some(&[lo, hi]) => &self.high_obs[lo as usize..hi as usize],
+            _ => &[],
+        }
+    }
+    /// Whether edge `e` flips any observable.
+    pub fn edge_flips_any(&self, e: usize) -> bool {
+        self.edge_obs[e] != 0 || !self.edge_high_observables(e).is_empty()
+    }
+}
+
+/// The observables from `L64` on of a sorted list.
+fn high_part(observables: &[u32]) -> &[u32] {
+    let at = observables.partition_point(|&k| k < 64);
+    &observables[at..]
 }
 
 #[cfg(test)]

@@ -16,6 +16,7 @@
 //!   upload needs them, kept per process;
 //! - [`sample`]: syndromes drawn from a graph's own error model (load-time tuning);
 //! - [`brute`]: brute-force most-likely-error reference for tests;
+//! - [`budget`]: the work a request may ask for (its defects), and the default per model.
 //! - [`window`]: streaming decoding, one logical qubit's rounds in sliding windows.
 //!
 //! # Quick start
@@ -34,7 +35,15 @@
 //! A [`Decoder`] behind an `Arc` is a handler of the appliance. Payload: the
 //! detection events bit-packed LSB first (`ceil(n/8)` bytes) then the number of detectors
 //! as a u32 little-endian; result: the observable flips bit-packed LSB first
-//! (`ceil(num_observables/8)` bytes). See [`Decoder::run_payload`].
+//! (`ceil(num_observables/8)` bytes). See [`Decoder::run_payload`]. A request with more
+//! defects than the decoder's budget ([`budget`], [`Decoder::max_defects`]) is answered
+//! [`BadPayload::OverBudget`] without decoding.
+//!
+//! # Observables
+//!
+//! A model may use up to [`dem::MAX_OBSERVABLES`] observables. [`Decoder::decode`] returns
+//! the first 64 as a `u64`; [`Decoder::decode_to`] and [`Decoder::run_payload`] write all
+//! of them. The `lut` decoder (and the GPU decoders) hold at most 64.
 //!
 //! # Thread safety
 //!
@@ -45,6 +54,7 @@
 #![forbid(unsafe_code)]
 
 pub mod brute;
+pub mod budget;
 pub mod dem;
 mod error;
 pub mod graph;
@@ -71,7 +81,7 @@ pub use error::{Error, Result};
 pub use graph::MatchingGraph;
 pub use lut::Lut;
 pub use observable_part::ObservablePart;
-pub use shots::{ShotFormat, Shots};
+pub use shots::{ShotFormat, ShotReader, ShotWriter, Shots};
 pub use uf::UfScratch;
 pub use uf_table::{UfTable, Workers};
 
@@ -132,6 +142,10 @@ pub enum BadPayload {
     /// The output buffer cannot hold the result.
     #[error("no room for the result")]
     NoRoom,
+    /// The syndrome has more defects than the decoder's budget ([`Decoder::max_defects`]):
+    /// not decoded.
+    #[error("more defects than the decoder's budget")]
+    OverBudget,
 }
 
 #[derive(Debug)]
@@ -147,6 +161,8 @@ pub struct Decoder {
     kind: DecoderKind,
     graph: MatchingGraph,
     engine: Engine,
+    /// Most defects a request may hold ([`budget`]); 0: no limit.
+    max_defects: u32,
 }
 
 /// Per-thread working memory for [`Decoder::decode`].
@@ -155,6 +171,8 @@ pub struct Scratch {
     uf: UfScratch,
     /// The syndrome on the observable part.
     part: Vec<u8>,
+    /// The correction's edges (models of more than 64 observables).
+    correction: Vec<u32>,
 }
 
 thread_local! {
@@ -184,6 +202,7 @@ impl Decoder {
         };
         Ok(Decoder {
             kind,
+            max_defects: budget::default_max_defects(&graph),
             graph,
             engine,
         })
@@ -191,6 +210,40 @@ impl Decoder {
 
     pub fn kind(&self) -> DecoderKind {
         self.kind
+    }
+
+    /// Most defects a request may hold ([`budget`]; 0: no limit). The default is
+    /// [`budget::default_max_defects`] of the model.
+    pub fn max_defects(&self) -> u32 {
+        self.max_defects
+    }
+
+    /// Sets the request budget ([`budget`]): `Some(0)` turns it off, `None` restores the
+    /// model's default. Refuses more than the model's detectors (past them it limits
+    /// nothing: give 0).
+    pub fn set_max_defects(&mut self, max_defects: Option<u32>) -> Result<()> {
+        let n = self.num_detectors();
+        match max_defects {
+            None => self.max_defects = budget::default_max_defects(&self.graph),
+            Some(m) if m as usize <= n => self.max_defects = m,
+            Some(m) => {
+                return Err(Error::InvalidSetting {
+                    key: "max_defects",
+                    detail: format!(
+                        "{m} for {} is past its {n} detectors: expected 0 ..= {n} (0: no budget)",
+                        self.graph.source()
+                    ),
+                })
+            }
+        }
+        Ok(())
+    }
+
+    /// Whether a bit-packed syndrome holds more defects than the budget allows.
+    #[inline]
+    pub fn over_budget(&self, dets: &[u8]) -> bool {
+        self.max_defects != 0
+            && budget::count_defects(dets, self.num_detectors()) > self.max_defects
     }
 
     /// The model's whole graph (its detectors are the syndromes' on the wire).
@@ -269,11 +322,13 @@ impl Decoder {
                 Engine::Lut(_) => UfScratch::empty(),
             },
             part: Vec::new(),
+            correction: Vec::new(),
         }
     }
 
     /// Decodes a bit-packed syndrome (LSB first; bits past `num_detectors` ignored; missing
-    /// trailing bytes read as 0) and returns the observable flips, bit k = `Lk`.
+    /// trailing bytes read as 0) and returns the observable flips, bit k = `Lk` (the first
+    /// 64 observables: [`Decoder::decode_to`] writes all of them). No budget applies.
     ///
     /// # Panics
     /// If `scratch` came from a decoder with a smaller model.
@@ -289,12 +344,108 @@ impl Decoder {
         }
     }
 
-    /// Writes `mask` as the wire result (bit-packed, LSB first) into `out`; returns its length.
+    /// Decodes a bit-packed syndrome (as [`Decoder::decode`]) and writes every observable's
+    /// flip into `out[..result_len()]`, bit-packed LSB first. No budget applies.
+    ///
+    /// # Panics
+    /// If `out` is shorter than [`Decoder::result_len`], or `scratch` came from a decoder
+    /// with a smaller model.
+    pub fn decode_to(&self, scratch: &mut Scratch, dets: &[u8], out: &mut [u8]) {
+        let (graph, part) = match &self.engine {
+            Engine::Lut(l) => {
+                let entry = l.entry(dets);
+                out[..entry.len()].copy_from_slice(entry);
+                return;
+            }
+            Engine::Uf(_) if !self.graph.is_wide() => {
+                let mask = self.decode(scratch, dets);
+                self.write_result(mask, out);
+                return;
+            }
+            Engine::Uf(None) => (&self.graph, None),
+            Engine::Uf(Some(part)) => (part.graph(), Some(part)),
+        };
+        let Scratch {
+            uf,
+            part: compact,
+            correction,
+        } = scratch;
+        let input = match part {
+            Some(p) => {
+                p.compact(dets, compact);
+                &compact[..]
+            }
+            None => dets,
+        };
+        let mask = uf.decode_correction(graph, input, correction);
+        self.write_result(mask, out);
+        for &e in correction.iter() {
+            for &k in graph.edge_high_observables(e as usize) {
+                out[k as usize / 8] ^= 1 << (k % 8);
+            }
+        }
+    }
+
+    /// Decodes many shots: `dets` holds them back to back, [`Decoder::detector_bytes`] each
+    /// (bit-packed, LSB first), and `out` receives each one's flips, [`Decoder::result_len`]
+    /// bytes a shot, as [`Decoder::decode_to`] writes them. `threads` workers (at least 1)
+    /// take equal runs of shots, each with its own scratch. No budget applies.
+    ///
+    /// # Errors
+    /// [`Error::Decode`] when `dets` is not a whole number of shots or `out` has not room
+    /// for exactly as many results.
+    pub fn decode_batch(&self, dets: &[u8], out: &mut [u8], threads: usize) -> Result<()> {
+        let (nb, rb) = (self.detector_bytes(), self.result_len());
+        let shots = dets
+            .len()
+            .checked_div(nb)
+            .unwrap_or_else(|| out.len().checked_div(rb).unwrap_or(0));
+        if (nb != 0 && dets.len() % nb != 0) || out.len() != shots * rb {
+            return Err(Error::Decode {
+                detail: format!(
+                    "decode_batch: {} bytes of detection events ({nb} a shot) and {} bytes of \
+                     results ({rb} a shot) are not the same number of shots",
+                    dets.len(),
+                    out.len()
+                ),
+            });
+        }
+        let run = |dets: &[u8], out: &mut [u8]| {
+            let mut scratch = self.new_scratch();
+            let shots = out.len().checked_div(rb).unwrap_or(0);
+            for i in 0..shots {
+                let row = dets.get(i * nb..(i + 1) * nb).unwrap_or(&[]);
+                self.decode_to(&mut scratch, row, &mut out[i * rb..(i + 1) * rb]);
+            }
+        };
+        let threads = threads.clamp(1, shots.max(1));
+        if threads == 1 || rb == 0 {
+            run(dets, out);
+            return Ok(());
+        }
+        let per = shots.div_ceil(threads);
+        std::thread::scope(|scope| {
+            let mut rest_out = out;
+            let mut first = 0;
+            while first < shots {
+                let take = per.min(shots - first);
+                let (mine, later) = rest_out.split_at_mut(take * rb);
+                rest_out = later;
+                let d = &dets[(first * nb).min(dets.len())..((first + take) * nb).min(dets.len())];
+                scope.spawn(move || run(d, mine));
+                first += take;
+            }
+        });
+        Ok(())
+    }
+
+    /// Writes `mask` as the wire result (bit-packed, LSB first) into `out`: its 64 bits,
+    /// then zeros up to the result's length. Returns the length.
     #[inline]
     fn write_result(&self, mask: u64, out: &mut [u8]) -> usize {
         let len = self.result_len();
         for (k, byte) in out[..len].iter_mut().enumerate() {
-            *byte = (mask >> (8 * k)) as u8;
+            *byte = mask.checked_shr(8 * k as u32).unwrap_or(0) as u8;
         }
         len
     }
@@ -302,7 +453,9 @@ impl Decoder {
     /// Runs the decoder on a wire payload (docs/protocol.md): `ceil(n/8)` bytes of detection events
     /// then the u32 LE number of detectors. Writes the bit-packed observable flips into
     /// `out` and returns their length; [`BadPayload`] when the payload length or count does
-    /// not match the model, or `out` is too small (the appliance answers `BAD_ARGUMENT`).
+    /// not match the model, or `out` is too small (the appliance answers `BAD_ARGUMENT`);
+    /// [`BadPayload::OverBudget`] without decoding when the syndrome holds more than
+    /// [`Decoder::max_defects`] defects (the appliance answers `OVER_BUDGET`).
     /// Uses a thread-local scratch (no lock; allocated on a thread's first call).
     #[inline]
     pub fn run_payload(
@@ -322,6 +475,9 @@ impl Decoder {
             return Err(BadPayload::DetectorCount);
         }
         let dets = &arg[..nb];
+        if self.over_budget(dets) {
+            return Err(BadPayload::OverBudget);
+        }
         let mask = match &self.engine {
             Engine::Lut(l) => {
                 let entry = l.entry(dets);
@@ -332,10 +488,18 @@ impl Decoder {
                 let mut slot = cell.borrow_mut();
                 let s = slot.get_or_insert_with(|| self.new_scratch());
                 s.uf.ensure(self.decode_graph());
-                self.decode(s, dets)
+                if self.graph.is_wide() {
+                    self.decode_to(s, dets, out);
+                    None
+                } else {
+                    Some(self.decode(s, dets))
+                }
             }),
         };
-        Ok(self.write_result(mask, out))
+        Ok(match mask {
+            Some(mask) => self.write_result(mask, out),
+            None => self.result_len(),
+        })
     }
 
     /// Builds a wire payload for a bit-packed syndrome (for clients and tests).
@@ -416,5 +580,141 @@ mod tests {
             .unwrap_err()
             .to_string()
             .contains("lut"));
+    }
+
+    fn fixture(name: &str) -> (String, Shots) {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures");
+        let text = std::fs::read_to_string(dir.join(format!("{name}.dem"))).unwrap();
+        let n = Dem::parse(&text, name).unwrap().num_detectors as usize;
+        let shots = Shots::read(&dir.join(format!("{name}.b8")), n, None).unwrap();
+        (text, shots)
+    }
+
+    /// Past 64 observables: a fixture whose `L0` is also `L100` and `L300` answers bit 100
+    /// and bit 300 as bit 0 on every shot, through the isolated fast path and the growth,
+    /// on the observable part; `run_payload` writes the same bytes.
+    #[test]
+    fn observables_past_64_follow_the_correction() {
+        for name in ["surface_d5_r5_z_p005", "surface_d3_r3_x_p005"] {
+            let (text, shots) = fixture(name);
+            let wide_text = text.replace(" L0", " L0 L100 L300");
+            let narrow = Decoder::from_dem_text(&text, name, DecoderKind::Uf).unwrap();
+            let mut wide = Decoder::from_dem_text(&wide_text, name, DecoderKind::Uf).unwrap();
+            wide.set_max_defects(Some(0)).unwrap();
+            assert_eq!((wide.num_observables(), wide.result_len()), (301, 38));
+            let (mut s1, mut s2) = (narrow.new_scratch(), wide.new_scratch());
+            let mut out = vec![0u8; wide.result_len()];
+            let mut payload_out = vec![0u8; wide.result_len()];
+            let mut flips = 0;
+            for i in 0..shots.len() {
+                let dets = shots.row(i);
+                let bit = narrow.decode(&mut s1, dets) & 1;
+                flips += bit;
+                wide.decode_to(&mut s2, dets, &mut out);
+                let get = |k: usize| u64::from(out[k / 8] >> (k % 8) & 1);
+                assert_eq!(
+                    (get(0), get(100), get(300)),
+                    (bit, bit, bit),
+                    "{name} shot {i}"
+                );
+                assert_eq!(
+                    out.iter().map(|b| b.count_ones()).sum::<u32>() as u64,
+                    3 * bit
+                );
+                assert_eq!(wide.decode(&mut s2, dets), bit, "{name} shot {i}");
+                let n = wide.run_payload(&wide.payload(dets), &mut payload_out);
+                assert_eq!((n, &payload_out), (Ok(38), &out), "{name} shot {i}");
+            }
+            assert!(flips > 0, "{name}: some shot flips L0");
+        }
+        let e = Decoder::from_dem_text("error(0.1) D0 L64\n", "w", DecoderKind::Lut)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("at most 64 observables") && e.contains("uf"),
+            "{e}"
+        );
+    }
+
+    /// The budget: a request of more defects than `max_defects` is refused with
+    /// `OverBudget` before decoding, one at the budget is decoded; the setting's range.
+    #[test]
+    fn requests_past_the_budget_are_refused() {
+        let (text, shots) = fixture("surface_d5_r5_z_p001");
+        for kind in [DecoderKind::Uf] {
+            let mut d = Decoder::from_dem_text(&text, "d5", kind).unwrap();
+            let n = d.num_detectors();
+            let mu = budget::expected_defects(d.graph());
+            assert_eq!(d.max_defects(), (6.0 * mu).ceil() as u32 + 24);
+            assert!(d.max_defects() < n as u32 / 2, "{} of {n}", d.max_defects());
+            let mut out = [0u8; 1];
+            let mut scratch = d.new_scratch();
+            // Every fixture shot is within the default budget, and answered as decode().
+            for i in 0..shots.len() {
+                let got = d.run_payload(&d.payload(shots.row(i)), &mut out);
+                assert_eq!(got, Ok(1));
+                assert_eq!(u64::from(out[0]), d.decode(&mut scratch, shots.row(i)));
+            }
+            // k defects on the first k detectors, with every padding bit set too.
+            let syndrome = |k: usize| {
+                let mut dets = vec![0u8; n.div_ceil(8)];
+                for v in 0..k {
+                    dets[v / 8] |= 1 << (v % 8);
+                }
+                for v in n..8 * dets.len() {
+                    dets[v / 8] |= 1 << (v % 8);
+                }
+                dets.extend_from_slice(&(n as u32).to_le_bytes());
+                dets
+            };
+            let m = d.max_defects() as usize;
+            assert_eq!(d.run_payload(&syndrome(m), &mut out), Ok(1));
+            assert_eq!(
+                d.run_payload(&syndrome(m + 1), &mut out),
+                Err(BadPayload::OverBudget)
+            );
+            assert_eq!(
+                d.run_payload(&syndrome(n), &mut out),
+                Err(BadPayload::OverBudget)
+            );
+            d.set_max_defects(Some(0)).unwrap();
+            assert_eq!(d.run_payload(&syndrome(n), &mut out), Ok(1));
+            d.set_max_defects(Some(3)).unwrap();
+            assert_eq!(
+                d.run_payload(&syndrome(4), &mut out),
+                Err(BadPayload::OverBudget)
+            );
+            let e = d
+                .set_max_defects(Some(n as u32 + 1))
+                .unwrap_err()
+                .to_string();
+            assert!(
+                e.contains("max_defects") && e.contains(&format!("0 ..= {n}")),
+                "{e}"
+            );
+            d.set_max_defects(None).unwrap();
+            assert_eq!(d.max_defects(), m as u32);
+        }
+    }
+
+    #[test]
+    fn batches_decode_as_shots_do_on_any_number_of_threads() {
+        let (text, shots) = fixture("surface_d3_r3_x_p005");
+        let d = Decoder::from_dem_text(&text, "d3", DecoderKind::Uf).unwrap();
+        let mut scratch = d.new_scratch();
+        let rb = d.result_len();
+        let mut want = vec![0u8; shots.len() * rb];
+        for i in 0..shots.len() {
+            d.decode_to(&mut scratch, shots.row(i), &mut want[i * rb..(i + 1) * rb]);
+        }
+        for threads in [1, 2, 3, 64] {
+            let mut got = vec![0u8; want.len()];
+            d.decode_batch(shots.as_b8(), &mut got, threads).unwrap();
+            assert_eq!(got, want, "{threads} threads");
+        }
+        let mut short = vec![0u8; want.len() - 1];
+        let e = d.decode_batch(shots.as_b8(), &mut short, 1).unwrap_err();
+        assert!(e.to_string().contains("same number of shots"), "{e}");
+        d.decode_batch(&[], &mut [], 2).unwrap();
     }
 }

@@ -69,6 +69,15 @@ impl Lut {
             });
         }
         let nobs = graph.num_observables();
+        if nobs > 64 {
+            return Err(Error::DecoderModel {
+                file: graph.source().to_string(),
+                detail: format!(
+                    "the lut decoder holds at most 64 observables; this model has {nobs}: use \
+                     the uf decoder"
+                ),
+            });
+        }
         let entry_bytes = nobs.div_ceil(8);
         let nv = n + 1;
         // 1. All-pairs shortest paths with observable masks.

@@ -142,8 +142,8 @@ pub fn observable_detectors(g: &MatchingGraph) -> Vec<bool> {
         }
     }
     let mut flips = vec![false; n];
-    for (&u, &obs) in eu.iter().zip(g.edge_obs()) {
-        if obs != 0 {
+    for (e, &u) in eu.iter().enumerate() {
+        if g.edge_flips_any(e) {
             let root = find(&mut parent, u);
             flips[root as usize] = true;
         }

@@ -332,8 +332,15 @@ fn find(parent: &mut [u32], mut x: u32) -> u32 {
 
 /// Step 4 of the specification: peel the forest listed in BFS `order`, leaves first; an
 /// edge is in the correction iff the subtree below it holds an odd number of defects.
-/// Clears `defect` along the way and returns the observable flips.
-fn peel(g: &MatchingGraph, order: &[u32], defect: &mut [u8], parent_edge: &[u32]) -> u64 {
+/// Clears `defect` along the way and returns the observable flips; `correction` is given
+/// each edge of the correction (a no-op but for models of more than 64 observables).
+fn peel(
+    g: &MatchingGraph,
+    order: &[u32],
+    defect: &mut [u8],
+    parent_edge: &[u32],
+    correction: &mut impl FnMut(u32),
+) -> u64 {
     let b = g.boundary();
     let (edge_u, edge_v, edge_obs) = (g.edge_u(), g.edge_v(), g.edge_obs());
     let mut obs = 0u64;
@@ -342,6 +349,7 @@ fn peel(g: &MatchingGraph, order: &[u32], defect: &mut [u8], parent_edge: &[u32]
         if defect[v as usize] == 0 || e == NO_EDGE {
             continue;
         }
+        correction(e);
         let e = e as usize;
         obs ^= edge_obs[e];
         defect[v as usize] = 0;
@@ -415,7 +423,7 @@ fn forest_peel_reset(
     }
 
     // 4. Peel, leaves first.
-    let obs = peel(g, &order[..n_order], defect, parent_edge);
+    let obs = peel(g, &order[..n_order], defect, parent_edge, &mut |_| {});
 
     // 5. Reset what was touched.
     for &v in verts.iter().chain(std::iter::once(&b)) {
@@ -535,6 +543,32 @@ impl UfScratch {
     /// # Panics
     /// If this scratch was not sized for `g`.
     pub fn decode_timed(&mut self, g: &MatchingGraph, dets: &[u8]) -> (u64, u32) {
+        self.decode_with(g, dets, &mut |_| {})
+    }
+
+    /// [`UfScratch::decode`], with the edges of the correction appended to `correction`
+    /// (cleared first): for models of more than 64 observables, whose flips from `L64` on
+    /// are those of these edges ([`MatchingGraph::edge_high_observables`]).
+    ///
+    /// # Panics
+    /// If this scratch was not sized for `g`.
+    pub fn decode_correction(
+        &mut self,
+        g: &MatchingGraph,
+        dets: &[u8],
+        correction: &mut Vec<u32>,
+    ) -> u64 {
+        correction.clear();
+        self.decode_with(g, dets, &mut |e| correction.push(e)).0
+    }
+
+    #[inline]
+    fn decode_with(
+        &mut self,
+        g: &MatchingGraph,
+        dets: &[u8],
+        correction: &mut impl FnMut(u32),
+    ) -> (u64, u32) {
         self.check(g);
         let n = g.num_detectors();
         let dets = &dets[..n.div_ceil(8).min(dets.len())];
@@ -545,7 +579,7 @@ impl UfScratch {
         if tail == 0 && dets[..whole].iter().fold(0u8, |a, &byte| a | byte) == 0 {
             return (0, 0);
         }
-        if let Some(done) = self.isolated(g, dets) {
+        if let Some(done) = self.isolated_with(g, dets, correction) {
             return done;
         }
         let mut shot = Shot::new(self, g);
@@ -562,6 +596,7 @@ impl UfScratch {
             &shot.order[..n_order],
             &mut *shot.defect,
             &*shot.parent_edge,
+            correction,
         );
         // 5. Reset what was touched.
         shot.reset();
@@ -589,6 +624,17 @@ impl UfScratch {
     /// of every partner edge once. Growth stops at the last partner time, the greatest
     /// `t_x`, returned with `obs`.
     pub fn isolated(&mut self, g: &MatchingGraph, dets: &[u8]) -> Option<(u64, u32)> {
+        self.isolated_with(g, dets, &mut |_| {})
+    }
+
+    /// [`UfScratch::isolated`], giving `correction` the partner edges when it answers.
+    #[inline]
+    fn isolated_with(
+        &mut self,
+        g: &MatchingGraph,
+        dets: &[u8],
+        correction: &mut impl FnMut(u32),
+    ) -> Option<(u64, u32)> {
         let n = g.num_detectors();
         let b = g.boundary();
         let (adj_offset, adj) = (g.adj_offset(), g.adj_nbr_weight());
@@ -661,6 +707,13 @@ impl UfScratch {
                 if z != y && is_defect(z) && w <= t_x + iso[z as usize][0] {
                     return None;
                 }
+            }
+        }
+        // It answers: the partner edges are the correction.
+        for &x in &list[..n_list] {
+            let [_, y, pos] = iso[x as usize];
+            if y == b || x < y {
+                correction(adj_edge[pos as usize]);
             }
         }
         Some((obs, t_end))
@@ -1118,6 +1171,40 @@ pub(crate) mod tests {
                 prop_assert_eq!(s.decode_timed(&g, &dets), want, "{:?}", dets);
             }
             assert_reset(&s, "isolated");
+        }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 200, ..ProptestConfig::default() })]
+
+        /// The correction `decode_correction` lists is the decoder's: its edges flip the
+        /// observables `decode` returns, and its boundary is the syndrome (which the errors
+        /// it was made from can produce).
+        #[test]
+        fn the_listed_correction_flips_the_answer_and_makes_the_syndrome(
+            g in narrow_graph(30, 80),
+            shots in proptest::collection::vec(proptest::collection::vec(any::<usize>(), 1..8), 1..20),
+        ) {
+            let mut s = UfScratch::new(&g);
+            let mut edges = Vec::new();
+            for errors in shots {
+                let dets = syndrome_of(&g, &errors);
+                let obs = s.decode_correction(&g, &dets, &mut edges);
+                prop_assert_eq!(obs, s.decode(&g, &dets));
+                let mut made = vec![0u8; dets.len()];
+                let mut flips = 0u64;
+                for &e in &edges {
+                    flips ^= g.edge_obs()[e as usize];
+                    for v in [g.edge_u()[e as usize], g.edge_v()[e as usize]] {
+                        if v != g.boundary() {
+                            made[v as usize / 8] ^= 1 << (v % 8);
+                        }
+                    }
+                }
+                prop_assert_eq!(flips, obs);
+                prop_assert_eq!(&made, &dets);
+            }
+            assert_reset(&s, "correction");
         }
     }
 

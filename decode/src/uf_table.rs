@@ -295,6 +295,15 @@ impl UfTable {
         from_splits: bool,
     ) -> Result<UfTable> {
         let n = graph.num_detectors();
+        if graph.is_wide() {
+            return Err(Error::DecoderModel {
+                file: graph.source().to_string(),
+                detail: format!(
+                    "{} observables: the uf table (the GPU's) holds at most 64",
+                    graph.num_observables()
+                ),
+            });
+        }
         let total = entries_upto(n as u64, max_defects);
         if max_defects == 0
             || max_defects > MAX_DEFECTS

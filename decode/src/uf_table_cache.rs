@@ -195,7 +195,8 @@ pub fn load(path: &Path, graph: &MatchingGraph, max_defects: u32) -> Result<Opti
         .metadata()
         .map_err(io_error(format!("uf table cache: {}", path.display())))?
         .len();
-    let mut r = BufReader::with_capacity(1 << 20, file);
+    // A buffer of at most the file (a damaged file is often a small one).
+    let mut r = BufReader::with_capacity((len as usize).clamp(HEADER_BYTES, 1 << 20), file);
     let mut h = [0u8; HEADER_BYTES];
     r.read_exact(&mut h)
         .map_err(|_| bad(path, format!("{len} bytes: shorter than its header")))?;

@@ -14,6 +14,7 @@ typedef unsigned char u8;
 #define QFWD_CODE_UF 3u
 #define QFWD_DEC_STATUS_OK 0
 #define QFWD_DEC_STATUS_BAD_ARGUMENT 1
+#define QFWD_DEC_STATUS_OVER_BUDGET 2
 #define QFWD_DEC_STATUS_UNKNOWN_FUNCTION (-4)
 #define QFWD_DEC_NO_ID 0xFFFFu
 #define QFWD_DEC_NO_TREE 0xFFFFFFFFu
@@ -77,7 +78,9 @@ struct QfwdDecoderParams {
     u64 uf_keep;           // uint2 per wire word: {kept detectors, the part's index of the
                            //   first}, then {0, uf_detectors} (step 0); 0: decoded whole
     u32 uf_wire_detectors; // a request's detectors (the payload check)
-    u32 uf_reserved;
+    u32 uf_max_defects;    // budget (decode/src/budget.rs): a request of more defects is
+    u32 lut_max_defects;   //   answered OVER_BUDGET, not decoded; 0xFFFFFFFF: no budget
+    u32 dec_reserved;      // unused (keeps the block a multiple of 8 bytes)
 };
 
 // Field offsets (the Rust test parses these lines and compares with `DecoderParams`).
@@ -130,8 +133,10 @@ QFWD_DEC_FIELD(uf_off_phi, 216)
 QFWD_DEC_FIELD(uf_split_max_defects, 220)
 QFWD_DEC_FIELD(uf_keep, 224)
 QFWD_DEC_FIELD(uf_wire_detectors, 232)
-QFWD_DEC_FIELD(uf_reserved, 236)
-static_assert(sizeof(QfwdDecoderParams) == 240, "QfwdDecoderParams size");
+QFWD_DEC_FIELD(uf_max_defects, 236)
+QFWD_DEC_FIELD(lut_max_defects, 240)
+QFWD_DEC_FIELD(dec_reserved, 244)
+static_assert(sizeof(QfwdDecoderParams) == 248, "QfwdDecoderParams size");
 
 // Written by the host (cuModuleGetGlobal + a copy) before the kernels start.
 __constant__ QfwdDecoderParams qfwd_decoders;
@@ -205,6 +210,21 @@ static __device__ __forceinline__ u32 qfwd_dec_word(const u32* arg, u32 i, u32 n
         w &= (1u << rest) - 1u;
     }
     return w;
+}
+
+// The defects of a syndrome of `n` detectors (bits past `n` ignored), on every lane: the
+// request's budget count (decode/src/budget.rs `count_defects`).
+static __device__ __forceinline__ u32 qfwd_dec_defects(const u32* arg, u32 n, u32 lane)
+{
+    const u32 nwords = (n + 31u) / 32u;
+    u32 ndef = 0u;
+#pragma unroll 1
+    for (u32 wb = 0; wb < nwords; wb += QFWD_DEC_WARP) {
+        const u32 i = wb + lane;
+        const u32 w = i < nwords ? qfwd_dec_word(arg, i, n) : 0u;
+        ndef += __reduce_add_sync(QFWD_DEC_FULL, (u32)__popc(w));
+    }
+    return ndef;
 }
 
 // The u32 little-endian count after `nb` syndrome bytes.

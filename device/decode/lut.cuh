@@ -28,6 +28,10 @@ static __device__ __forceinline__ int qfwd_decode_lut_value(const u32* arg, u32 
         s |= (u32)bytes[k] << (8u * k);
     }
     s &= n >= 32u ? QFWD_DEC_FULL : (1u << n) - 1u;
+    // The budget (decode/src/budget.rs): more defects than it allows are not looked up.
+    if ((u32)__popc(s) > p.lut_max_defects) {
+        return QFWD_DEC_STATUS_OVER_BUDGET;
+    }
     const u8* entry = (const u8*)p.lut_table + (u64)s * eb;
     // Lane k loads byte k; the warp assembles them (eb <= 8).
     const u32 byte = lane < eb ? (u32)__ldg(entry + lane) : 0u;

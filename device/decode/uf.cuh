@@ -143,6 +143,11 @@ static __device__ __forceinline__ int qfwd_decode_uf_value(const u32* arg, u32 a
     if (arg_len != nb + 4u || out_cap < p.uf_result_bytes || qfwd_dec_count(arg, nb) != n) {
         return QFWD_DEC_STATUS_BAD_ARGUMENT;
     }
+    // The budget: the wire syndrome's defects, counted before anything is touched (a
+    // budget of n or more cannot bind).
+    if (p.uf_max_defects < n && qfwd_dec_defects(arg, n, lane) > p.uf_max_defects) {
+        return QFWD_DEC_STATUS_OVER_BUDGET;
+    }
     const u32 warp_in_block = threadIdx.x / QFWD_DEC_WARP;
     u64 obs;
     // Two call sites, so each inlined copy knows its state space (shared or global).

@@ -67,7 +67,7 @@ pub const MAX_DEGREE: usize = 60;
 pub const LOADED_LUT: u32 = 1;
 /// `DecoderParams::loaded` bit: a `uf` model is loaded.
 pub const LOADED_UF: u32 = 2;
-/// Largest result (64 observables).
+/// Largest result (64 observables; the CPU decoders hold more, the GPU's refuse them).
 pub const MAX_RESULT_BYTES: usize = 8;
 
 // The device keeps a row's candidate edges in a u64 mask, a whole number of loads.
@@ -158,8 +158,23 @@ pub struct DecoderParams {
     pub uf_keep: u64,
     /// Detectors of a request's syndrome (the whole model's; what the payload check reads).
     pub uf_wire_detectors: u32,
+    /// The request budgets ([`crate::decode::budget`]): a request with more defects is
+    /// answered `OVER_BUDGET` without decoding; [`NO_BUDGET`]: none.
+    pub uf_max_defects: u32,
+    pub lut_max_defects: u32,
     /// Unused (keeps the block a multiple of 8 bytes).
-    pub uf_reserved: u32,
+    pub dec_reserved: u32,
+}
+
+/// "No budget" in [`DecoderParams::uf_max_defects`] and `lut_max_defects`.
+pub const NO_BUDGET: u32 = u32::MAX;
+
+/// A decoder's budget as the device reads it (0, no budget, is [`NO_BUDGET`]).
+fn device_budget(d: &Decoder) -> u32 {
+    match d.max_defects() {
+        0 => NO_BUDGET,
+        m => m,
+    }
 }
 
 impl DecoderParams {
@@ -225,8 +240,14 @@ impl DecoderParams {
             b.extend_from_slice(&x.to_le_bytes());
         }
         b.extend_from_slice(&self.uf_keep.to_le_bytes());
-        b.extend_from_slice(&self.uf_wire_detectors.to_le_bytes());
-        b.extend_from_slice(&self.uf_reserved.to_le_bytes());
+        for x in [
+            self.uf_wire_detectors,
+            self.uf_max_defects,
+            self.lut_max_defects,
+            self.dec_reserved,
+        ] {
+            b.extend_from_slice(&x.to_le_bytes());
+        }
         debug_assert_eq!(b.len(), std::mem::size_of::<DecoderParams>());
         b
     }
@@ -325,6 +346,13 @@ impl UfDeviceModel {
         };
         let n = g.num_detectors();
         let ne = g.num_edges();
+        if g.num_observables() > 8 * MAX_RESULT_BYTES {
+            return Err(refuse(format!(
+                "{} observables: the GPU uf decoder holds at most {}",
+                g.num_observables(),
+                8 * MAX_RESULT_BYTES
+            )));
+        }
         if n + 1 > NO_ID as usize {
             return Err(refuse(format!(
                 "{n} detectors: the GPU uf decoder holds at most {} (16-bit vertex ids)",
@@ -538,6 +566,7 @@ impl DeviceModels {
             p.lut_table = blob.push_bytes(table.table());
             p.lut_detectors = d.num_detectors() as u32;
             p.lut_entry_bytes = table.entry_bytes() as u32;
+            p.lut_max_defects = device_budget(d);
             p.loaded |= LOADED_LUT;
         }
         if let Some(d) = uf {
@@ -559,6 +588,7 @@ impl DeviceModels {
                 .expect("a 16-bit model's graph is far below 4 GiB");
             p.uf_detectors = m.num_detectors;
             p.uf_wire_detectors = d.num_detectors() as u32;
+            p.uf_max_defects = device_budget(d);
             if let Some(part) = d.observable_part() {
                 p.uf_keep = blob.push_u32s(part.device_words().into_iter().flatten());
             }

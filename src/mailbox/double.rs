@@ -456,7 +456,7 @@ fn dispatch(
             };
             match d.as_ref().map(|d| d.run_payload(arg, out)) {
                 Some(Ok(n)) => (status::OK, n),
-                Some(Err(_)) => (status::BAD_ARGUMENT, 0),
+                Some(Err(why)) => (handler::payload_status(why), 0),
                 None => (status::UNKNOWN_FUNCTION, 0),
             }
         }

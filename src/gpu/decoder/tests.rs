@@ -36,6 +36,7 @@ fn device_source_mirrors_constants_and_params_layout() {
         ("QFWD_CODE_UF", DecoderKind::Uf.device_code() as i64),
         ("QFWD_DEC_STATUS_OK", status::OK as i64),
         ("QFWD_DEC_STATUS_BAD_ARGUMENT", status::BAD_ARGUMENT as i64),
+        ("QFWD_DEC_STATUS_OVER_BUDGET", status::OVER_BUDGET as i64),
         (
             "QFWD_DEC_STATUS_UNKNOWN_FUNCTION",
             status::UNKNOWN_FUNCTION as i64,
@@ -53,10 +54,6 @@ fn device_source_mirrors_constants_and_params_layout() {
     ] {
         assert_eq!(define(name), want, "{name}");
     }
-    assert_eq!(
-        MAX_RESULT_BYTES * 8,
-        crate::decode::dem::MAX_OBSERVABLES as usize
-    );
 
     // Field offsets: the struct as declared in the CUDA source (natural alignment, as
     // nvcc lays it out), its `QFWD_DEC_FIELD(name, offset)` lines, and the Rust struct
@@ -138,7 +135,9 @@ fn device_source_mirrors_constants_and_params_layout() {
         uf_split_max_defects,
         uf_keep,
         uf_wire_detectors,
-        uf_reserved,
+        uf_max_defects,
+        lut_max_defects,
+        dec_reserved,
     );
     assert_eq!(fields, rust, "QFWD_DEC_FIELD lines vs DecoderParams");
     assert_eq!(declared, rust, "struct QfwdDecoderParams vs DecoderParams");
@@ -357,6 +356,44 @@ fn observable_part_is_uploaded_with_its_map() {
     assert_eq!(p.uf_keep, 0);
     assert_eq!(p.uf_wire_detectors, p.uf_detectors);
     assert_eq!(p.uf_detectors as usize, rep.num_detectors());
+}
+
+/// The request budgets reach the device: the decoder's `max_defects`, or `NO_BUDGET` where
+/// it has none; a model of more than 64 observables is refused with the CPU's way out.
+#[test]
+fn budgets_are_uploaded_and_wide_models_refused() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
+    let load =
+        || Decoder::from_dem_path(&dir.join("surface_d5_r5_z_p001.dem"), DecoderKind::Uf).unwrap();
+    let mut uf = load();
+    let default = uf.max_defects();
+    assert!(default > 0 && (default as usize) < uf.num_detectors());
+    let mut lut =
+        Decoder::from_dem_path(&dir.join("surface_d3_r1_z_p005.dem"), DecoderKind::Lut).unwrap();
+    lut.set_max_defects(Some(3)).unwrap();
+    let (uf_a, lut_a) = (Arc::new(load()), Arc::new(lut));
+    let p = DeviceModels::new(&[Arc::clone(&uf_a), lut_a], Some(0))
+        .unwrap()
+        .params_at(0);
+    assert_eq!((p.uf_max_defects, p.lut_max_defects), (default, 3));
+    uf.set_max_defects(Some(0)).unwrap();
+    let p = DeviceModels::new(&[Arc::new(uf)], Some(0))
+        .unwrap()
+        .params_at(0);
+    assert_eq!(p.uf_max_defects, NO_BUDGET);
+    let wide = Decoder::from_dem_text(
+        "error(0.1) D0 L70\nerror(0.1) D0 D1\n",
+        "w",
+        DecoderKind::Uf,
+    )
+    .unwrap();
+    let e = DeviceModels::new(&[Arc::new(wide)], Some(0))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("71 observables") && e.contains("--backend cpu"),
+        "{e}"
+    );
 }
 
 /// The table and its index land in the blob where the parameters say, with the

@@ -1,0 +1,117 @@
+"""qfwd.Decoder against PyMatching on Stim circuits, and its array shapes and errors."""
+
+import numpy as np
+import pymatching
+import pytest
+import stim
+
+import qfwd
+from conftest import repetition_circuit, sample, surface_circuit
+
+
+def mistakes(predictions: np.ndarray, observables: np.ndarray) -> int:
+    return int(np.any(predictions != observables, axis=1).sum())
+
+
+@pytest.mark.parametrize(
+    "distance,p,shots",
+    [(3, 0.005, 40_000), (5, 0.005, 20_000), (5, 0.001, 40_000), (7, 0.005, 10_000)],
+)
+def test_uf_is_within_union_find_s_cost_of_matching(distance, p, shots):
+    circuit = surface_circuit(distance, p)
+    dem = circuit.detector_error_model(decompose_errors=True)
+    dets, obs = sample(circuit, shots, seed=distance * 1000 + int(p * 1e4))
+    ours = qfwd.Decoder.from_detector_error_model(dem).decode_batch(dets)
+    theirs = pymatching.Matching.from_detector_error_model(dem).decode_batch(dets)
+    assert ours.shape == theirs.shape == obs.shape
+    m_ours, m_theirs = mistakes(ours, obs), mistakes(theirs, obs)
+    # Union-find costs up to ~1.5x matching's logical errors at these points
+    # (docs/decoders.md); allow sampling noise on small counts.
+    assert m_ours <= 1.6 * m_theirs + 12, (m_ours, m_theirs)
+    # And it is a decoder, not a guess: far fewer mistakes than predicting no flip.
+    assert m_ours < 0.25 * mistakes(np.zeros_like(obs), obs) + 5
+    # Most shots get the same answer as matching.
+    assert np.mean(np.all(ours == theirs, axis=1)) > 0.99
+
+
+def test_lut_matches_minimum_weight_on_a_small_code():
+    circuit = repetition_circuit(3, 0.03)
+    dem = circuit.detector_error_model(decompose_errors=True)
+    dets, obs = sample(circuit, 20_000, seed=7)
+    lut = qfwd.Decoder.from_detector_error_model(dem, decoder="lut")
+    assert lut.kind == "lut" and lut.num_detectors <= 24
+    ours = lut.decode_batch(dets)
+    theirs = pymatching.Matching.from_detector_error_model(dem).decode_batch(dets)
+    # Both minimum-weight; they differ only where weights tie or quantize differently.
+    assert np.mean(np.all(ours == theirs, axis=1)) > 0.995
+    assert abs(mistakes(ours, obs) - mistakes(theirs, obs)) <= 0.05 * mistakes(theirs, obs) + 10
+
+
+def test_packed_bool_single_and_threaded_answers_agree():
+    circuit = surface_circuit(5, 0.005)
+    dem = circuit.detector_error_model(decompose_errors=True)
+    dec = qfwd.Decoder.from_detector_error_model(str(dem))
+    dets, _ = sample(circuit, 3000, seed=11)
+    packed, _ = sample(circuit, 3000, seed=11, bit_packed=True)
+    assert dets.dtype == np.bool_ and packed.dtype == np.uint8
+    base = dec.decode_batch(dets)
+    assert base.dtype == np.uint8 and base.shape == (3000, dem.num_observables)
+    assert np.array_equal(dec.decode_batch(dets.astype(np.uint8)), base)
+    assert np.array_equal(dec.decode_batch(packed, bit_packed_shots=True), base)
+    assert np.array_equal(dec.decode_batch(dets, num_threads=3), base)
+    packed_out = dec.decode_batch(packed, bit_packed_shots=True, bit_packed_predictions=True)
+    assert packed_out.shape == (3000, 1)
+    assert np.array_equal(np.unpackbits(packed_out, axis=1, count=1, bitorder="little"), base)
+    for i in range(0, 3000, 97):
+        assert np.array_equal(dec.decode(dets[i]), base[i])
+        assert np.array_equal(dec.decode(packed[i], bit_packed=True), packed_out[i])
+    # The appliance's handler answers the same flips for the same shot.
+    status, result = dec.run_payload(dec.payload(dets[5]))
+    assert status == 0 and result == packed_out[5].tobytes()
+
+
+def test_models_past_64_observables():
+    circuit = surface_circuit(3, 0.01)
+    text = str(circuit.detector_error_model(decompose_errors=True))
+    dec = qfwd.Decoder.from_detector_error_model(text.replace(" L0", " L0 L100"))
+    assert dec.num_observables == 101
+    dets, _ = sample(circuit, 2000, seed=3)
+    out = dec.decode_batch(dets)
+    assert out.shape == (2000, 101)
+    assert np.array_equal(out[:, 100], out[:, 0]) and out[:, 0].any()
+    assert not out[:, 1:100].any()
+
+
+def test_errors_are_clear():
+    circuit = surface_circuit(3, 0.01)
+    undecomposed = circuit.detector_error_model()
+    with pytest.raises(ValueError, match="decompose_errors=True"):
+        qfwd.Decoder.from_detector_error_model(undecomposed)
+    with pytest.raises(ValueError, match=r"D4000000000 is past the largest supported"):
+        qfwd.Decoder.from_detector_error_model("error(0.1) D4000000000 L0")
+    with pytest.raises(ValueError, match="unknown decoder"):
+        qfwd.Decoder.from_detector_error_model("error(0.1) D0 L0", decoder="mwpm")
+    with pytest.raises(TypeError):
+        qfwd.Decoder.from_detector_error_model(42)
+    dec = qfwd.Decoder.from_detector_error_model(circuit.detector_error_model(decompose_errors=True))
+    with pytest.raises(ValueError, match="shape"):
+        dec.decode_batch(np.zeros((4, dec.num_detectors + 1), dtype=bool))
+    with pytest.raises(ValueError, match="shape"):
+        dec.decode_batch(np.zeros((4, 1), dtype=np.uint8), bit_packed_shots=True)
+    assert "qfwd.Decoder(uf" in repr(dec)
+
+
+def test_a_dem_file_and_its_budget(tmp_path):
+    circuit = surface_circuit(5, 0.001)
+    dem = circuit.detector_error_model(decompose_errors=True)
+    path = tmp_path / "d5.dem"
+    dem.to_file(path)
+    dec = qfwd.Decoder.from_dem_file(path)
+    assert dec.num_detectors == dem.num_detectors
+    # The request budget: 6 x the expected defects + 24, the whole syndrome refused past it.
+    assert dec.max_defects == int(np.ceil(6 * dec.expected_defects)) + 24
+    everything = np.ones(dec.num_detectors, dtype=bool)
+    assert dec.run_payload(dec.payload(everything)) == (2, b"")
+    assert dec.decode(everything).shape == (1,)  # decode itself has no budget
+    bad = dec.payload(everything)[:-1]
+    assert dec.run_payload(bad)[0] == 1
