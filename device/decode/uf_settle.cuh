@@ -6,7 +6,7 @@
 // Steps 1e (isolated defects) and 2-4 (the full decoder) of qfwd_uf_run, for `ndef` > 0
 // defects, the graph read from the block's copy (GS) or global memory. Not inlined: the
 // rare path (d = 7: 13 % of shots, d = 5: under 1 %) then leaves the kernel body, and the
-// common paths' code, compact (H200 probe, results/h200-session10.txt: inlined, the d = 5
+// common paths' code, compact (measured on an H200: inlined, the d = 5
 // split path's p50 was 0.2 us slower).
 // SS: the state `s` is in shared memory, at `s_shared` bytes into the block's dynamic
 // shared memory (else at `s_global`); the request `arg` is, at `arg_shared`. Offsets, not

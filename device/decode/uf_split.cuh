@@ -89,7 +89,7 @@ static __device__ __forceinline__ void qfwd_split_entry(u32 at, u64* obs, u32* t
 // the index, and the entries of the smallest groups, from the block's copy (the split
 // path's image): a first request's loads then hit shared memory (~30 cycles) where the
 // global copy's were cold (the dispatch trace: a table-path call ~2 300-3 000 cycles,
-// its repeat ~1 250-1 500, results/h200-uf-session8.txt). False when the index is out of
+// its repeat ~1 250-1 500, measured on an H200). False when the index is out of
 // the table (never: the host sizes it), `*out` untouched.
 template <bool STAGED>
 static __device__ __forceinline__ bool qfwd_uf_table(const u32* arg, u32 lane, u32 ndef,
