@@ -47,5 +47,16 @@ plot results/h200-open-loop.csv results/h200-open-loop-plots
 plot results/h200-doorbells.csv results/h200-doorbells-plots
 plot results/h200-decoders.csv results/h200-decoders-plots
 plot results/h200-decoder-pollers.csv results/h200-decoder-pollers-plots
+plot results/h200-gpu-direct.csv results/h200-gpu-direct-plots/ping-pong --where mode=ping-pong
+plot results/h200-gpu-direct.csv results/h200-gpu-direct-plots/open-loop --where mode=open-loop
 plot results/cpu-udp-loopback.csv results/cpu-udp-loopback-plots
 plot results/cpu-softnic-doorbells.csv results/cpu-softnic-doorbells-plots
+
+# Stream sweeps: reaction p99 against streams, one line per engine and distance.
+for csv in results/*streams*.csv; do
+    dir=${csv%.csv}-plots
+    mkdir -p "$dir"
+    "$report" stream-plot "$csv" --svg "$dir/reaction-p99.svg"
+    rsvg-convert "$dir/reaction-p99.svg" -o "$dir/reaction-p99.png"
+    echo "$dir: $(cd "$dir" && ls | tr '\n' ' ')"
+done

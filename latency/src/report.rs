@@ -20,6 +20,8 @@ use crate::{Error, Result};
 pub const CONFIG_COLUMNS: &[&str] = &[
     "scenario",
     "topology",
+    "data_path",
+    "links",
     "transport",
     "rx_completion",
     "doorbell",
