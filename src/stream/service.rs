@@ -142,10 +142,16 @@ pub struct StreamStats {
     pub rounds: RoundCounts,
     /// Seconds the service ran.
     pub seconds: f64,
+    /// The batched engine's batches and launches (`None` for the CPU pool).
+    pub batched: Option<super::gpu_engine::BatchedCounts>,
 }
 
 impl StreamStats {
-    fn new(dispatch: DispatchCounts, workers: Vec<WorkerCounts>, seconds: f64) -> StreamStats {
+    pub(super) fn new(
+        dispatch: DispatchCounts,
+        workers: Vec<WorkerCounts>,
+        seconds: f64,
+    ) -> StreamStats {
         let mut rounds = dispatch.rounds;
         for w in &workers {
             rounds.add(&w.rounds);
@@ -155,6 +161,7 @@ impl StreamStats {
             workers,
             rounds,
             seconds,
+            batched: None,
         }
     }
 
@@ -233,6 +240,9 @@ impl fmt::Display for StreamStats {
                 .map(|w| w.responses_dropped)
                 .sum::<u64>()
         )?;
+        if let Some(b) = &self.batched {
+            write!(f, "\n  {b}")?;
+        }
         for (i, w) in self.workers.iter().enumerate() {
             let busy = if self.seconds > 0.0 {
                 w.busy_ns as f64 / 1e9 / self.seconds * 100.0
@@ -254,10 +264,10 @@ impl fmt::Display for StreamStats {
 
 /// A stream service running on its own threads.
 pub struct RunningStreams {
-    stop: Arc<AtomicBool>,
-    thread: Option<JoinHandle<Result<StreamStats>>>,
-    local_addr: Option<SocketAddr>,
-    description: String,
+    pub(super) stop: Arc<AtomicBool>,
+    pub(super) thread: Option<JoinHandle<Result<StreamStats>>>,
+    pub(super) local_addr: Option<SocketAddr>,
+    pub(super) description: String,
 }
 
 impl RunningStreams {
