@@ -49,6 +49,7 @@ fn options(streams: u32) -> ServiceOptions {
             // Deep enough that no request finds a queue full: that depends on timing.
             queue_slots: 8192,
             max_request_bytes: 16_384,
+            ..StreamSettings::default()
         },
         cores: Vec::new(),
         idle: IdlePolicy::Yield,

@@ -688,7 +688,10 @@ impl BatchedDecoder {
             BatchedDecoder::Gpu(g) => {
                 if let Some(why) = crate::gpu::unavailable_reason() {
                     return Err(Error::GpuUnavailable {
-                        detail: format!("the GPU stream engine needs an NVIDIA GPU: {why}"),
+                        detail: format!(
+                            "{} (the GPU stream engine needs an NVIDIA GPU)",
+                            why.trim_start_matches("no usable GPU: ")
+                        ),
                     });
                 }
                 Box::new(GpuBatchDecoder::new(
@@ -721,7 +724,8 @@ fn describe(
     )
 }
 
-/// Serves the in-process ring's server end with a batched engine.
+/// Serves the in-process ring's server end with a batched engine (whatever the settings'
+/// `engine` says).
 pub fn spawn_batched_inproc(
     opts: &ServiceOptions,
     model: Arc<StreamModel>,
@@ -734,7 +738,8 @@ pub fn spawn_batched_inproc(
     spawn_batched(server, opts, model, decoder, None, description)
 }
 
-/// Binds `listen` and serves it with a batched engine.
+/// Binds `listen` and serves it with a batched engine (whatever the settings' `engine`
+/// says).
 pub fn spawn_batched_udp(
     opts: &ServiceOptions,
     model: Arc<StreamModel>,

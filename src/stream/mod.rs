@@ -24,6 +24,6 @@ pub use gpu_engine::{
     spawn_batched_inproc, spawn_batched_udp, BatchedCounts, BatchedDecoder, GpuEngineOptions,
 };
 pub use service::{
-    load_model, spawn, spawn_inproc, spawn_udp, RunningStreams, ServiceOptions, StreamSettings,
-    StreamStats,
+    load_model, spawn, spawn_inproc, spawn_udp, RunningStreams, ServiceOptions, StreamEngine,
+    StreamSettings, StreamStats,
 };
