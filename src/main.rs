@@ -244,6 +244,12 @@ struct RunArgs {
     /// refused with stream_buffer_full [default: 256].
     #[arg(long, value_name = "N", requires = "streams")]
     stream_queue_slots: Option<usize>,
+    /// With --streams: what decodes. cpu: the pool of decoder threads; gpu: every stream's
+    /// state on the GPU, all streams' rounds decoded in batches (one kernel launch each),
+    /// the rounds crossing a CPU dispatcher thread and a batching thread; cpu-batched: the
+    /// gpu engine's threads with a CPU decoder [default: cpu].
+    #[arg(long, value_name = "ENGINE", requires = "streams")]
+    stream_engine: Option<qfwd::stream::StreamEngine>,
 }
 
 impl RunArgs {
@@ -356,6 +362,9 @@ impl RunArgs {
             }
             if let Some(v) = self.stream_queue_slots {
                 st.queue_slots = v;
+            }
+            if let Some(v) = self.stream_engine {
+                st.engine = v;
             }
             c.streams = Some(st);
         }

@@ -395,6 +395,20 @@ impl GpuStreams {
         states.write_bytes(0, &vec![0u8; states.len()])
     }
 
+    /// Overwrites every stream's state (`streams` of them, in order): a batched service
+    /// parks the streams a launch must not touch (`finished = 1` refuses every round) and
+    /// restores them after.
+    pub fn set_states(&mut self, states: &[StreamStateDesc]) -> Result<()> {
+        if states.len() != self.streams {
+            return Err(Error::InvalidSetting {
+                key: "states",
+                detail: format!("{} states for {} streams", states.len(), self.streams),
+            });
+        }
+        let bytes: Vec<u8> = states.iter().flat_map(|s| s.to_bytes()).collect();
+        self.res().states.write_bytes(0, &bytes)
+    }
+
     fn ensure(slot: &mut Option<DeviceBuffer>, ctx: &Arc<GpuContext>, len: usize) -> Result<u64> {
         if slot.as_ref().is_none_or(|b| b.len() < len) {
             *slot = None;

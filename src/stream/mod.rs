@@ -4,16 +4,26 @@
 //! - [`protocol`]: the wire (CUQR functions `stream.enqueue_syndromes`,
 //!   `stream.get_corrections`, `stream.reset_decoder`; 32-byte response records);
 //!   docs/streaming-protocol.md has it byte by byte.
+//! - Two engines serve it: the CPU pool ([`service`]: a dispatcher and decoder threads,
+//!   each owning a range of streams) and the batched engine ([`gpu_engine`]: a dispatcher,
+//!   a batcher running every stream's [`ledger`], and one thread handing each batch of
+//!   rounds to a [`batch::BatchDecoder`], the GPU or its CPU stand-in).
 #![forbid(unsafe_code)]
 
+pub mod batch;
 pub mod dispatch;
+pub mod gpu_engine;
+pub mod ledger;
 pub mod link;
 pub mod protocol;
 pub mod service;
 pub mod state;
 pub mod worker;
 
+pub use gpu_engine::{
+    spawn_batched_inproc, spawn_batched_udp, BatchedCounts, BatchedDecoder, GpuEngineOptions,
+};
 pub use service::{
-    load_model, spawn, spawn_inproc, spawn_udp, RunningStreams, ServiceOptions, StreamSettings,
-    StreamStats,
+    load_model, spawn, spawn_inproc, spawn_udp, RunningStreams, ServiceOptions, StreamEngine,
+    StreamSettings, StreamStats,
 };

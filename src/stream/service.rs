@@ -45,6 +45,27 @@ pub struct StreamSettings {
     /// Largest request argument accepted, bytes; larger is answered `OVERSIZED`.
     /// 64 ..= 64 000.
     pub max_request_bytes: usize,
+    /// What decodes: the CPU pool, or the batched engine on the GPU (or on its CPU
+    /// stand-in).
+    pub engine: StreamEngine,
+    /// With `engine = "gpu"`: the CUDA device, and the threads of each stream's block
+    /// (a multiple of 32, at most 1024).
+    pub gpu_device: usize,
+    pub gpu_threads: u32,
+}
+
+/// Which engine serves the streams (`qfwd run --stream-engine`, `[streams] engine`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "kebab-case")]
+pub enum StreamEngine {
+    /// A dispatcher and a pool of decoder threads, each owning a range of streams.
+    #[default]
+    Cpu,
+    /// Every stream's state on the GPU; the rounds of all streams decoded in batches, one
+    /// kernel launch each, behind a CPU dispatcher thread and a batching thread.
+    Gpu,
+    /// The GPU engine's threads and batches with its CPU stand-in decoder (no GPU needed).
+    CpuBatched,
 }
 
 impl Default for StreamSettings {
@@ -56,6 +77,9 @@ impl Default for StreamSettings {
             workers: 0,
             queue_slots: 256,
             max_request_bytes: 16_384,
+            engine: StreamEngine::Cpu,
+            gpu_device: 0,
+            gpu_threads: 256,
         }
     }
 }
@@ -90,6 +114,15 @@ impl StreamSettings {
             return bad(
                 "queue_slots",
                 format!("{} is not in 1 ..= 65536", self.queue_slots),
+            );
+        }
+        if self.gpu_threads == 0 || self.gpu_threads % 32 != 0 || self.gpu_threads > 1024 {
+            return bad(
+                "gpu_threads",
+                format!(
+                    "{} is not a multiple of 32 in 32 ..= 1024",
+                    self.gpu_threads
+                ),
             );
         }
         if !(64..=64_000).contains(&self.max_request_bytes) {
@@ -142,10 +175,16 @@ pub struct StreamStats {
     pub rounds: RoundCounts,
     /// Seconds the service ran.
     pub seconds: f64,
+    /// The batched engine's batches and launches (`None` for the CPU pool).
+    pub batched: Option<super::gpu_engine::BatchedCounts>,
 }
 
 impl StreamStats {
-    fn new(dispatch: DispatchCounts, workers: Vec<WorkerCounts>, seconds: f64) -> StreamStats {
+    pub(super) fn new(
+        dispatch: DispatchCounts,
+        workers: Vec<WorkerCounts>,
+        seconds: f64,
+    ) -> StreamStats {
         let mut rounds = dispatch.rounds;
         for w in &workers {
             rounds.add(&w.rounds);
@@ -155,6 +194,7 @@ impl StreamStats {
             workers,
             rounds,
             seconds,
+            batched: None,
         }
     }
 
@@ -233,6 +273,9 @@ impl fmt::Display for StreamStats {
                 .map(|w| w.responses_dropped)
                 .sum::<u64>()
         )?;
+        if let Some(b) = &self.batched {
+            write!(f, "\n  {b}")?;
+        }
         for (i, w) in self.workers.iter().enumerate() {
             let busy = if self.seconds > 0.0 {
                 w.busy_ns as f64 / 1e9 / self.seconds * 100.0
@@ -254,10 +297,10 @@ impl fmt::Display for StreamStats {
 
 /// A stream service running on its own threads.
 pub struct RunningStreams {
-    stop: Arc<AtomicBool>,
-    thread: Option<JoinHandle<Result<StreamStats>>>,
-    local_addr: Option<SocketAddr>,
-    description: String,
+    pub(super) stop: Arc<AtomicBool>,
+    pub(super) thread: Option<JoinHandle<Result<StreamStats>>>,
+    pub(super) local_addr: Option<SocketAddr>,
+    pub(super) description: String,
 }
 
 impl RunningStreams {
@@ -299,27 +342,46 @@ impl Drop for RunningStreams {
     }
 }
 
-/// Serves the in-process ring's server end.
+/// Serves the in-process ring's server end (with the engine the settings name).
 pub fn spawn_inproc(
     opts: &ServiceOptions,
     model: Arc<StreamModel>,
     server: InprocServer,
 ) -> Result<RunningStreams> {
+    if let Some(which) = batched(&opts.settings) {
+        return super::gpu_engine::spawn_batched_inproc(opts, model, server, which);
+    }
     let description = describe(opts, &model, "an inproc ring");
     spawn(server, opts, model, None, description)
 }
 
-/// Binds `listen` and serves it.
+/// Binds `listen` and serves it (with the engine the settings name).
 pub fn spawn_udp(
     opts: &ServiceOptions,
     model: Arc<StreamModel>,
     listen: SocketAddr,
     allowlist: Vec<AllowedPeer>,
 ) -> Result<RunningStreams> {
+    if let Some(which) = batched(&opts.settings) {
+        return super::gpu_engine::spawn_batched_udp(opts, model, listen, allowlist, which);
+    }
     let transport = UdpTransport::bind(listen, allowlist)?;
     let local = transport.local_addr();
     let description = describe(opts, &model, &format!("udp {local}"));
     spawn(transport, opts, model, Some(local), description)
+}
+
+/// The batched engine's decoder, when the settings ask for one.
+fn batched(s: &StreamSettings) -> Option<super::gpu_engine::BatchedDecoder> {
+    use super::gpu_engine::{BatchedDecoder, GpuEngineOptions};
+    match s.engine {
+        StreamEngine::Cpu => None,
+        StreamEngine::CpuBatched => Some(BatchedDecoder::Cpu),
+        StreamEngine::Gpu => Some(BatchedDecoder::Gpu(GpuEngineOptions {
+            device: s.gpu_device,
+            threads: s.gpu_threads,
+        })),
+    }
 }
 
 fn describe(opts: &ServiceOptions, model: &StreamModel, on: &str) -> String {

@@ -60,7 +60,7 @@ pub struct Worker {
 
 /// A response being filled (the peer prefix, the CUQS header, then records), and the
 /// queue it goes to.
-struct Outgoing {
+pub(super) struct Outgoing {
     responses: Producer,
     buf: Vec<u8>,
     records: usize,
@@ -93,7 +93,6 @@ impl Worker {
             streams: self.states.len() as u32,
             ..WorkerCounts::default()
         };
-        let max_records = (self.response_bytes - PEER_BYTES - HEADER_LEN) / RECORD_BYTES;
         let Worker {
             first_stream,
             mut states,
@@ -104,17 +103,7 @@ impl Worker {
             idle,
             ..
         } = self;
-        let mut out = Outgoing {
-            responses,
-            buf: Vec::with_capacity(response_bytes),
-            records: 0,
-            max_records,
-            request_id: 0,
-            ptp_timestamp: 0,
-            sent: 0,
-            sent_records: 0,
-            dropped: 0,
-        };
+        let mut out = Outgoing::new(responses, response_bytes);
         let mut item = vec![0u8; u16::MAX as usize];
         let mut wait = IdleWait::new(idle);
         let mut apply = Apply {
@@ -202,8 +191,28 @@ impl Apply<'_> {
 }
 
 impl Outgoing {
+    /// Responses of at most `response_bytes` (prefix included) into `responses`.
+    pub(super) fn new(responses: Producer, response_bytes: usize) -> Outgoing {
+        Outgoing {
+            responses,
+            buf: Vec::with_capacity(response_bytes),
+            records: 0,
+            max_records: (response_bytes - PEER_BYTES - HEADER_LEN) / RECORD_BYTES,
+            request_id: 0,
+            ptp_timestamp: 0,
+            sent: 0,
+            sent_records: 0,
+            dropped: 0,
+        }
+    }
+
+    /// Responses handed over, their records, and those dropped past the deadline.
+    pub(super) fn totals(&self) -> (u64, u64, u64) {
+        (self.sent, self.sent_records, self.dropped)
+    }
+
     /// Adds a record, sending the response first when it is full.
-    fn push(&mut self, r: Record) {
+    pub(super) fn push(&mut self, r: Record) {
         if self.records == self.max_records {
             self.flush();
             self.buf.truncate(PEER_BYTES + HEADER_LEN);
@@ -214,7 +223,7 @@ impl Outgoing {
         self.records += 1;
     }
 
-    fn begin(&mut self, peer: &[u8], request_id: u32, ptp_timestamp: u64) {
+    pub(super) fn begin(&mut self, peer: &[u8], request_id: u32, ptp_timestamp: u64) {
         self.buf.clear();
         self.buf.extend_from_slice(peer);
         self.buf.resize(PEER_BYTES + HEADER_LEN, 0);
@@ -225,7 +234,7 @@ impl Outgoing {
 
     /// Writes the CUQS header and hands the response over (nothing when it has no record:
     /// a request that completes no window and refuses nothing is not answered).
-    fn flush(&mut self) {
+    pub(super) fn flush(&mut self) {
         if self.records == 0 {
             return;
         }

@@ -37,7 +37,8 @@ use crate::{Error, Result};
 pub enum Engine {
     /// The CPU pool: a dispatcher and one decoder thread per core (`qfwd::stream`).
     CpuPool,
-    /// Per-stream state on the GPU, rounds through the gpu-direct data path.
+    /// Every stream's state on the GPU, all streams' rounds decoded in batches (one
+    /// kernel launch each), behind a CPU dispatcher thread and a batching thread.
     Gpu,
 }
 

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use indicatif::{ProgressBar, ProgressStyle};
-use qfwd::stream::{ServiceOptions, StreamSettings, StreamStats};
+use qfwd::stream::{ServiceOptions, StreamEngine, StreamSettings, StreamStats};
 use qfwd::transport::udp::UdpClient;
 use qfwd::transport::{inproc, Client, TransportKind};
 use qfwd::wire::HEADER_LEN;
@@ -40,17 +40,14 @@ pub fn check_engines(scenario: &StreamScenario) -> Result<()> {
         scenario.points.len(),
         if gpu_points.len() == 1 { "s" } else { "" }
     );
-    let detail = match qfwd::gpu::probe() {
-        Ok(Some(gpus)) if !gpus.is_empty() => format!(
-            "{which}, and this build has no GPU stream engine yet (per-stream state on the \
-             GPU, rounds through the gpu-direct data path); run engine = \"cpu-pool\" meanwhile"
-        ),
-        _ => format!(
-            "{which}, and this host has no GPU ({}); run it on a GPU host, or its shape with \
-             engine = \"cpu-pool\"",
-            qfwd::gpu::unavailable_reason().unwrap_or_else(|| "none found".into())
-        ),
-    };
+    if matches!(qfwd::gpu::probe(), Ok(Some(ref gpus)) if !gpus.is_empty()) {
+        return Ok(());
+    }
+    let detail = format!(
+        "{which}, and this host has no GPU ({}); run it on a GPU host, or its shape with \
+         engine = \"cpu-pool\"",
+        qfwd::gpu::unavailable_reason().unwrap_or_else(|| "none found".into())
+    );
     Err(Error::NoGpu {
         scenario: scenario.path.clone(),
         detail,
@@ -244,12 +241,6 @@ pub fn measure(
     prov: &Provenance,
     progress: impl FnMut(u64) + Send,
 ) -> Result<(StreamRow, StreamOutcome, StreamStats)> {
-    if point.engine == Engine::Gpu {
-        return Err(Error::Emulator {
-            target: "gpu".into(),
-            detail: "this build has no GPU stream engine".into(),
-        });
-    }
     let settings = settings(point)?;
     let base = point.shots_base();
     let mut dem = base.as_os_str().to_owned();
@@ -328,6 +319,11 @@ fn settings(point: &StreamPoint) -> Result<StreamSettings> {
         workers,
         queue_slots: point.queue_slots,
         max_request_bytes: need.max(1024),
+        engine: match point.engine {
+            Engine::CpuPool => StreamEngine::Cpu,
+            Engine::Gpu => StreamEngine::Gpu,
+        },
+        ..StreamSettings::default()
     };
     s.validate()?;
     Ok(s)
@@ -429,7 +425,10 @@ fn row(
         ler: o.ler(),
         busiest_worker_pct: (busiest * 10.0).round() / 10.0,
         cpu: prov.cpu.clone(),
-        gpu: "none".into(),
+        gpu: match point.engine {
+            Engine::Gpu => prov.gpu.clone(),
+            Engine::CpuPool => "none".into(),
+        },
         host: prov.host.clone(),
         git_rev: prov.git_rev.clone(),
         timestamp_utc: provenance::timestamp_utc(),
