@@ -3,10 +3,11 @@
 // share.
 //
 // Compiled at run time by NVRTC (src/gpu/nvrtc.rs) for the device's own architecture.
-// NVRTC has no system headers: only built-ins and our own typedefs below.
+// NVRTC has no system headers: only built-ins, our own typedefs below, and qfwd_abi.h,
+// generated from src/abi.rs: every constant and parameter struct the host shares with this
+// file comes from there.
 //
-// The slot protocol is documented in src/mailbox/layout.rs; the constants marked
-// "mirror" must equal the Rust ones (a unit test there reads this file and checks).
+// The slot protocol is documented in src/mailbox/layout.rs.
 //
 // Memory-ordering rules (docs/architecture.md, "Mailbox rules"):
 //   * requests are polled with one `ld.volatile.global.v4.u32` per 16 B chunk; in
@@ -26,41 +27,13 @@
 // qfwd_db_nic_post), then publishes a one-chunk "already sent" completion for the host's
 // counters. Built without it (this file alone), the kernel never sends.
 
+#include "qfwd_abi.h"
+
 typedef unsigned int u32;
 typedef unsigned long long u64;
 
-// ---- protocol constants (mirror src/mailbox/layout.rs) ---------------------------------
-#define QFWD_CHUNK_BYTES 16u
-#define QFWD_INLINE_DATA_BYTES 12u
-#define QFWD_HEADER_BYTES 8u
-#define QFWD_STOP_TAG 0xFFFFFFFFu
-#define QFWD_TAG_PERIOD 0xFFFFFFFEull
-#define QFWD_MAX_ROUNDS 8u
-#define QFWD_CONTROL_RELEASE_OFFSET 0u
-#define QFWD_STATE_CLAIM_STRIDE 128u
-#define QFWD_MAX_GROUPS 32u
+// Device-only: warps a block may hold (the hardware's 1024 threads).
 #define QFWD_MAX_WARPS_PER_BLOCK 32u
-#define QFWD_STATE_COUNTERS_OFFSET 4096u
-#define QFWD_COUNTERS_PER_POLLER 4u
-#define QFWD_MAX_STALL_US 10000000u
-#define QFWD_REPLY_ID_BYTES 12u
-#define QFWD_DEVICE_SENT 0x80000000u
-
-// ---- wire (mirror src/wire.rs) ---------------------------------------------------------
-#define QFWD_WIRE_HEADER_BYTES 24u
-#define QFWD_RESPONSE_MAGIC 0x43555153u
-
-// ---- device handler codes (mirror Handler::device_code and layout::device_code) --------
-#define QFWD_CODE_PARITY 1u
-#define QFWD_CODE_STALL 0xDEB00001u
-
-// ---- wire status codes (mirror src/wire.rs `status`) -----------------------------------
-#define QFWD_STATUS_OK 0
-#define QFWD_STATUS_BAD_ARGUMENT 1
-#define QFWD_STATUS_LENGTH_MISMATCH (-3)
-#define QFWD_STATUS_UNKNOWN_FUNCTION (-4)
-#define QFWD_STATUS_OVERSIZED (-5)
-
 #define QFWD_FULL_MASK 0xFFFFFFFFu
 #define QFWD_WARP 32u
 
@@ -128,7 +101,7 @@ static __device__ __forceinline__ u64 chunks_for(u64 bytes, u32 per_chunk)
 }
 
 // Sequence number -> the tag its slot carries: lap-based, never 0, never the stop tag, and
-// different on consecutive uses of a slot (mirror layout::tag_for).
+// different on consecutive uses of a slot (as layout::tag_for).
 static __device__ __forceinline__ u32 tag_for(u64 seq, u32 slots)
 {
     return (u32)((seq / slots) % QFWD_TAG_PERIOD) + 1u;
@@ -508,7 +481,7 @@ static __device__ __forceinline__ void publish_response(const u32* res, u64 resp
 
 // Chunks of `per_chunk` data bytes taken by a request stream with an argument of `arg_len`
 // bytes: `[code][arg_len][arg]`, and with `reply` the padding and the trailer [request_id]
-// [ts lo][ts hi] (mirror Layout::request_stream_bytes). At most `max_chunks` for a request
+// [ts lo][ts hi] (as Layout::request_stream_bytes). At most `max_chunks` for a request
 // that fits, `max_chunks + 1` for one that cannot: a corrupt length cannot wrap around, and
 // once it is bounded the arithmetic is 32-bit (a 64-bit division by 12 is a dozen dependent
 // wide multiplies on every request's path).
@@ -540,7 +513,7 @@ static __device__ bool device_answer(u64 nic, u32* stage, u32 arg_len, const u32
 {
     const u32 result_len = res[1];
     const u32 len = QFWD_WIRE_HEADER_BYTES + result_len;
-    if (len > QFWD_DB_MAX_INLINE || (len + 3u) / 4u > stage_words) {
+    if (len > QFWD_MAX_INLINE || (len + 3u) / 4u > stage_words) {
         return false;
     }
     const u32 id_word = (QFWD_HEADER_BYTES + ((arg_len + 3u) & ~3u)) / 4u;

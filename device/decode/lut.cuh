@@ -14,13 +14,13 @@ static __device__ __forceinline__ int qfwd_decode_lut_value(const u32* arg, u32 
     const QfwdDecoderParams& p = qfwd_decoders;
     *result_len = 0u;
     if ((p.loaded & QFWD_DEC_LOADED_LUT) == 0u) {
-        return QFWD_DEC_STATUS_UNKNOWN_FUNCTION;
+        return QFWD_STATUS_UNKNOWN_FUNCTION;
     }
     const u32 n = p.lut_detectors;
     const u32 nb = (n + 7u) / 8u;
     const u32 eb = p.lut_entry_bytes;
     if (arg_len != nb + 4u || out_cap < eb || qfwd_dec_count(arg, nb) != n) {
-        return QFWD_DEC_STATUS_BAD_ARGUMENT;
+        return QFWD_STATUS_BAD_ARGUMENT;
     }
     const u8* bytes = (const u8*)arg;
     u32 s = 0u;
@@ -36,7 +36,7 @@ static __device__ __forceinline__ int qfwd_decode_lut_value(const u32* arg, u32 
         __reduce_or_sync(QFWD_DEC_FULL, lane >= 4u && lane < 8u ? byte << (8u * (lane - 4u)) : 0u);
     *flips = ((u64)hi << 32) | lo;
     *result_len = eb;
-    return QFWD_DEC_STATUS_OK;
+    return QFWD_STATUS_OK;
 }
 
 #endif // QFWD_DECODE_LUT_CUH

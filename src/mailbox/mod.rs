@@ -1,8 +1,8 @@
 //! The host <-> device mailbox: request and response rings of fixed-size slots in one
 //! shared memory region, and the slot protocol both sides follow (docs/architecture.md).
 //!
-//! - [`layout`]: where everything sits, the sequence tags, the constants the kernel
-//!   mirrors.
+//! - [`layout`]: where everything sits, the sequence tags, the constants the kernel gets
+//!   through [`crate::abi`].
 //! - [`region`]: the shared memory (a base pointer and a length) and the 16-byte chunk
 //!   accesses the protocol is made of; [`HostRegion`] is an ordinary heap region for the
 //!   CPU double (the GPU path uses mapped pinned memory from [`crate::gpu`]).
