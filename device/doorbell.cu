@@ -308,11 +308,9 @@ static __device__ unsigned int qfwd_db_resp_push(unsigned long long ring, unsign
 //
 // The poller warps of `qfwd_persistent` (device/forward.cu, built with
 // QFWD_DEVICE_DOORBELL) share one send queue. Its description and state live in a block of
-// device memory (qfwd::softnic::DevicePosting::block writes the description; the state
+// device memory (qfwd::queues::DevicePosting::desc writes the description; the state
 // starts zeroed):
-//   u64 [0] sq  [1] qp dbrec  [2] BlueFlame half 0  [3] send CQ  [4] send CQ dbrec
-//       [5] wqe_cnt  [6] cqe_cnt  [7] qpn  [8] bf_size  [9] reserved  [10] mode
-//       [11] signal_every
+//   byte 0: struct QfwdPostingDesc (qfwd_abi.h)
 //   byte QFWD_POSTING_LOCK: the posting lock (u32, 0 free / 1 held)
 //   byte QFWD_POSTING_STATE: u32 pi, half, ci, done, posts (read and written under the lock)
 //   byte QFWD_POSTING_COUNTERS: u64 counters QFWD_POST_CTR_* (written under the lock, except
@@ -374,9 +372,9 @@ struct QfwdNicPost {
 static __device__ unsigned int qfwd_db_nic_begin(unsigned long long nic, unsigned int len,
                                                 struct QfwdNicPost* post)
 {
-    const unsigned long long* p = (const unsigned long long*)nic;
+    const QfwdPostingDesc* p = (const QfwdPostingDesc*)nic;
     unsigned long long* ctr = (unsigned long long*)(nic + QFWD_POSTING_COUNTERS);
-    const unsigned int mode = (unsigned int)p[10];
+    const unsigned int mode = p->mode;
     if (len > QFWD_MAX_INLINE || (mode != QFWD_DB_MODE_REGULAR && mode != QFWD_DB_MODE_BLUEFLAME)) {
         atomicAdd(&ctr[QFWD_POST_CTR_FALLBACKS], 1ull);
         return len > QFWD_MAX_INLINE ? QFWD_DB_ERR_TOO_LONG : QFWD_DB_ERR_BAD_MODE;
@@ -394,15 +392,15 @@ static __device__ unsigned int qfwd_db_nic_begin(unsigned long long nic, unsigne
     // Held: the state is ours. Volatile accesses: another SM's holder wrote it (L2).
     volatile unsigned int* st = (volatile unsigned int*)(nic + QFWD_POSTING_STATE);
     struct QfwdSq* q = &post->q;
-    q->sq = p[0];
-    q->dbrec = p[1];
-    q->bf = p[2];
-    q->cq = p[3];
-    q->cq_dbrec = p[4];
-    q->wqe_cnt = (unsigned int)p[5];
-    q->cqe_cnt = (unsigned int)p[6];
-    q->qpn = (unsigned int)p[7];
-    q->bf_size = (unsigned int)p[8];
+    q->sq = p->sq;
+    q->dbrec = p->qp_dbrec;
+    q->bf = p->bf;
+    q->cq = p->cq;
+    q->cq_dbrec = p->cq_dbrec;
+    q->wqe_cnt = p->wqe_cnt;
+    q->cqe_cnt = p->cqe_cnt;
+    q->qpn = p->qpn;
+    q->bf_size = p->bf_size;
     q->pi = st[0];
     q->half = st[1];
     q->ci = st[2];
@@ -412,7 +410,7 @@ static __device__ unsigned int qfwd_db_nic_begin(unsigned long long nic, unsigne
     ctr[QFWD_POST_CTR_LOCK_SPINS] += lock_spins;
     post->ds = qfwd_db_send_ds(len);
     post->bbs = (post->ds * 16u + QFWD_WQEBB - 1u) / QFWD_WQEBB;
-    post->signaled = (post->posts + 1u) % (unsigned int)p[11] == 0u ? 1u : 0u;
+    post->signaled = (post->posts + 1u) % p->signal_every == 0u ? 1u : 0u;
     // Room in the SQ: reap completions (a PCIe read each) only when it is short.
     if (((q->pi - q->done) & 0xffffu) + post->bbs > q->wqe_cnt) {
         ctr[QFWD_POST_CTR_ROOM_WAITS] += 1ull;
@@ -485,35 +483,32 @@ static __device__ unsigned int qfwd_db_nic_post(unsigned long long nic, const un
 
 // Posts `n` SENDs of `payload_len` bytes (byte k of message i = (i * 31 + k) & 0xff, the
 // first 4 bytes = i little-endian) with the doorbell `mode`, from one thread, every WQE
-// signaled; waits for the last completion. `params` (u64 each, from
-// qfwd::softnic::device_params):
-//   [0] sq  [1] qp dbrec  [2] BlueFlame half 0  [3] send CQ  [4] send CQ dbrec
-//   [5] response ring  [6] response-ring consumer index  [7] scratch (>= 236 B, device memory)
-//   [8] wqe_cnt  [9] cqe_cnt  [10] qpn  [11] bf_size  [12] reserved  [13] mode  [14] n
-//   [15] payload_len  [16] response slots  [17] response slot bytes
-// result (u32): [0] posted  [1] completions  [2] error CQEs  [3] status (QFWD_DB_*).
-extern "C" __global__ void qfwd_doorbell_post_sends(const unsigned long long* params, unsigned int* result)
+// signaled; waits for the last completion. Parameters: QfwdDoorbellSendsParams (qfwd_abi.h;
+// qfwd::queues::layout::device_params fills it). result (u32, at p.result): [0] posted
+// [1] completions  [2] error CQEs  [3] status (QFWD_DB_*).
+extern "C" __global__ void qfwd_doorbell_post_sends(const QfwdDoorbellSendsParams p)
 {
     if (blockIdx.x != 0u || threadIdx.x != 0u)
         return;
+    unsigned int* result = (unsigned int*)p.result;
     struct QfwdSq q;
-    q.sq = params[0];
-    q.dbrec = params[1];
-    q.bf = params[2];
-    q.cq = params[3];
-    q.cq_dbrec = params[4];
-    q.wqe_cnt = (unsigned int)params[8];
-    q.cqe_cnt = (unsigned int)params[9];
-    q.qpn = (unsigned int)params[10];
-    q.bf_size = (unsigned int)params[11];
+    q.sq = p.sq;
+    q.dbrec = p.qp_dbrec;
+    q.bf = p.bf;
+    q.cq = p.cq;
+    q.cq_dbrec = p.cq_dbrec;
+    q.wqe_cnt = p.wqe_cnt;
+    q.cqe_cnt = p.cqe_cnt;
+    q.qpn = p.qpn;
+    q.bf_size = p.bf_size;
     q.pi = 0u;
     q.half = 0u;
     q.ci = 0u;
     q.done = 0u;
-    unsigned int mode = (unsigned int)params[13];
-    unsigned int n = (unsigned int)params[14];
-    unsigned int len = (unsigned int)params[15];
-    unsigned char* msg = (unsigned char*)params[7];
+    unsigned int mode = p.mode;
+    unsigned int n = p.n;
+    unsigned int len = p.payload_len;
+    unsigned char* msg = (unsigned char*)p.scratch;
     unsigned int posted = 0u, completions = 0u, errors = 0u, status = QFWD_DB_OK;
     unsigned int cached_ci = 0u;
     unsigned int bbs = (qfwd_db_send_ds(len) * 16u + QFWD_WQEBB - 1u) / QFWD_WQEBB;
@@ -525,8 +520,8 @@ extern "C" __global__ void qfwd_doorbell_post_sends(const unsigned long long* pa
         if (mode == QFWD_DB_MODE_CPU_ASSISTED) {
             long long start = clock64();
             do {
-                status = qfwd_db_resp_push(params[5], (unsigned int)params[16], (unsigned int)params[17],
-                                           params[6], i, &cached_ci, msg, len);
+                status = qfwd_db_resp_push(p.resp_ring, p.resp_slots, p.resp_slot_bytes, p.resp_ci, i,
+                                           &cached_ci, msg, len);
             } while (status == QFWD_DB_ERR_RING_FULL &&
                      (unsigned long long)(clock64() - start) < QFWD_DB_SPIN_LIMIT);
         } else {
@@ -560,13 +555,16 @@ extern "C" __global__ void qfwd_doorbell_post_sends(const unsigned long long* pa
 
 // Posts `n` SENDs of `len` bytes (at most QFWD_MAX_INLINE) from lane 0 of every warp of
 // the launch, all through the shared posting block `nic` (device memory, QFWD_POSTING_BYTES:
-// the description from qfwd::softnic::DevicePosting::block, the state zeroed): several
+// the description from qfwd::queues::DevicePosting::desc, the state zeroed): several
 // posters on one send queue, as the persistent kernel's warps are. Message m of warp w:
 // first 4 bytes (w << 16) | m little-endian, byte k >= 4 = (w * 7 + m + k) & 0xff.
-// result[w] = messages posted (qfwd_db_nic_post returned QFWD_DB_OK).
-extern "C" __global__ void qfwd_doorbell_nic_posts(unsigned long long nic, unsigned int n, unsigned int len,
-                                                   unsigned int* result)
+// result[w] = messages posted (qfwd_db_nic_post returned QFWD_DB_OK). Parameters:
+// QfwdNicPostsParams (qfwd_abi.h).
+extern "C" __global__ void qfwd_doorbell_nic_posts(const QfwdNicPostsParams p)
 {
+    const unsigned long long nic = p.nic;
+    const unsigned int n = p.n, len = p.len;
+    unsigned int* result = (unsigned int*)p.result;
     if ((threadIdx.x & 31u) != 0u)
         return;
     const unsigned int warp = (blockIdx.x * blockDim.x + threadIdx.x) / 32u;

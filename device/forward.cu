@@ -613,9 +613,10 @@ static __device__ __forceinline__ u64 load_ticket(const unsigned long long* t)
 
 // ---- kernels ---------------------------------------------------------------------------
 
-// The persistent kernel. `pollers` warps form `pollers / pollers_per_slot` groups; group g
-// serves sequence numbers g, g + G, g + 2G, ... (an ownership scheme, so G requests are
-// served in parallel and throughput is not one request per PCIe round trip), and the
+// The persistent kernel (its parameters: QfwdPersistentParams, qfwd_abi.h). `pollers` warps
+// form `pollers / pollers_per_slot` groups; group g serves sequence numbers g, g + G,
+// g + 2G, ... (an ownership scheme, so G requests are served in parallel and throughput is
+// not one request per PCIe round trip), and the
 // `pollers_per_slot` warps of a group all poll the group's next slot, out of phase (several
 // warps polling one slot cut the detection delay: docs/architecture.md, "Mailbox rules").
 // Within a group the first warp to see a complete request claims it with a CAS on the
@@ -640,11 +641,14 @@ static __device__ __forceinline__ u64 load_ticket(const unsigned long long* t)
 #else
 #define QFWD_PERSISTENT_BOUNDS __launch_bounds__(256)
 #endif
-extern "C" __global__ void QFWD_PERSISTENT_BOUNDS qfwd_persistent(u64 req_ring, u64 resp_ring, u64 control, u64 state,
-                                           u32 slots, u32 req_slot_bytes, u32 resp_slot_bytes,
-                                           u32 rx_inline, u32 poll_chunks, u32 pollers,
-                                           u32 pollers_per_slot, u32 claim_in_block, u64 nic)
+extern "C" __global__ void QFWD_PERSISTENT_BOUNDS qfwd_persistent(const QfwdPersistentParams p)
 {
+    const u64 req_ring = p.req_ring, resp_ring = p.resp_ring, control = p.control;
+    const u64 state = p.state, nic = p.nic;
+    const u32 slots = p.slots, req_slot_bytes = p.req_slot_bytes;
+    const u32 resp_slot_bytes = p.resp_slot_bytes, rx_inline = p.rx_inline;
+    const u32 poll_chunks = p.poll_chunks, pollers = p.pollers;
+    const u32 pollers_per_slot = p.pollers_per_slot, claim_in_block = p.claim_in_block;
     extern __shared__ u32 smem[];
     __shared__ unsigned long long block_tickets[QFWD_MAX_WARPS_PER_BLOCK];
     const u32 lane = threadIdx.x & (QFWD_WARP - 1u);
@@ -951,9 +955,11 @@ extern "C" __global__ void QFWD_PERSISTENT_BOUNDS qfwd_persistent(u64 req_ring, 
 // an inline-layout slot of mapped host memory written before the launch; the response is
 // published exactly as the persistent kernel publishes it, with the request's own tag.
 // One warp; dynamic shared memory req_slot_bytes + resp_slot_bytes.
-extern "C" __global__ void qfwd_serve_once(u64 req, u64 resp, u64 control, u32 req_slot_bytes,
-                                           u32 resp_slot_bytes, u32 poll_chunks)
+extern "C" __global__ void qfwd_serve_once(const QfwdServeOnceParams p)
 {
+    const u64 req = p.req, resp = p.resp, control = p.control;
+    const u32 req_slot_bytes = p.req_slot_bytes, resp_slot_bytes = p.resp_slot_bytes;
+    const u32 poll_chunks = p.poll_chunks;
     extern __shared__ u32 smem[];
     if (threadIdx.x >= QFWD_WARP) {
         return;

@@ -116,6 +116,134 @@
 #define QFWD_CTR_CREDIT_CYCLES 22u
 #define QFWD_CTR_CREDIT_FENCES 23u
 
+struct QfwdPersistentParams {
+    unsigned long long req_ring;
+    unsigned long long resp_ring;
+    unsigned long long control;
+    unsigned long long state;
+    unsigned long long nic;
+    unsigned int slots;
+    unsigned int req_slot_bytes;
+    unsigned int resp_slot_bytes;
+    unsigned int rx_inline;
+    unsigned int poll_chunks;
+    unsigned int pollers;
+    unsigned int pollers_per_slot;
+    unsigned int claim_in_block;
+};
+static_assert(sizeof(struct QfwdPersistentParams) == 72, "QfwdPersistentParams size");
+static_assert(sizeof(((struct QfwdPersistentParams*)0)->req_ring) == 8, "QfwdPersistentParams.req_ring");
+static_assert(sizeof(((struct QfwdPersistentParams*)0)->resp_ring) == 8, "QfwdPersistentParams.resp_ring");
+static_assert(sizeof(((struct QfwdPersistentParams*)0)->control) == 8, "QfwdPersistentParams.control");
+static_assert(sizeof(((struct QfwdPersistentParams*)0)->state) == 8, "QfwdPersistentParams.state");
+static_assert(sizeof(((struct QfwdPersistentParams*)0)->nic) == 8, "QfwdPersistentParams.nic");
+static_assert(sizeof(((struct QfwdPersistentParams*)0)->slots) == 4, "QfwdPersistentParams.slots");
+static_assert(sizeof(((struct QfwdPersistentParams*)0)->req_slot_bytes) == 4, "QfwdPersistentParams.req_slot_bytes");
+static_assert(sizeof(((struct QfwdPersistentParams*)0)->resp_slot_bytes) == 4, "QfwdPersistentParams.resp_slot_bytes");
+static_assert(sizeof(((struct QfwdPersistentParams*)0)->rx_inline) == 4, "QfwdPersistentParams.rx_inline");
+static_assert(sizeof(((struct QfwdPersistentParams*)0)->poll_chunks) == 4, "QfwdPersistentParams.poll_chunks");
+static_assert(sizeof(((struct QfwdPersistentParams*)0)->pollers) == 4, "QfwdPersistentParams.pollers");
+static_assert(sizeof(((struct QfwdPersistentParams*)0)->pollers_per_slot) == 4, "QfwdPersistentParams.pollers_per_slot");
+static_assert(sizeof(((struct QfwdPersistentParams*)0)->claim_in_block) == 4, "QfwdPersistentParams.claim_in_block");
+
+struct QfwdServeOnceParams {
+    unsigned long long req;
+    unsigned long long resp;
+    unsigned long long control;
+    unsigned int req_slot_bytes;
+    unsigned int resp_slot_bytes;
+    unsigned int poll_chunks;
+    unsigned int reserved;
+};
+static_assert(sizeof(struct QfwdServeOnceParams) == 40, "QfwdServeOnceParams size");
+static_assert(sizeof(((struct QfwdServeOnceParams*)0)->req) == 8, "QfwdServeOnceParams.req");
+static_assert(sizeof(((struct QfwdServeOnceParams*)0)->resp) == 8, "QfwdServeOnceParams.resp");
+static_assert(sizeof(((struct QfwdServeOnceParams*)0)->control) == 8, "QfwdServeOnceParams.control");
+static_assert(sizeof(((struct QfwdServeOnceParams*)0)->req_slot_bytes) == 4, "QfwdServeOnceParams.req_slot_bytes");
+static_assert(sizeof(((struct QfwdServeOnceParams*)0)->resp_slot_bytes) == 4, "QfwdServeOnceParams.resp_slot_bytes");
+static_assert(sizeof(((struct QfwdServeOnceParams*)0)->poll_chunks) == 4, "QfwdServeOnceParams.poll_chunks");
+static_assert(sizeof(((struct QfwdServeOnceParams*)0)->reserved) == 4, "QfwdServeOnceParams.reserved");
+
+struct QfwdPostingDesc {
+    unsigned long long sq;
+    unsigned long long qp_dbrec;
+    unsigned long long bf;
+    unsigned long long cq;
+    unsigned long long cq_dbrec;
+    unsigned int wqe_cnt;
+    unsigned int cqe_cnt;
+    unsigned int qpn;
+    unsigned int bf_size;
+    unsigned int mode;
+    unsigned int signal_every;
+};
+static_assert(sizeof(struct QfwdPostingDesc) == 64, "QfwdPostingDesc size");
+static_assert(sizeof(((struct QfwdPostingDesc*)0)->sq) == 8, "QfwdPostingDesc.sq");
+static_assert(sizeof(((struct QfwdPostingDesc*)0)->qp_dbrec) == 8, "QfwdPostingDesc.qp_dbrec");
+static_assert(sizeof(((struct QfwdPostingDesc*)0)->bf) == 8, "QfwdPostingDesc.bf");
+static_assert(sizeof(((struct QfwdPostingDesc*)0)->cq) == 8, "QfwdPostingDesc.cq");
+static_assert(sizeof(((struct QfwdPostingDesc*)0)->cq_dbrec) == 8, "QfwdPostingDesc.cq_dbrec");
+static_assert(sizeof(((struct QfwdPostingDesc*)0)->wqe_cnt) == 4, "QfwdPostingDesc.wqe_cnt");
+static_assert(sizeof(((struct QfwdPostingDesc*)0)->cqe_cnt) == 4, "QfwdPostingDesc.cqe_cnt");
+static_assert(sizeof(((struct QfwdPostingDesc*)0)->qpn) == 4, "QfwdPostingDesc.qpn");
+static_assert(sizeof(((struct QfwdPostingDesc*)0)->bf_size) == 4, "QfwdPostingDesc.bf_size");
+static_assert(sizeof(((struct QfwdPostingDesc*)0)->mode) == 4, "QfwdPostingDesc.mode");
+static_assert(sizeof(((struct QfwdPostingDesc*)0)->signal_every) == 4, "QfwdPostingDesc.signal_every");
+
+struct QfwdDoorbellSendsParams {
+    unsigned long long sq;
+    unsigned long long qp_dbrec;
+    unsigned long long bf;
+    unsigned long long cq;
+    unsigned long long cq_dbrec;
+    unsigned long long resp_ring;
+    unsigned long long resp_ci;
+    unsigned long long scratch;
+    unsigned long long result;
+    unsigned int wqe_cnt;
+    unsigned int cqe_cnt;
+    unsigned int qpn;
+    unsigned int bf_size;
+    unsigned int mode;
+    unsigned int n;
+    unsigned int payload_len;
+    unsigned int resp_slots;
+    unsigned int resp_slot_bytes;
+    unsigned int reserved;
+};
+static_assert(sizeof(struct QfwdDoorbellSendsParams) == 112, "QfwdDoorbellSendsParams size");
+static_assert(sizeof(((struct QfwdDoorbellSendsParams*)0)->sq) == 8, "QfwdDoorbellSendsParams.sq");
+static_assert(sizeof(((struct QfwdDoorbellSendsParams*)0)->qp_dbrec) == 8, "QfwdDoorbellSendsParams.qp_dbrec");
+static_assert(sizeof(((struct QfwdDoorbellSendsParams*)0)->bf) == 8, "QfwdDoorbellSendsParams.bf");
+static_assert(sizeof(((struct QfwdDoorbellSendsParams*)0)->cq) == 8, "QfwdDoorbellSendsParams.cq");
+static_assert(sizeof(((struct QfwdDoorbellSendsParams*)0)->cq_dbrec) == 8, "QfwdDoorbellSendsParams.cq_dbrec");
+static_assert(sizeof(((struct QfwdDoorbellSendsParams*)0)->resp_ring) == 8, "QfwdDoorbellSendsParams.resp_ring");
+static_assert(sizeof(((struct QfwdDoorbellSendsParams*)0)->resp_ci) == 8, "QfwdDoorbellSendsParams.resp_ci");
+static_assert(sizeof(((struct QfwdDoorbellSendsParams*)0)->scratch) == 8, "QfwdDoorbellSendsParams.scratch");
+static_assert(sizeof(((struct QfwdDoorbellSendsParams*)0)->result) == 8, "QfwdDoorbellSendsParams.result");
+static_assert(sizeof(((struct QfwdDoorbellSendsParams*)0)->wqe_cnt) == 4, "QfwdDoorbellSendsParams.wqe_cnt");
+static_assert(sizeof(((struct QfwdDoorbellSendsParams*)0)->cqe_cnt) == 4, "QfwdDoorbellSendsParams.cqe_cnt");
+static_assert(sizeof(((struct QfwdDoorbellSendsParams*)0)->qpn) == 4, "QfwdDoorbellSendsParams.qpn");
+static_assert(sizeof(((struct QfwdDoorbellSendsParams*)0)->bf_size) == 4, "QfwdDoorbellSendsParams.bf_size");
+static_assert(sizeof(((struct QfwdDoorbellSendsParams*)0)->mode) == 4, "QfwdDoorbellSendsParams.mode");
+static_assert(sizeof(((struct QfwdDoorbellSendsParams*)0)->n) == 4, "QfwdDoorbellSendsParams.n");
+static_assert(sizeof(((struct QfwdDoorbellSendsParams*)0)->payload_len) == 4, "QfwdDoorbellSendsParams.payload_len");
+static_assert(sizeof(((struct QfwdDoorbellSendsParams*)0)->resp_slots) == 4, "QfwdDoorbellSendsParams.resp_slots");
+static_assert(sizeof(((struct QfwdDoorbellSendsParams*)0)->resp_slot_bytes) == 4, "QfwdDoorbellSendsParams.resp_slot_bytes");
+static_assert(sizeof(((struct QfwdDoorbellSendsParams*)0)->reserved) == 4, "QfwdDoorbellSendsParams.reserved");
+
+struct QfwdNicPostsParams {
+    unsigned long long nic;
+    unsigned long long result;
+    unsigned int n;
+    unsigned int len;
+};
+static_assert(sizeof(struct QfwdNicPostsParams) == 24, "QfwdNicPostsParams size");
+static_assert(sizeof(((struct QfwdNicPostsParams*)0)->nic) == 8, "QfwdNicPostsParams.nic");
+static_assert(sizeof(((struct QfwdNicPostsParams*)0)->result) == 8, "QfwdNicPostsParams.result");
+static_assert(sizeof(((struct QfwdNicPostsParams*)0)->n) == 4, "QfwdNicPostsParams.n");
+static_assert(sizeof(((struct QfwdNicPostsParams*)0)->len) == 4, "QfwdNicPostsParams.len");
+
 struct QfwdLinkDesc {
     unsigned long long rx_cq;
     unsigned long long rx_cq_dbrec;

@@ -127,7 +127,34 @@ macro_rules! abi_struct {
                 assert_eq!(out.len(), std::mem::size_of::<$name>(), "{} has padding", $cname);
                 out
             }
+
+            /// The struct as little-endian u64 words (for a copy into device memory); its
+            /// size must be a multiple of 8.
+            pub fn to_u64_words(&self) -> Vec<u64> {
+                let bytes = self.to_bytes();
+                assert_eq!(bytes.len() % 8, 0, "{} is not a whole number of u64s", $cname);
+                bytes
+                    .chunks_exact(8)
+                    .map(|w| u64::from_le_bytes(w.try_into().expect("8 bytes")))
+                    .collect()
+            }
         }
+    };
+}
+
+/// A kernel's one parameter, passed by value: an [`abi_struct!`] whose C twin the kernel
+/// named [`KernelParams::KERNEL`] takes (`extern "C" __global__ void KERNEL(const Struct
+/// p)`). `crate::gpu::Module::kernel` looks the kernel up by this name, so a launch with
+/// the wrong parameter type does not compile.
+pub trait KernelParams: Copy + Send + Sync + 'static {
+    /// The kernel's `extern "C"` name.
+    const KERNEL: &'static str;
+}
+
+/// Declares which kernel takes which parameter struct.
+macro_rules! kernel_params {
+    ($($params:ty => $kernel:literal;)*) => {
+        $( impl KernelParams for $params { const KERNEL: &'static str = $kernel; } )*
     };
 }
 
@@ -343,6 +370,124 @@ abi_consts!(render_direct {
 });
 
 abi_struct!(
+    /// The persistent mailbox kernel's one parameter (`qfwd_persistent`, device/forward.cu).
+    PersistentParams: "QfwdPersistentParams" {
+        /// Device addresses of the request ring, the response ring and the control block
+        /// (mapped host memory, [`crate::mailbox::Layout`]).
+        req_ring: u64,
+        resp_ring: u64,
+        control: u64,
+        /// Device memory: the groups' claim tickets, then the pollers' counters.
+        state: u64,
+        /// The device posting block (`POSTING_BYTES`, [`PostingDesc`] first), or 0: the
+        /// kernel never sends (only the `QFWD_DEVICE_DOORBELL` build may be given one).
+        nic: u64,
+        slots: u32,
+        req_slot_bytes: u32,
+        resp_slot_bytes: u32,
+        /// 1: `inline` requests; 0: `buffer` (flag chunk, then the payload).
+        rx_inline: u32,
+        /// Chunks read with each poll.
+        poll_chunks: u32,
+        /// Poller warps in all, and the warps of each group.
+        pollers: u32,
+        pollers_per_slot: u32,
+        /// 1: every group lies within one block (tickets in shared memory).
+        claim_in_block: u32,
+    }
+);
+
+abi_struct!(
+    /// The one-request kernel's parameter (`qfwd_serve_once`: `gpu-launch`, `gpu-graph`).
+    ServeOnceParams: "QfwdServeOnceParams" {
+        /// Device addresses of the request slot, its response slot and the control block.
+        req: u64,
+        resp: u64,
+        control: u64,
+        req_slot_bytes: u32,
+        resp_slot_bytes: u32,
+        poll_chunks: u32,
+        reserved: u32,
+    }
+);
+
+abi_struct!(
+    /// A send queue as the device's posters see it: the description at the start of the
+    /// device posting block ([`crate::queues::posting::DevicePosting::desc`]); the lock,
+    /// state and counters follow at `POSTING_LOCK`, `POSTING_STATE`, `POSTING_COUNTERS`.
+    PostingDesc: "QfwdPostingDesc" {
+        /// Device addresses: the SQ, the QP doorbell record, BlueFlame half 0, the send CQ
+        /// and its doorbell record.
+        sq: u64,
+        qp_dbrec: u64,
+        bf: u64,
+        cq: u64,
+        cq_dbrec: u64,
+        /// SQ size in WQEBBs and CQ entries (powers of two).
+        wqe_cnt: u32,
+        cqe_cnt: u32,
+        qpn: u32,
+        /// Bytes per BlueFlame half.
+        bf_size: u32,
+        /// `DB_MODE_REGULAR` or `DB_MODE_BLUEFLAME`.
+        mode: u32,
+        /// Ask for a CQE every this many posts.
+        signal_every: u32,
+    }
+);
+
+abi_struct!(
+    /// The doorbell test kernel's parameter (`qfwd_doorbell_post_sends`, device/doorbell.cu):
+    /// one thread posts `n` SENDs of `payload_len` bytes with doorbell `mode`.
+    DoorbellSendsParams: "QfwdDoorbellSendsParams" {
+        /// As [`PostingDesc`]: SQ, QP doorbell record, BlueFlame half 0, send CQ, its record.
+        sq: u64,
+        qp_dbrec: u64,
+        bf: u64,
+        cq: u64,
+        cq_dbrec: u64,
+        /// cpu-assisted: the tagged response ring and its consumer index.
+        resp_ring: u64,
+        resp_ci: u64,
+        /// Device memory for one message (at least `MAX_INLINE` bytes).
+        scratch: u64,
+        /// Device memory for 4 u32: posted, completions, error CQEs, status.
+        result: u64,
+        wqe_cnt: u32,
+        cqe_cnt: u32,
+        qpn: u32,
+        bf_size: u32,
+        mode: u32,
+        n: u32,
+        payload_len: u32,
+        resp_slots: u32,
+        resp_slot_bytes: u32,
+        reserved: u32,
+    }
+);
+
+abi_struct!(
+    /// The posting-block test kernel's parameter (`qfwd_doorbell_nic_posts`): lane 0 of
+    /// every warp posts `n` SENDs of `len` bytes through the block `nic`.
+    NicPostsParams: "QfwdNicPostsParams" {
+        /// The device posting block.
+        nic: u64,
+        /// Device memory for one u32 per warp: the messages it posted.
+        result: u64,
+        n: u32,
+        len: u32,
+    }
+);
+
+kernel_params! {
+    PersistentParams => "qfwd_persistent";
+    ServeOnceParams => "qfwd_serve_once";
+    DoorbellSendsParams => "qfwd_doorbell_post_sends";
+    NicPostsParams => "qfwd_doorbell_nic_posts";
+    DirectParams => "qfwd_direct";
+}
+
+abi_struct!(
     /// One link's queues as a device side sees them: addresses in the device's view of
     /// the shared region, sizes, and where its warps' counters go.
     LinkDesc: "QfwdLinkDesc" {
@@ -524,6 +669,11 @@ pub fn header() -> String {
     out.push_str("\n// ---- gpu-direct (device/direct.cu) ----\n");
     render_direct(&mut out);
     for render in [
+        PersistentParams::render,
+        ServeOnceParams::render,
+        PostingDesc::render,
+        DoorbellSendsParams::render,
+        NicPostsParams::render,
         LinkDesc::render,
         DirectParams::render,
         DecoderParams::render,
@@ -543,6 +693,7 @@ pub const HEADER_NAME: &str = "qfwd_abi.h";
 
 const _: () = assert!(MAX_FUNCTIONS as usize == 32);
 const _: () = assert!(std::mem::size_of::<DecoderParams>() == 240);
+const _: () = assert!(std::mem::size_of::<PostingDesc>() as u32 <= POSTING_LOCK);
 const _: () = assert!(std::mem::size_of::<LinkDesc>() == 11 * 8 + 12 * 4);
 
 #[cfg(test)]

@@ -17,12 +17,12 @@
 mod gpu_common;
 
 use std::collections::HashMap;
-use std::ffi::c_void;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use gpu_common::{gpu_index, gpu_or_skip};
+use qfwd::abi::NicPostsParams;
 use qfwd::forward::{ForwardConfig, Forwarder, IdlePolicy, StopWhen};
 use qfwd::gpu::context::GpuContext;
 use qfwd::gpu::memory::device_address_of;
@@ -237,24 +237,24 @@ fn concurrent_warps_post_every_message_exactly_once() {
 
         let ctx = GpuContext::open(gpu_index()).unwrap();
         let module = Module::compile_and_load(&ctx, &FORWARD_DOORBELL).unwrap();
-        let function = module.function("qfwd_doorbell_nic_posts").unwrap();
+        let kernel = module.kernel::<NicPostsParams>().unwrap();
         let base = device_address_of(&ctx, posting.region().host_addr(0), "NIC").unwrap();
         let block = DeviceBuffer::zeroed(&ctx, device::BLOCK_BYTES).unwrap();
-        block.write_u64s(&posting.block(base)).unwrap();
+        block
+            .write_u64s(&posting.desc(base).to_u64_words())
+            .unwrap();
         let result = DeviceBuffer::zeroed(&ctx, WARPS as usize * 4).unwrap();
         let stream = Stream::new(&ctx).unwrap();
-        let (mut nic, mut n_msgs, mut len, mut out) =
-            (block.device_ptr(), PER_WARP, LEN, result.device_ptr());
-        let mut params: [*mut c_void; 4] = [
-            &mut nic as *mut u64 as *mut c_void,
-            &mut n_msgs as *mut u32 as *mut c_void,
-            &mut len as *mut u32 as *mut c_void,
-            &mut out as *mut u64 as *mut c_void,
-        ];
-        // SAFETY: the parameters match qfwd_doorbell_nic_posts(u64, u32, u32, u32*); the
-        // block, result buffer and NIC region outlive the kernel (waited for below).
+        let params = NicPostsParams {
+            nic: block.device_ptr(),
+            result: result.device_ptr(),
+            n: PER_WARP,
+            len: LEN,
+        };
+        // SAFETY: the block, result buffer and NIC region outlive the kernel (waited for
+        // below).
         let launched = Instant::now();
-        unsafe { function.launch(&ctx, &stream, WARPS, 32, 0, &mut params) }.unwrap();
+        unsafe { kernel.launch(&ctx, &stream, WARPS, 32, 0, &params) }.unwrap();
 
         let mut seen: HashMap<u32, u32> = HashMap::new();
         let deadline = Instant::now() + Duration::from_secs(30);

@@ -7,7 +7,6 @@
 //! ends it (after the sentinel); dropping a running one writes the sentinel itself and
 //! waits, and leaks its memory rather than free it under a kernel that did not stop.
 
-use std::ffi::c_void;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -28,7 +27,7 @@ use crate::wire::HEADER_LEN;
 use crate::{Error, Result};
 
 /// Kernel entry point in `device/direct.cu`.
-pub const DIRECT_KERNEL: &str = "qfwd_direct";
+pub const DIRECT_KERNEL: &str = <DirectParams as crate::abi::KernelParams>::KERNEL;
 /// Bytes of a warp's response staging (`QD_RESP_BYTES`).
 const RESP_STAGE_BYTES: u32 = 256;
 /// Most poller warps per link (`QD_MAX_WARPS`: the decoders' register budget).
@@ -101,17 +100,14 @@ impl DirectKernel {
         }
         let ctx = GpuContext::open(options.device)?;
         let module = Module::compile_and_load(&ctx, &DIRECT)?;
-        let function = module.function(DIRECT_KERNEL)?;
+        let kernel = module.kernel::<DirectParams>()?;
+        let function = *kernel.function();
         let base = device_address_of(&ctx, region.host_addr(0), "the gpu-direct queues")?;
         let mut words = Vec::new();
         for i in 0..set.links {
-            let bytes = set
-                .desc(i, base, queues.doorbell, queues.signal_every)
-                .to_bytes();
             words.extend(
-                bytes
-                    .chunks_exact(8)
-                    .map(|w| u64::from_le_bytes(w.try_into().expect("8 bytes"))),
+                set.desc(i, base, queues.doorbell, queues.signal_every)
+                    .to_u64_words(),
             );
         }
         let descs = DeviceBuffer::zeroed(&ctx, words.len() * 8)?;
@@ -174,7 +170,7 @@ impl DirectKernel {
         ctx.bind()?;
         cudarc::driver::result::ctx::synchronize()
             .map_err(|source| ctx.error("cuCtxSynchronize", source))?;
-        let mut kernel = DirectKernel {
+        let mut running = DirectKernel {
             stream: None,
             module: None,
             descs: None,
@@ -185,24 +181,22 @@ impl DirectKernel {
             ctx: Arc::clone(&ctx),
             running: false,
         };
-        let mut args: [*mut c_void; 1] = [&mut params as *mut DirectParams as *mut c_void];
-        // SAFETY: `qfwd_direct` takes one `QfwdDirectParams` by value, whose layout
-        // `device/qfwd_abi.h` (generated from `DirectParams`) asserts; the addresses in it
-        // are of `descs`, the decoders' buffers and `region`, which `kernel` owns from here
-        // on and frees only after the kernel stopped (or leaks, see Drop).
-        unsafe { function.launch(&ctx, &stream, blocks, warps * 32, shared, &mut args) }?;
-        kernel.stream = Some(stream);
-        kernel.module = Some(module);
-        kernel.descs = Some(descs);
-        kernel.handoff = Some(handoff);
-        kernel.decoders = decoders;
-        kernel.running = true;
+        // SAFETY: the addresses in `params` are of `descs`, the decoders' buffers and
+        // `region`, which `running` owns from here on and frees only after the kernel
+        // stopped (or leaks, see Drop).
+        unsafe { kernel.launch(&ctx, &stream, blocks, warps * 32, shared, &params) }?;
+        running.stream = Some(stream);
+        running.module = Some(module);
+        running.descs = Some(descs);
+        running.handoff = Some(handoff);
+        running.decoders = decoders;
+        running.running = true;
         // A kernel that cannot run (launch resources, a fault) shows up at once.
         std::thread::sleep(Duration::from_millis(1));
-        match kernel.query() {
-            Ok(false) => Ok(kernel),
+        match running.query() {
+            Ok(false) => Ok(running),
             Ok(true) => {
-                kernel.running = false;
+                running.running = false;
                 Err(Error::GpuUnavailable {
                     detail: format!(
                         "{DIRECT_KERNEL} on GPU {} exited right after its launch",
@@ -211,7 +205,7 @@ impl DirectKernel {
                 })
             }
             Err(e) => {
-                kernel.running = false;
+                running.running = false;
                 Err(e)
             }
         }

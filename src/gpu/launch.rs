@@ -8,7 +8,6 @@
 //! stream synchronization would tell it, then reads the tagged response. Completions come
 //! in submission order (one stream).
 
-use std::ffi::c_void;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -16,9 +15,10 @@ use std::time::{Duration, Instant};
 use super::context::GpuContext;
 use super::decoder::{DeviceDecoders, ScratchPlacement};
 use super::memory::MappedHostBuffer;
-use super::module::{Event, Function, GraphExec, Module, Stream};
+use super::module::{Event, GraphExec, Kernel, Module, Stream};
 use super::nvrtc::FORWARD;
 use super::GpuOptions;
+use crate::abi::ServeOnceParams;
 use crate::backend::{Backend, Completion, Topology};
 use crate::decode::Decoder;
 use crate::handler::Handler;
@@ -29,7 +29,7 @@ use crate::wire::status;
 use crate::{Error, Result};
 
 /// Kernel entry point in `device/forward.cu`.
-pub const SERVE_ONCE_KERNEL: &str = "qfwd_serve_once";
+pub const SERVE_ONCE_KERNEL: &str = <ServeOnceParams as crate::abi::KernelParams>::KERNEL;
 
 /// How long `Drop` waits for launched work before giving up on it.
 const DROP_IDLE_TIMEOUT: Duration = Duration::from_secs(12);
@@ -47,7 +47,7 @@ pub struct LaunchBackend {
     graphs: Vec<GraphExec>,
     events: Vec<Event>,
     stream: Option<Stream>,
-    function: Function,
+    kernel: Kernel<ServeOnceParams>,
     module: Option<Module>,
     memory: Option<MappedHostBuffer>,
     /// The decoder models and the warp's state the kernel reads.
@@ -89,7 +89,7 @@ impl LaunchBackend {
         )?;
         let ctx = GpuContext::open(options.device)?;
         let module = Module::compile_and_load(&ctx, &FORWARD)?;
-        let function = module.function(SERVE_ONCE_KERNEL)?;
+        let kernel = module.kernel::<ServeOnceParams>()?;
         let mut decoders = DeviceDecoders::upload(&ctx, decoders, options)?;
         let mut shared = (layout.req_slot_bytes() + layout.resp_slot_bytes()) as u32;
         if let Some(d) = decoders.as_mut() {
@@ -97,7 +97,7 @@ impl LaunchBackend {
             d.install(&module)?;
         }
         if shared > 48 * 1024 {
-            function.allow_dynamic_shared(&ctx, shared)?;
+            kernel.function().allow_dynamic_shared(&ctx, shared)?;
         }
         let memory = MappedHostBuffer::new(&ctx, layout.total_bytes())?;
         let stream = Stream::new(&ctx)?;
@@ -108,7 +108,7 @@ impl LaunchBackend {
             graphs: Vec::new(),
             events,
             stream: Some(stream),
-            function,
+            kernel,
             module: Some(module),
             memory: Some(memory),
             decoders,
@@ -138,37 +138,36 @@ impl LaunchBackend {
         self.shared
     }
 
-    /// The kernel's parameters for `slot`, and a closure over pointers to them.
-    fn slot_params(&self, slot: usize) -> SlotParams {
+    /// The kernel's parameters for `slot`.
+    fn slot_params(&self, slot: usize) -> ServeOnceParams {
         let base = self
             .memory
             .as_ref()
             .expect("memory lives until drop")
             .device_ptr();
-        SlotParams {
+        ServeOnceParams {
             req: base + self.layout.req_offset(slot) as u64,
             resp: base + self.layout.resp_offset(slot) as u64,
             control: base + self.layout.control_offset() as u64,
             req_slot_bytes: self.layout.req_slot_bytes() as u32,
             resp_slot_bytes: self.layout.resp_slot_bytes() as u32,
             poll_chunks: self.poll_chunks,
+            reserved: 0,
         }
     }
 
     fn capture(&self, slot: usize) -> Result<GraphExec> {
-        let mut p = self.slot_params(slot);
-        let mut params = p.pointers();
-        // SAFETY: the params match `qfwd_serve_once(u64 x3, u32 x3)`; they address
-        // `self.memory`, which outlives the graphs (field order, and Drop waits for the
-        // stream to go idle first).
+        let params = self.slot_params(slot);
+        // SAFETY: the params address `self.memory`, which outlives the graphs (field
+        // order, and Drop waits for the stream to go idle first).
         unsafe {
             GraphExec::capture_launch(
                 &self.ctx,
                 self.stream(),
-                &self.function,
+                &self.kernel,
                 32,
                 self.shared_bytes(),
-                &mut params,
+                &params,
             )
         }
     }
@@ -176,18 +175,17 @@ impl LaunchBackend {
     fn launch(&self, slot: usize) -> Result<()> {
         match self.mode {
             LaunchMode::Kernel => {
-                let mut p = self.slot_params(slot);
-                let mut params = p.pointers();
-                // SAFETY: as in `capture`: matching params, addressing memory that outlives
-                // the launch.
+                let params = self.slot_params(slot);
+                // SAFETY: as in `capture`: the params address memory that outlives the
+                // launch.
                 unsafe {
-                    self.function.launch(
+                    self.kernel.launch(
                         &self.ctx,
                         self.stream(),
                         1,
                         32,
                         self.shared_bytes(),
-                        &mut params,
+                        &params,
                     )
                 }?;
             }
@@ -395,29 +393,5 @@ impl Drop for LaunchBackend {
             std::mem::forget(self.memory.take());
             std::mem::forget(self.decoders.take());
         }
-    }
-}
-
-/// The parameter values of one `qfwd_serve_once` launch.
-struct SlotParams {
-    req: u64,
-    resp: u64,
-    control: u64,
-    req_slot_bytes: u32,
-    resp_slot_bytes: u32,
-    poll_chunks: u32,
-}
-
-impl SlotParams {
-    /// Pointers to each value, in the kernel's parameter order.
-    fn pointers(&mut self) -> [*mut c_void; 6] {
-        [
-            &mut self.req as *mut u64 as *mut c_void,
-            &mut self.resp as *mut u64 as *mut c_void,
-            &mut self.control as *mut u64 as *mut c_void,
-            &mut self.req_slot_bytes as *mut u32 as *mut c_void,
-            &mut self.resp_slot_bytes as *mut u32 as *mut c_void,
-            &mut self.poll_chunks as *mut u32 as *mut c_void,
-        ]
     }
 }

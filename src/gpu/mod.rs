@@ -54,8 +54,8 @@ use std::fmt;
 pub use context::GpuContext;
 pub use launch::{LaunchBackend, LaunchMode};
 pub use memory::{mapped_nic_region, DeviceBuffer, MappedHostBuffer};
-pub use module::{Event, Function, GraphExec, Module, Stream};
-pub use persistent::PersistentKernel;
+pub use module::{Event, Function, GraphExec, Kernel, Module, Stream};
+pub use persistent::{PersistentKernel, PreparedKernel};
 
 use cudarc::driver::{result, sys};
 

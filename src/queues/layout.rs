@@ -19,6 +19,7 @@
 
 use std::time::Duration;
 
+use crate::abi::DoorbellSendsParams;
 use crate::idle::IdlePolicy;
 use crate::mlx5::layout::{cqe, uar, WQEBB};
 use crate::mlx5::Doorbell;
@@ -316,9 +317,10 @@ impl NicLayout {
     }
 }
 
-/// The parameter block of `device/doorbell.cu`'s test kernel `qfwd_doorbell_post_sends`
-/// for a soft NIC whose region the GPU sees at `device_base`: `n` SENDs of `payload_len`
-/// bytes with doorbell `mode`; `scratch` is device memory of at least 236 bytes.
+/// The parameters of `device/doorbell.cu`'s test kernel `qfwd_doorbell_post_sends` for a
+/// soft NIC whose region the GPU sees at `device_base`: `n` SENDs of `payload_len` bytes
+/// with doorbell `mode`; `scratch` is device memory of at least
+/// [`crate::abi::MAX_INLINE`] bytes, `result` of 4 u32.
 pub fn device_params(
     layout: &NicLayout,
     device_base: u64,
@@ -326,28 +328,30 @@ pub fn device_params(
     n: u32,
     payload_len: u32,
     scratch: u64,
-) -> [u64; 18] {
+    result: u64,
+) -> DoorbellSendsParams {
     let at = |off: usize| device_base + off as u64;
-    [
-        at(layout.sq),
-        at(QP_DBREC),
-        at(BF_HALVES[0]),
-        at(layout.tx_cq),
-        at(TX_CQ_DBREC),
-        at(layout.resp_ring),
-        at(RESP_CI),
+    DoorbellSendsParams {
+        sq: at(layout.sq),
+        qp_dbrec: at(QP_DBREC),
+        bf: at(BF_HALVES[0]),
+        cq: at(layout.tx_cq),
+        cq_dbrec: at(TX_CQ_DBREC),
+        resp_ring: at(layout.resp_ring),
+        resp_ci: at(RESP_CI),
         scratch,
-        layout.sq_wqebbs as u64,
-        layout.tx_cqes as u64,
-        layout.qpn as u64,
-        uar::BF_SIZE as u64,
-        0, // reserved
-        mode.device_code() as u64,
-        n as u64,
-        payload_len as u64,
-        layout.resp_slots as u64,
-        layout.resp_slot_bytes as u64,
-    ]
+        result,
+        wqe_cnt: layout.sq_wqebbs,
+        cqe_cnt: layout.tx_cqes,
+        qpn: layout.qpn,
+        bf_size: uar::BF_SIZE as u32,
+        mode: mode.device_code(),
+        n,
+        payload_len,
+        resp_slots: layout.resp_slots,
+        resp_slot_bytes: layout.resp_slot_bytes as u32,
+        reserved: 0,
+    }
 }
 
 #[cfg(test)]
@@ -357,9 +361,10 @@ mod tests {
     #[test]
     fn doorbell_test_params_describe_the_queues() {
         let l = NicLayout::new(&SoftNicConfig::default()).unwrap();
-        let p = device_params(&l, 0x1000_0000, Doorbell::BlueFlame, 5, 32, 0x42);
-        assert_eq!(p[2], 0x1000_0000 + 0x800);
-        assert_eq!(p[13], 2);
+        let p = device_params(&l, 0x1000_0000, Doorbell::BlueFlame, 5, 32, 0x42, 0x80);
+        assert_eq!(p.bf, 0x1000_0000 + 0x800);
+        assert_eq!(p.mode, crate::abi::DB_MODE_BLUEFLAME);
+        assert_eq!((p.scratch, p.result, p.n), (0x42, 0x80, 5));
     }
 
     #[test]
