@@ -25,6 +25,7 @@ use crate::handler::Handler;
 use crate::mailbox::layout::device_code;
 use crate::mailbox::ring::SlotRing;
 use crate::mailbox::{protocol, Layout, RxCompletion};
+use crate::shm::SharedRegion;
 use crate::wire::status;
 use crate::{Error, Result};
 
@@ -49,7 +50,9 @@ pub struct LaunchBackend {
     stream: Option<Stream>,
     kernel: Kernel<ServeOnceParams>,
     module: Option<Module>,
-    memory: Option<MappedHostBuffer>,
+    /// The slots (mapped pinned host memory, owned by the region), and their device address.
+    memory: SharedRegion,
+    device_base: u64,
     /// The decoder models and the warp's state the kernel reads.
     decoders: Option<DeviceDecoders>,
     ctx: Arc<GpuContext>,
@@ -100,6 +103,8 @@ impl LaunchBackend {
             kernel.function().allow_dynamic_shared(&ctx, shared)?;
         }
         let memory = MappedHostBuffer::new(&ctx, layout.total_bytes())?;
+        let device_base = memory.device_ptr();
+        let memory = memory.into_region()?;
         let stream = Stream::new(&ctx)?;
         let events = (0..layout.slots())
             .map(|_| Event::new(&ctx))
@@ -110,7 +115,8 @@ impl LaunchBackend {
             stream: Some(stream),
             kernel,
             module: Some(module),
-            memory: Some(memory),
+            memory,
+            device_base,
             decoders,
             ctx,
             mode,
@@ -140,11 +146,7 @@ impl LaunchBackend {
 
     /// The kernel's parameters for `slot`.
     fn slot_params(&self, slot: usize) -> ServeOnceParams {
-        let base = self
-            .memory
-            .as_ref()
-            .expect("memory lives until drop")
-            .device_ptr();
+        let base = self.device_base;
         ServeOnceParams {
             req: base + self.layout.req_offset(slot) as u64,
             resp: base + self.layout.resp_offset(slot) as u64,
@@ -222,11 +224,7 @@ impl LaunchBackend {
         let Some((slot, tag)) = self.ring.reserve(token) else {
             return Err(status::OVERLOAD);
         };
-        let region = self
-            .memory
-            .as_ref()
-            .expect("memory lives until drop")
-            .region();
+        let region = &self.memory;
         protocol::write_request(region, &self.layout, slot, tag, code, arg);
         if let Err(e) = self.launch(slot) {
             self.ring.complete(slot);
@@ -241,9 +239,6 @@ impl LaunchBackend {
     pub fn submit_stall(&mut self, token: u32, micros: u32) -> std::result::Result<(), i32> {
         let release = self
             .memory
-            .as_ref()
-            .expect("memory lives until drop")
-            .region()
             .load_u32(self.layout.release_word_offset(), Ordering::Acquire);
         let mut arg = [0u8; 8];
         arg[..4].copy_from_slice(&micros.to_le_bytes());
@@ -253,9 +248,7 @@ impl LaunchBackend {
 
     /// Ends every stall submitted so far (in progress or not started yet).
     pub fn release_stalls(&self) {
-        if let Some(memory) = &self.memory {
-            protocol::release_stalls(memory.region(), &self.layout);
-        }
+        protocol::release_stalls(&self.memory, &self.layout);
     }
 
     /// The driver error that put this backend out of service, if any.
@@ -294,11 +287,7 @@ impl Backend for LaunchBackend {
         if self.ring.pending() == 0 {
             return 0;
         }
-        let region = self
-            .memory
-            .as_ref()
-            .expect("memory lives until drop")
-            .region();
+        let region = &self.memory;
         if self.ctx.bind().is_err() {
             return 0;
         }
@@ -390,7 +379,8 @@ impl Drop for LaunchBackend {
             std::mem::forget(std::mem::take(&mut self.graphs));
             std::mem::forget(self.stream.take());
             std::mem::forget(self.module.take());
-            std::mem::forget(self.memory.take());
+            // A clone forgotten keeps the region's memory allocated for good.
+            std::mem::forget(self.memory.clone());
             std::mem::forget(self.decoders.take());
         }
     }

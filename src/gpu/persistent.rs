@@ -42,7 +42,7 @@ use crate::abi::{KernelParams, PersistentParams};
 use crate::backend::Topology;
 use crate::decode::Decoder;
 use crate::mailbox::layout::{COUNTERS_PER_POLLER, STATE_COUNTERS_OFFSET};
-use crate::mailbox::{protocol, Layout, MailboxDevice, PollerCounters, Region, RxCompletion};
+use crate::mailbox::{protocol, Layout, MailboxDevice, PollerCounters, RxCompletion};
 use crate::queues::posting::{BLOCK_BYTES, COUNTERS, COUNTERS_OFFSET};
 use crate::queues::{DevicePostCounters, DevicePosting};
 use crate::shm::SharedRegion;
@@ -65,8 +65,8 @@ struct Resources {
     _module: Module,
     /// Device memory: claim tickets and per-poller counters.
     state: DeviceBuffer,
-    /// The mailbox (mapped pinned host memory).
-    memory: MappedHostBuffer,
+    /// The mailbox (mapped pinned host memory, owned by the region).
+    memory: SharedRegion,
     /// The device posting block, and the NIC memory the kernel writes (kept alive).
     nic: Option<(DeviceBuffer, SharedRegion)>,
     /// The decoder models and per-warp state the kernel reads.
@@ -126,6 +126,8 @@ impl PreparedKernel {
         let kernel = module.kernel::<PersistentParams>()?;
         let mut decoders = DeviceDecoders::upload(&ctx, decoders, options)?;
         let memory = MappedHostBuffer::new(&ctx, layout.total_bytes())?;
+        let base = memory.device_ptr();
+        let memory = memory.into_region()?;
         let nic = match nic {
             Some(posting) => {
                 let region = posting.region().clone();
@@ -186,7 +188,6 @@ impl PreparedKernel {
             kernel.function().allow_dynamic_shared(&ctx, shared)?;
         }
 
-        let base = memory.device_ptr();
         let params = PersistentParams {
             req_ring: base + layout.req_ring_offset() as u64,
             resp_ring: base + layout.resp_ring_offset() as u64,
@@ -411,7 +412,7 @@ impl PersistentKernel {
     /// and releases stalls. Returns at once; [`PersistentKernel::wait`] for the end.
     pub fn stop(&mut self) {
         if let Some(r) = &self.resources {
-            let region = r.memory.region();
+            let region = &r.memory;
             protocol::write_stop(region, &self.layout);
             protocol::release_stalls(region, &self.layout);
         }
@@ -485,8 +486,8 @@ impl PersistentKernel {
 }
 
 impl MailboxDevice for PersistentKernel {
-    fn region(&self) -> Region<'_> {
-        self.resources().memory.region()
+    fn region(&self) -> &SharedRegion {
+        &self.resources().memory
     }
 
     fn layout(&self) -> Layout {
