@@ -31,6 +31,7 @@ use qfwd::gpu::{self, DeviceBuffer, GpuOptions, Module, Stream};
 use qfwd::handler::{parity, Registry};
 use qfwd::mlx5::Doorbell;
 use qfwd::queues::posting as device;
+use qfwd::serve::wiring;
 use qfwd::softnic::{self, DevicePostCounters, NicLayout, SoftNicConfig};
 use qfwd::transport::Client;
 use qfwd::wire::{self, function_id, status};
@@ -106,7 +107,7 @@ fn exchange(
     let cfg = nic_config(doorbell);
     let layout = NicLayout::new(&cfg).unwrap();
     let region = gpu::mapped_nic_region(gpu_index(), layout.len).unwrap();
-    let (mut client, transport) = softnic::inproc_in(&cfg, region, true).unwrap();
+    let (mut client, transport) = wiring::softnic_inproc_in(&cfg, region, true).unwrap();
     let posting = transport.device_posting().unwrap();
     let options = GpuOptions {
         device: gpu_index(),
@@ -221,7 +222,7 @@ fn concurrent_warps_post_every_message_exactly_once() {
         let cfg = nic_config(doorbell);
         let layout = NicLayout::new(&cfg).unwrap();
         let region = gpu::mapped_nic_region(gpu_index(), layout.len).unwrap();
-        let (mut client, mut transport) = softnic::inproc_in(&cfg, region, true).unwrap();
+        let (mut client, mut transport) = wiring::softnic_inproc_in(&cfg, region, true).unwrap();
         // One request connects the QP to the client.
         let mut buf = vec![0u8; 4096];
         let n = wire::write_request(&mut buf, 1, 0, 0, &[]).unwrap();

@@ -185,7 +185,7 @@ pub fn persistent_backend(options: &GpuOptions) -> Result<MailboxBackend<Persist
 /// allocated with [`mapped_nic_region`].
 pub fn persistent_backend_with_nic(
     options: &GpuOptions,
-    nic: &crate::softnic::DevicePosting,
+    nic: &crate::queues::DevicePosting,
 ) -> Result<MailboxBackend<PersistentKernel>> {
     Ok(MailboxBackend::new(PersistentKernel::start_with_nic(
         options,

@@ -42,8 +42,8 @@ use super::RxCompletion;
 use crate::backend::Topology;
 use crate::decode::{Decoder, DecoderKind};
 use crate::handler;
+use crate::queues::{DevicePostCounters, DevicePosting, SendQueue};
 use crate::shm::SharedRegion;
-use crate::softnic::{DevicePostCounters, DevicePosting, SendQueue};
 use crate::wire::status;
 use crate::{Error, Result};
 

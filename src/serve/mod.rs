@@ -3,6 +3,8 @@
 //! latency harness (which runs forwarders in-process).
 #![forbid(unsafe_code)]
 
+pub mod wiring;
+
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc};
@@ -108,7 +110,7 @@ pub fn spawn_softnic_udp(config: &RunConfig) -> Result<Running> {
     config.validate()?;
     let nic = config.softnic_config();
     let region = softnic_region(config, &nic)?;
-    let (local, transport) = crate::softnic::udp_in(
+    let (local, transport) = wiring::softnic_udp_in(
         &nic,
         config.listen,
         config.allowlist()?,
@@ -133,7 +135,7 @@ pub fn spawn_softnic_inproc(
     config.validate()?;
     let nic = config.softnic_config();
     let region = softnic_region(config, &nic)?;
-    let (client, transport) = crate::softnic::inproc_in(&nic, region, config.device_posts())?;
+    let (client, transport) = wiring::softnic_inproc_in(&nic, region, config.device_posts())?;
     let description = format!("soft NIC ({}) on an inproc ring", softnic_doorbell(config));
     let posting = transport.device_posting();
     Ok((
@@ -216,7 +218,7 @@ pub fn start_direct_udp(config: &RunConfig) -> Result<(DirectService, Vec<Socket
     }
     let registry = config.registry()?;
     let mut service = DirectService::start(&config.direct_options(), &registry)?;
-    let addrs = service.serve_udp(config.listen, &config.allowlist()?)?;
+    let addrs = wiring::direct_udp(&mut service, config.listen, &config.allowlist()?)?;
     Ok((service, addrs))
 }
 
