@@ -399,6 +399,11 @@ impl DirectService {
         ok
     }
 
+    /// Times the heartbeat was found stalled.
+    pub fn stalls(&self) -> u64 {
+        self.stalls
+    }
+
     /// The live status line.
     pub fn status_line(&mut self, interval: Duration, last: &mut u64) -> String {
         let c = self.counters();

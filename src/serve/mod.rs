@@ -1,44 +1,125 @@
-//! Starting a forwarder: pick the transport and backend a [`RunConfig`] names, pin a
-//! thread, run the loop, hand back the counters. Used by `qfwd run` and by the
-//! latency harness (which runs forwarders in-process).
+//! Assembling a service in one place: [`start`] picks the transport, the data path and the
+//! backend a [`RunConfig`] names, wires the QPU side as [`Wiring`] says, and hands back one
+//! [`Running`] handle, whatever was assembled. Used by `qfwd run` and by the latency
+//! harness (which runs services in-process).
+//!
+//! - Transport x wiring: UDP sockets (`udp`), a soft NIC whose wire is a UDP socket or an
+//!   in-process ring (`softnic`), RDMA (`rdma`), or an in-process ring (`inproc`);
+//!   [`wiring`] builds the wires, so the soft NIC and the `gpu-direct` service take any.
+//! - Data path: `cpu-forwarded` runs the forwarding loop on its own thread over the backend
+//!   the topology names ([`forwarder`]); `gpu-direct` starts the device side on the NIC
+//!   queues with no thread in between ([`crate::direct::DirectService`]).
+//! - [`Running`]: live interval reports ([`Running::poll`], time passed in), the QPU ends
+//!   of in-process wires ([`Running::take_qpu_ends`]), stop, and the final counters
+//!   ([`Running::join`]).
 #![forbid(unsafe_code)]
 
+mod direct;
+mod forwarder;
 pub mod wiring;
 
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{mpsc, Arc};
-use std::thread::JoinHandle;
-use std::time::{Duration, Instant};
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+use std::time::Instant;
 
-use crate::backend::{Backend, CpuBackend, Topology};
+use crate::backend::Topology;
 use crate::config::RunConfig;
-use crate::direct::DirectService;
-use crate::forward::{Forwarder, StopWhen};
+use crate::direct::{DataPath, DirectReport, DirectService, LinkClient};
 use crate::gpu;
-use crate::handler::Registry;
-use crate::route::{RouteBackend, RouteCounters, RouteMap};
-use crate::softnic::DevicePosting;
+use crate::queues::{NicLayout, SoftNicConfig};
+use crate::shm::SharedRegion;
 use crate::stats::{Interval, Stats};
-use crate::transport::inproc::InprocServer;
-use crate::transport::udp::UdpTransport;
-use crate::transport::Transport;
+use crate::transport::inproc::{self, InprocClient, InprocServer};
+use crate::transport::udp::{AllowedPeer, UdpTransport};
+use crate::transport::{Client, TransportKind};
+use crate::wire::HEADER_LEN;
 use crate::{Error, Result};
 
-/// A forwarder running on its own thread.
+use direct::DirectRun;
+use forwarder::ForwarderThread;
+
+/// Where the QPU side reaches the service.
+pub enum Wiring {
+    /// The network, as `config.transport` says: a UDP socket on `config.listen` (`udp`), a
+    /// soft NIC whose wire is that socket (`softnic`; with `gpu-direct`, one socket per link
+    /// on consecutive ports), or RDMA (`rdma`). `inproc` has no network side: an error.
+    Network,
+    /// This process where the transport allows it: an in-process ring (`inproc`), the soft
+    /// NIC's in-process wire (`softnic`), or with `gpu-direct` one in-process NIC end per
+    /// link; their QPU ends come from [`Running::take_qpu_ends`]. `udp` and `rdma` still
+    /// bind their sockets (the QPU side connects to [`Running::local_addrs`]).
+    InProcess,
+    /// `inproc` over a ring the caller made (its sizes), the caller keeping the QPU end.
+    Ring(InprocServer),
+}
+
+/// The QPU end of an in-process wire: what the emulator drives.
+pub enum QpuEnd {
+    /// An in-process ring (`inproc`, or the soft NIC's in-process wire).
+    Ring(InprocClient),
+    /// One `gpu-direct` link, whose NIC the emulator is.
+    Link(Box<LinkClient>),
+}
+
+impl Client for QpuEnd {
+    fn send(&mut self, bytes: &[u8]) -> Result<bool> {
+        match self {
+            QpuEnd::Ring(c) => c.send(bytes),
+            QpuEnd::Link(c) => c.send(bytes),
+        }
+    }
+
+    fn try_recv(&mut self, buf: &mut [u8]) -> Result<Option<usize>> {
+        match self {
+            QpuEnd::Ring(c) => c.try_recv(buf),
+            QpuEnd::Link(c) => c.try_recv(buf),
+        }
+    }
+
+    fn describe(&self) -> String {
+        match self {
+            QpuEnd::Ring(c) => c.describe(),
+            QpuEnd::Link(c) => c.describe(),
+        }
+    }
+}
+
+/// What a stopped service counted.
+pub struct Report {
+    /// The forwarder's counters (`gpu-direct`: the device side's, in the same terms).
+    pub stats: Stats,
+    /// `gpu-direct`: per link, the device side's and the NICs' counters.
+    pub direct: Option<DirectReport>,
+}
+
+enum Service {
+    Forwarder(ForwarderThread),
+    Direct(Box<DirectRun>),
+}
+
+/// A running service: a forwarding thread, or a `gpu-direct` device side.
 pub struct Running {
-    stop: Arc<AtomicBool>,
-    thread: Option<JoinHandle<Result<Stats>>>,
-    local_addr: Option<SocketAddr>,
+    service: Service,
+    local_addrs: Vec<SocketAddr>,
+    qpu_ends: Vec<QpuEnd>,
     description: String,
-    /// Live interval reports (every `stats_interval_s`), oldest first.
-    intervals: mpsc::Receiver<Interval>,
 }
 
 impl Running {
-    /// The UDP address it listens on (None for inproc).
+    /// The first UDP address it listens on (None for in-process wires and RDMA).
     pub fn local_addr(&self) -> Option<SocketAddr> {
-        self.local_addr
+        self.local_addrs.first().copied()
+    }
+
+    /// Every UDP address it listens on (`gpu-direct`: one per link).
+    pub fn local_addrs(&self) -> &[SocketAddr] {
+        &self.local_addrs
+    }
+
+    /// The QPU ends of its in-process wires (once; empty for network wiring).
+    pub fn take_qpu_ends(&mut self) -> Vec<QpuEnd> {
+        std::mem::take(&mut self.qpu_ends)
     }
 
     /// One line saying what is served, where, and how (the start-up line).
@@ -46,55 +127,250 @@ impl Running {
         &self.description
     }
 
+    /// The `gpu-direct` service, while it runs.
+    pub fn direct_service(&self) -> Option<&DirectService> {
+        match &self.service {
+            Service::Direct(d) => d.service(),
+            Service::Forwarder(_) => None,
+        }
+    }
+
     /// The flag that stops it (signal handlers set it).
     pub fn stop_flag(&self) -> Arc<AtomicBool> {
-        self.stop.clone()
+        match &self.service {
+            Service::Forwarder(f) => f.stop_flag(),
+            Service::Direct(d) => d.stop_flag(),
+        }
     }
 
-    /// The interval reports made since the last call (none when `stats_interval_s` is 0):
-    /// the caller prints them, as text or JSON.
-    pub fn intervals(&self) -> impl Iterator<Item = Interval> + '_ {
-        self.intervals.try_iter()
+    /// One step at `now`: the interval reports made since the last call (none when
+    /// `stats_interval_s` is 0), for the caller to print or serialize. A `gpu-direct`
+    /// service also checks its device side's heartbeat here, and ends at its duration.
+    pub fn poll(&mut self, now: Instant) -> Vec<Interval> {
+        match &mut self.service {
+            Service::Forwarder(f) => f.intervals(),
+            Service::Direct(d) => d.poll(now),
+        }
     }
 
-    /// Whether the loop has ended (duration elapsed, or an error).
+    /// Whether it has ended (duration elapsed, an error, or asked to stop).
     pub fn is_finished(&self) -> bool {
-        self.thread.as_ref().is_none_or(|t| t.is_finished())
+        match &self.service {
+            Service::Forwarder(f) => f.is_finished(),
+            Service::Direct(d) => d.is_finished(),
+        }
     }
 
-    /// Asks it to stop; it drains in-flight requests, then exits.
+    /// Asks it to stop; [`Running::join`] drains what is in flight, then ends it.
     pub fn stop(&self) {
-        self.stop.store(true, Ordering::Relaxed);
+        match &self.service {
+            Service::Forwarder(f) => f.stop(),
+            Service::Direct(d) => d.stop(),
+        }
     }
 
-    /// Waits for it to end and returns its counters.
-    pub fn join(mut self) -> Result<Stats> {
-        let t = self.thread.take().ok_or(Error::ThreadPanicked)?;
-        t.join().map_err(|_| Error::ThreadPanicked)?
-    }
-}
-
-impl Drop for Running {
-    fn drop(&mut self) {
-        if let Some(t) = self.thread.take() {
-            self.stop.store(true, Ordering::Relaxed);
-            let _ = t.join();
+    /// Stops it (if it has not stopped), waits for the end, and returns its counters.
+    pub fn join(self) -> Result<Report> {
+        match self.service {
+            Service::Forwarder(f) => {
+                f.stop();
+                Ok(Report {
+                    stats: f.join()?,
+                    direct: None,
+                })
+            }
+            Service::Direct(d) => {
+                let report = (*d).join()?;
+                Ok(Report {
+                    stats: report.stats.clone(),
+                    direct: Some(report),
+                })
+            }
         }
     }
 }
 
-/// Binds the UDP socket (so the address is known and errors surface here), then
-/// starts the loop on its own thread.
-pub fn spawn_udp(config: &RunConfig) -> Result<Running> {
+/// Starts the service `config` describes, its QPU side wired as `wiring` says. Returns
+/// once it serves (a GPU start compiles kernels and allocates first); a start that fails
+/// is an error here, never a service that silently does not answer.
+pub fn start(config: &RunConfig, wiring: Wiring) -> Result<Running> {
     config.validate()?;
-    let transport = UdpTransport::bind(config.listen, config.allowlist()?)?;
-    let local = transport.local_addr();
-    let description = format!("udp {local}; {}", allow_description(transport.allowlist()));
-    spawn(transport, config, Some(local), description, None)
+    if config.transport == TransportKind::Inproc && matches!(wiring, Wiring::Network) {
+        return Err(Error::InvalidSetting {
+            key: "transport",
+            detail: "inproc connects threads of one process; to measure it, run \
+                     `qfwd-latency emulate --inproc` (it starts the forwarder itself)"
+                .to_string(),
+        });
+    }
+    if config.transport != TransportKind::Inproc && matches!(wiring, Wiring::Ring(_)) {
+        return Err(Error::InvalidSetting {
+            key: "transport",
+            detail: format!(
+                "an in-process ring serves transport inproc, not {}",
+                config.transport
+            ),
+        });
+    }
+    match config.data_path {
+        DataPath::CpuForwarded => start_forwarded(config, wiring),
+        DataPath::GpuDirect => start_direct(config, wiring),
+    }
+}
+
+/// Requests an in-process ring made here holds at once.
+const RING_DEPTH: usize = 4096;
+
+/// The `cpu-forwarded` data path on the transport `config` names.
+fn start_forwarded(config: &RunConfig, wiring: Wiring) -> Result<Running> {
+    let mut local_addrs = Vec::new();
+    let mut qpu_ends = Vec::new();
+    let (thread, description) = match (config.transport, wiring) {
+        (TransportKind::Inproc, wiring) => {
+            let server = match wiring {
+                Wiring::Ring(server) => server,
+                _ => {
+                    let slot = HEADER_LEN + config.max_request_bytes.max(64) + 64;
+                    let (client, server) = inproc::channel(RING_DEPTH, slot)?;
+                    qpu_ends.push(QpuEnd::Ring(client));
+                    server
+                }
+            };
+            let where_ = "inproc ring".to_string();
+            let description = forwarder::describe(config, &where_)?;
+            (forwarder::spawn(server, config, None)?, description)
+        }
+        (TransportKind::Udp, _) => {
+            let transport = UdpTransport::bind(config.listen, config.allowlist()?)?;
+            let local = transport.local_addr();
+            local_addrs.push(local);
+            let where_ = format!("udp {local}; {}", allow_description(transport.allowlist()));
+            let description = forwarder::describe(config, &where_)?;
+            (forwarder::spawn(transport, config, None)?, description)
+        }
+        (TransportKind::Softnic, wiring) => {
+            let nic = config.softnic_config();
+            let region = softnic_region(config, &nic)?;
+            let device_posted = config.device_posts();
+            let (transport, where_) = if matches!(wiring, Wiring::InProcess) {
+                let (client, transport) = wiring::softnic_inproc_in(&nic, region, device_posted)?;
+                qpu_ends.push(QpuEnd::Ring(client));
+                let where_ = format!("soft NIC ({}) on an inproc ring", softnic_doorbell(config));
+                (transport, where_)
+            } else {
+                let allow = config.allowlist()?;
+                let (local, transport) = wiring::softnic_udp_in(
+                    &nic,
+                    config.listen,
+                    allow.clone(),
+                    region,
+                    device_posted,
+                )?;
+                local_addrs.push(local);
+                let where_ = format!(
+                    "soft NIC ({}) on udp {local}; {}; its queue pair connects to the first of \
+                     them that sends a request",
+                    softnic_doorbell(config),
+                    allow_description(&allow)
+                );
+                (transport, where_)
+            };
+            let description = forwarder::describe(config, &where_)?;
+            let posting = transport.device_posting();
+            (forwarder::spawn(transport, config, posting)?, description)
+        }
+        (TransportKind::Rdma, _) => start_rdma(config)?,
+    };
+    Ok(Running {
+        service: Service::Forwarder(thread),
+        local_addrs,
+        qpu_ends,
+        description,
+    })
+}
+
+/// Waits for the QPU side on the RDMA control plane (`listen`), connects the queue pair,
+/// then starts the loop. Needs the `rdma` feature and a RoCE-capable device.
+fn start_rdma(config: &RunConfig) -> Result<(ForwarderThread, String)> {
+    #[cfg(feature = "rdma")]
+    {
+        let cfg = crate::rdma::RdmaConfig {
+            control: config.listen,
+            slot_bytes: (HEADER_LEN + config.max_request_bytes).next_multiple_of(64) as u32,
+            ..crate::rdma::RdmaConfig::default()
+        };
+        let listener = crate::rdma::RdmaListener::bind(&cfg)?;
+        tracing::info!(
+            "RDMA control plane on udp {}; waiting for the QPU side (handshake timeout {:?})",
+            config.listen,
+            cfg.handshake_timeout
+        );
+        let transport = listener.accept()?;
+        let where_ = format!(
+            "rdma on {} (peer control {})",
+            transport.device(),
+            transport.peer().1
+        );
+        let description = forwarder::describe(config, &where_)?;
+        Ok((forwarder::spawn(transport, config, None)?, description))
+    }
+    #[cfg(not(feature = "rdma"))]
+    {
+        let _ = config;
+        Err(Error::InvalidSetting {
+            key: "transport",
+            detail: "rdma needs a build with `--features rdma` (libibverbs-dev, librdmacm-dev, \
+                     libclang-dev, pkg-config) and a RoCE-capable NIC; `qfwd doctor` lists what \
+                     this host has"
+                .to_string(),
+        })
+    }
+}
+
+/// The `gpu-direct` data path: the device side (the GPU kernel, or the CPU stand-in with
+/// topology `cpu`) on `config.links` links, each link's NIC a soft NIC thread on a UDP
+/// socket (`listen`'s port + i) or, in-process, the emulator itself. No forwarding thread.
+fn start_direct(config: &RunConfig, wiring: Wiring) -> Result<Running> {
+    if matches!(wiring, Wiring::Ring(_)) {
+        return Err(Error::InvalidSetting {
+            key: "data_path",
+            detail: "gpu-direct links are NIC queues, not an in-process ring: wire them \
+                     in-process (each link's QPU end) or over the network"
+                .to_string(),
+        });
+    }
+    if config.topology == Topology::GpuPersistent {
+        // A clear error (no GPU) before anything starts.
+        forwarder::gpu_for(config)?;
+    }
+    let registry = config.registry()?;
+    let mut service = DirectService::start(&config.direct_options(), &registry)?;
+    let mut local_addrs = Vec::new();
+    let mut qpu_ends = Vec::new();
+    let links = match wiring {
+        Wiring::InProcess => {
+            for i in 0..service.links() {
+                qpu_ends.push(QpuEnd::Link(Box::new(service.link_client(i)?)));
+            }
+            "in-process links".to_string()
+        }
+        _ => {
+            local_addrs = wiring::direct_udp(&mut service, config.listen, &config.allowlist()?)?;
+            let addrs: Vec<String> = local_addrs.iter().map(|a| a.to_string()).collect();
+            format!("soft NIC links on udp {}", addrs.join(", "))
+        }
+    };
+    let description = format!("{}; {links}", service.description());
+    Ok(Running {
+        service: Service::Direct(Box::new(DirectRun::new(service, config, Instant::now()))),
+        local_addrs,
+        qpu_ends,
+        description,
+    })
 }
 
 /// The start-up line's words on who may send requests.
-fn allow_description(allowlist: &[crate::transport::udp::AllowedPeer]) -> String {
+fn allow_description(allowlist: &[AllowedPeer]) -> String {
     if allowlist.is_empty() {
         "no allowlist: accepting requests from every peer".to_string()
     } else {
@@ -103,60 +379,16 @@ fn allow_description(allowlist: &[crate::transport::udp::AllowedPeer]) -> String
     }
 }
 
-/// Starts a soft NIC whose wire is a UDP socket, and the loop behind it. With
-/// `gpu-persistent` and a `regular` or `blueflame` doorbell the kernel rings the NIC
-/// itself ([`RunConfig::device_posts`]).
-pub fn spawn_softnic_udp(config: &RunConfig) -> Result<Running> {
-    config.validate()?;
-    let nic = config.softnic_config();
-    let region = softnic_region(config, &nic)?;
-    let (local, transport) = wiring::softnic_udp_in(
-        &nic,
-        config.listen,
-        config.allowlist()?,
-        region,
-        config.device_posts(),
-    )?;
-    let description = format!(
-        "soft NIC ({}) on udp {local}; {}; its queue pair connects to the first of them \
-         that sends a request",
-        softnic_doorbell(config),
-        allow_description(&config.allowlist()?)
-    );
-    let posting = transport.device_posting();
-    spawn(transport, config, Some(local), description, posting)
-}
-
-/// Starts the loop behind a soft NIC whose wire is an in-process ring; returns the
-/// emulator's end of the ring too. Device posting as in [`spawn_softnic_udp`].
-pub fn spawn_softnic_inproc(
-    config: &RunConfig,
-) -> Result<(crate::transport::inproc::InprocClient, Running)> {
-    config.validate()?;
-    let nic = config.softnic_config();
-    let region = softnic_region(config, &nic)?;
-    let (client, transport) = wiring::softnic_inproc_in(&nic, region, config.device_posts())?;
-    let description = format!("soft NIC ({}) on an inproc ring", softnic_doorbell(config));
-    let posting = transport.device_posting();
-    Ok((
-        client,
-        spawn(transport, config, None, description, posting)?,
-    ))
-}
-
 /// The soft NIC's memory: GPU-mapped pinned memory when the kernel posts to it, the heap
 /// otherwise.
-fn softnic_region(
-    config: &RunConfig,
-    nic: &crate::softnic::SoftNicConfig,
-) -> Result<crate::softnic::SharedRegion> {
-    let len = crate::softnic::NicLayout::new(nic)?.len;
+fn softnic_region(config: &RunConfig, nic: &SoftNicConfig) -> Result<SharedRegion> {
+    let len = NicLayout::new(nic)?.len;
     if config.device_posts() {
         // A clear error (no GPU) before anything starts.
-        gpu_for(config)?;
+        forwarder::gpu_for(config)?;
         gpu::mapped_nic_region(config.gpu_device, len)
     } else {
-        crate::softnic::SharedRegion::heap(len)
+        SharedRegion::heap(len)
     }
 }
 
@@ -168,513 +400,93 @@ fn softnic_doorbell(config: &RunConfig) -> String {
     }
 }
 
-/// Waits for the QPU side on the RDMA control plane (`listen`), connects the queue pair,
-/// then starts the loop. Needs the `rdma` feature and a RoCE-capable device.
-pub fn spawn_rdma(config: &RunConfig) -> Result<Running> {
-    config.validate()?;
-    #[cfg(feature = "rdma")]
-    {
-        let cfg = crate::rdma::RdmaConfig {
-            control: config.listen,
-            slot_bytes: (crate::wire::HEADER_LEN + config.max_request_bytes).next_multiple_of(64)
-                as u32,
-            ..crate::rdma::RdmaConfig::default()
-        };
-        let listener = crate::rdma::RdmaListener::bind(&cfg)?;
-        tracing::info!(
-            "RDMA control plane on udp {}; waiting for the QPU side (handshake timeout {:?})",
-            config.listen,
-            cfg.handshake_timeout
-        );
-        let transport = listener.accept()?;
-        let description = format!(
-            "rdma on {} (peer control {})",
-            transport.device(),
-            transport.peer().1
-        );
-        spawn(transport, config, None, description, None)
-    }
-    #[cfg(not(feature = "rdma"))]
-    {
-        Err(Error::InvalidSetting {
-            key: "transport",
-            detail: "rdma needs a build with `--features rdma` (libibverbs-dev, librdmacm-dev, \
-                     libclang-dev, pkg-config) and a RoCE-capable NIC; `qfwd doctor` lists what \
-                     this host has"
-                .to_string(),
-        })
-    }
-}
-
-/// Starts the `gpu-direct` data path behind UDP: the device side (the GPU kernel, or the
-/// CPU stand-in with topology `cpu`) on `config.links` links, each with a soft NIC thread
-/// whose wire is a UDP socket on `listen`'s port + i. Returns the service and the bound
-/// addresses. No forwarding thread runs.
-pub fn start_direct_udp(config: &RunConfig) -> Result<(DirectService, Vec<SocketAddr>)> {
-    config.validate()?;
-    if config.topology == Topology::GpuPersistent {
-        // A clear error (no GPU) before anything starts.
-        gpu_for(config)?;
-    }
-    let registry = config.registry()?;
-    let mut service = DirectService::start(&config.direct_options(), &registry)?;
-    let addrs = wiring::direct_udp(&mut service, config.listen, &config.allowlist()?)?;
-    Ok((service, addrs))
-}
-
-/// Starts the loop on its own thread, serving the forwarder end of an in-process
-/// channel.
-pub fn spawn_inproc(config: &RunConfig, server: InprocServer) -> Result<Running> {
-    config.validate()?;
-    spawn(server, config, None, "inproc ring".to_string(), None)
-}
-
-fn spawn<T>(
-    transport: T,
-    config: &RunConfig,
-    local_addr: Option<SocketAddr>,
-    where_: String,
-    nic: Option<DevicePosting>,
-) -> Result<Running>
-where
-    T: Transport + Send + 'static,
-    T::Peer: Send,
-{
-    let registry = config.registry()?;
-    let handlers: Vec<String> = registry
-        .entries()
-        .iter()
-        .map(|e| format!("{} (function_id {:#010x})", e.name, e.function_id))
-        .collect();
-    let core = config.cores.first().copied();
-    let gpus = gpus_for(config)?;
-    let on = gpus
-        .iter()
-        .map(|g| g.to_string())
-        .collect::<Vec<_>>()
-        .join(" and ");
-    let mut topology = if gpus.is_empty() {
-        config.topology.to_string()
-    } else if config.topology == Topology::GpuPersistent {
-        format!(
-            "{} on {on}, rx_completion {}, {} pollers ({} per slot), {} slots{}",
-            config.topology,
-            config.rx_completion,
-            config.pollers,
-            config.gpu_options().pollers_per_slot,
-            config.slots,
-            if gpus.len() > 1 { " per GPU" } else { "" }
-        )
-    } else {
-        format!("{} on {on}", config.topology)
-    };
-    if config.routed() {
-        let map = RouteMap::new(&registry, &config.gpus, &config.route)?;
-        topology.push_str(&format!(
-            "; {} shard(s), routes {}",
-            map.shards(),
-            map.describe()
-        ));
-    }
-    let description = format!(
-        "serving {} on {}; topology {}; {}",
-        handlers.join(", "),
-        where_,
-        topology,
-        match core {
-            Some(c) => format!("pinned to core {c}"),
-            None => "not pinned".to_string(),
-        }
-    );
-    if let Some(c) = core {
-        // The machine's online cores, not this thread's mask: a caller pinned elsewhere
-        // (the harness pins its emulator) may still start a forwarder on another core.
-        crate::host::check_online(c)?;
-    }
-    let stop = Arc::new(AtomicBool::new(false));
-    let flag = stop.clone();
-    let config_topology = config.topology;
-    let config = config.clone();
-    let (ready_tx, ready_rx) = std::sync::mpsc::channel();
-    let (intervals_tx, intervals) = mpsc::channel();
-    let thread = std::thread::Builder::new()
-        .name("qfwd-forward".to_string())
-        .spawn(move || -> Result<Stats> {
-            READY.with(|r| *r.borrow_mut() = Some(ready_tx));
-            INTERVALS.with(|r| *r.borrow_mut() = Some(intervals_tx));
-            if let Some(c) = core {
-                if !core_affinity::set_for_current(core_affinity::CoreId { id: c }) {
-                    return Err(Error::Pin {
-                        core: c,
-                        detail: "sched_setaffinity refused".to_string(),
-                    });
-                }
-            }
-            serve_with_nic(transport, registry, &config, &flag, nic.as_ref())
-        })
-        .map_err(|source| Error::Io {
-            what: "spawning the forwarding thread".to_string(),
-            source,
-        })?;
-    // Return only once the backend runs (a GPU start compiles kernels and allocates), so a
-    // failed start is an error here and not a forwarder that silently never answers.
-    let deadline = Instant::now() + BACKEND_START_TIMEOUT;
-    loop {
-        match ready_rx.recv_timeout(Duration::from_millis(20)) {
-            Ok(()) => break,
-            Err(_) if thread.is_finished() => {
-                return Err(thread
-                    .join()
-                    .map_err(|_| Error::ThreadPanicked)?
-                    .err()
-                    .unwrap_or(Error::ThreadPanicked));
-            }
-            Err(_) if Instant::now() > deadline => {
-                stop.store(true, Ordering::Relaxed);
-                return Err(Error::InvalidSetting {
-                    key: "topology",
-                    detail: format!(
-                        "the {} backend did not start within {BACKEND_START_TIMEOUT:?}",
-                        config_topology
-                    ),
-                });
-            }
-            Err(_) => {}
-        }
-    }
-    Ok(Running {
-        stop,
-        thread: Some(thread),
-        local_addr,
-        description,
-        intervals,
-    })
-}
-
-/// How long a backend may take to start (NVRTC compile, allocations, kernel launch).
-const BACKEND_START_TIMEOUT: Duration = Duration::from_secs(60);
-
-thread_local! {
-    /// Set on a spawned forwarding thread: told when the loop is about to run.
-    static READY: std::cell::RefCell<Option<std::sync::mpsc::Sender<()>>> =
-        const { std::cell::RefCell::new(None) };
-    /// Set on a spawned forwarding thread: where its live interval reports go.
-    static INTERVALS: std::cell::RefCell<Option<mpsc::Sender<Interval>>> =
-        const { std::cell::RefCell::new(None) };
-}
-
-/// Runs the loop on the calling thread until `stop` or the configured duration.
-pub fn serve_on_this_thread<T: Transport>(
-    transport: T,
-    registry: Registry,
-    config: &RunConfig,
-    stop: &AtomicBool,
-) -> Result<Stats> {
-    serve_with_nic(transport, registry, config, stop, None)
-}
-
-/// [`serve_on_this_thread`]; with `nic` (the soft NIC's send queue, from
-/// [`crate::softnic::SoftNicTransport::device_posting`]) the `gpu-persistent` kernel sends
-/// every response through it itself.
-pub fn serve_with_nic<T: Transport>(
-    transport: T,
-    registry: Registry,
-    config: &RunConfig,
-    stop: &AtomicBool,
-    nic: Option<&DevicePosting>,
-) -> Result<Stats> {
-    if nic.is_some() && config.topology != Topology::GpuPersistent {
-        return Err(Error::InvalidSetting {
-            key: "topology",
-            detail: format!(
-                "{}: only gpu-persistent rings the NIC from the device",
-                config.topology
-            ),
-        });
-    }
-    let fc = config.forward_config();
-    // Decoder models the GPU topologies upload once, at start.
-    let decoders = if config.topology.needs_gpu() {
-        gpu::decoder::registry_decoders(&registry)
-    } else {
-        Vec::new()
-    };
-    if config.routed() {
-        if nic.is_some() {
-            return Err(Error::InvalidSetting {
-                key: "gpus",
-                detail: "GPU-rung doorbells (softnic with a regular or blueflame doorbell) serve \
-                         one GPU; use --doorbell cpu-assisted, or one GPU"
-                    .to_string(),
-            });
-        }
-        return serve_routed(transport, registry, config, stop, &decoders);
-    }
-    match config.topology {
-        Topology::Cpu => {
-            let backend = CpuBackend::new(fc.batch, fc.max_request_bytes);
-            run_loop(transport, backend, registry, config, stop, None).map(|(s, _)| s)
-        }
-        Topology::GpuLaunch => {
-            let backend = gpu::launch_backend_with(&config.gpu_options(), &decoders)?;
-            run_loop(transport, backend, registry, config, stop, None).map(|(s, _)| s)
-        }
-        Topology::GpuGraph => {
-            let backend = gpu::graph_backend_with(&config.gpu_options(), &decoders)?;
-            run_loop(transport, backend, registry, config, stop, None).map(|(s, _)| s)
-        }
-        Topology::GpuPersistent => {
-            let backend = match nic {
-                Some(nic) => {
-                    let o = gpu::options_for_decoders(&config.gpu_options(), &decoders);
-                    crate::mailbox::MailboxBackend::new(gpu::PersistentKernel::start_with(
-                        &o,
-                        Some(nic),
-                        &decoders,
-                        gpu::decoder::ScratchPlacement::Auto,
-                    )?)
-                }
-                None => gpu::persistent_backend_with(&config.gpu_options(), &decoders)?,
-            };
-            let (stats, mut backend) = run_loop(transport, backend, registry, config, stop, None)?;
-            // Stop the kernel with its sentinel and wait for it, so a kernel that does
-            // not stop is reported rather than left spinning.
-            backend.shutdown(KERNEL_STOP_TIMEOUT)?;
-            if let Some(c) = backend.device().nic_counters() {
-                tracing::info!(
-                    "GPU posting: {}",
-                    c.pairs()
-                        .iter()
-                        .map(|(k, v)| format!("{k} {v}"))
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                );
-            }
-            Ok(stats)
-        }
-    }
-}
-
-/// Several GPUs: one backend per entry of `config.gpus` (each its own kernel, mailbox
-/// rings and decoder models on that device), requests routed by function.
-fn serve_routed<T: Transport>(
-    transport: T,
-    registry: Registry,
-    config: &RunConfig,
-    stop: &AtomicBool,
-    decoders: &[Arc<crate::decode::Decoder>],
-) -> Result<Stats> {
-    let map = RouteMap::new(&registry, &config.gpus, &config.route)?;
-    let fc = config.forward_config();
-    match config.topology {
-        Topology::Cpu => {
-            let shards = map
-                .gpus()
-                .iter()
-                .map(|_| CpuBackend::new(fc.batch, fc.max_request_bytes))
-                .collect();
-            run_routed(
-                transport,
-                RouteBackend::new(shards, map)?,
-                registry,
-                config,
-                stop,
-            )
-            .map(|(s, _)| s)
-        }
-        Topology::GpuLaunch | Topology::GpuGraph => {
-            let shards = map
-                .gpus()
-                .iter()
-                .map(|&g| {
-                    let o = config.gpu_options_for(g);
-                    if config.topology == Topology::GpuLaunch {
-                        gpu::launch_backend_with(&o, decoders)
-                    } else {
-                        gpu::graph_backend_with(&o, decoders)
-                    }
-                })
-                .collect::<Result<Vec<_>>>()?;
-            run_routed(
-                transport,
-                RouteBackend::new(shards, map)?,
-                registry,
-                config,
-                stop,
-            )
-            .map(|(s, _)| s)
-        }
-        Topology::GpuPersistent => {
-            // A shard that fails to start drops (and so stops) the ones started before it.
-            let shards = map
-                .gpus()
-                .iter()
-                .map(|&g| gpu::persistent_backend_with(&config.gpu_options_for(g), decoders))
-                .collect::<Result<Vec<_>>>()?;
-            let (stats, mut backend) = run_routed(
-                transport,
-                RouteBackend::new(shards, map)?,
-                registry,
-                config,
-                stop,
-            )?;
-            // Stop every kernel, then report the first that did not stop.
-            let mut first_err = None;
-            for shard in backend.shards_mut() {
-                if let Err(e) = shard.shutdown(KERNEL_STOP_TIMEOUT) {
-                    first_err.get_or_insert(e);
-                }
-            }
-            match first_err {
-                Some(e) => Err(e),
-                None => Ok(stats),
-            }
-        }
-    }
-}
-
-/// [`run_loop`] over a [`RouteBackend`], with its per-GPU counters in the status lines and
-/// the final stats.
-fn run_routed<T: Transport, B: Backend>(
-    transport: T,
-    backend: RouteBackend<B>,
-    registry: Registry,
-    config: &RunConfig,
-    stop: &AtomicBool,
-) -> Result<(Stats, RouteBackend<B>)> {
-    let counters = backend.counters();
-    let (mut stats, backend) =
-        run_loop(transport, backend, registry, config, stop, Some(&counters))?;
-    stats.shards = counters.snapshot();
-    Ok((stats, backend))
-}
-
-/// How long a persistent kernel may take to see its stop sentinel.
-const KERNEL_STOP_TIMEOUT: Duration = Duration::from_secs(2);
-
-fn run_loop<T: Transport, B: Backend>(
-    transport: T,
-    backend: B,
-    registry: Registry,
-    config: &RunConfig,
-    stop: &AtomicBool,
-    shards: Option<&RouteCounters>,
-) -> Result<(Stats, B)> {
-    let mut fwd = Forwarder::new(transport, backend, registry, config.forward_config());
-    READY.with(|r| {
-        if let Some(tx) = r.borrow_mut().take() {
-            let _ = tx.send(());
-        }
-    });
-    let deadline = config.duration().map(|d| Instant::now() + d);
-    let stats = fwd.run(
-        StopWhen {
-            flag: stop,
-            deadline,
-        },
-        config.stats_interval(),
-        |stats, elapsed| {
-            if let Some(c) = shards {
-                c.snapshot_into(&mut stats.shards);
-            }
-            let report = stats.interval(elapsed);
-            // To the caller of `spawn` when there is one (it prints or serializes it).
-            let unsent = INTERVALS.with(|tx| match &*tx.borrow() {
-                Some(tx) => tx.send(report).err().map(|e| e.0),
-                None => Some(report),
-            });
-            if let Some(report) = unsent {
-                tracing::info!("{report}");
-            }
-        },
-    )?;
-    Ok((stats, fwd.into_backend()))
-}
-
-/// For GPU topologies: the GPU, described, or a clear error when there is none.
-fn gpu_for(config: &RunConfig) -> Result<Option<gpu::GpuInfo>> {
-    Ok(gpus_for(config)?.into_iter().next())
-}
-
-/// For GPU topologies: every GPU served (`gpus`, or `gpu_device`), described, or a clear
-/// error naming how many this host has. Empty for the cpu topology.
-fn gpus_for(config: &RunConfig) -> Result<Vec<gpu::GpuInfo>> {
-    if !config.topology.needs_gpu() {
-        return Ok(Vec::new());
-    }
-    let wanted = config.gpu_list();
-    match gpu::probe()? {
-        Some(found) => {
-            let missing = wanted.iter().any(|w| !found.iter().any(|g| g.index == *w));
-            if missing && config.routed() {
-                return Err(Error::NotEnoughGpus {
-                    asked: wanted
-                        .iter()
-                        .map(|g| g.to_string())
-                        .collect::<Vec<_>>()
-                        .join(","),
-                    found: found.len(),
-                    which: format!(
-                        " (indices {})",
-                        found
-                            .iter()
-                            .map(|g| g.index.to_string())
-                            .collect::<Vec<_>>()
-                            .join(",")
-                    ),
-                });
-            }
-            wanted
-                .iter()
-                .map(|w| {
-                    found
-                        .iter()
-                        .find(|g| g.index == *w)
-                        .cloned()
-                        .ok_or_else(|| Error::GpuUnavailable {
-                            detail: format!("no GPU with index {w}"),
-                        })
-                })
-                .collect()
-        }
-        None if config.routed() => Err(Error::NotEnoughGpus {
-            asked: config
-                .gpus
-                .iter()
-                .map(|g| g.to_string())
-                .collect::<Vec<_>>()
-                .join(","),
-            found: 0,
-            which: format!(
-                " ({}); use --topology cpu",
-                gpu::unavailable_reason().unwrap_or_else(|| "none found".into())
-            ),
-        }),
-        None => Err(Error::GpuUnavailable {
-            detail: format!(
-                "topology {} needs a GPU ({}); use --topology cpu",
-                config.topology,
-                gpu::unavailable_reason().unwrap_or_else(|| "none found".into())
-            ),
-        }),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::idle::IdlePolicy;
+    use crate::mlx5::Doorbell;
+
+    fn in_process(transport: TransportKind) -> RunConfig {
+        RunConfig {
+            transport,
+            idle: IdlePolicy::Yield,
+            stats_interval_s: 0.0,
+            ..RunConfig::default()
+        }
+    }
 
     #[test]
     fn pinning_to_a_missing_core_is_a_clear_error() {
         let cfg = RunConfig {
             cores: vec![1000],
-            ..RunConfig::default()
+            ..in_process(TransportKind::Inproc)
         };
-        let (_c, server) = crate::transport::inproc::channel(4, 64).unwrap();
-        let e = spawn_inproc(&cfg, server)
+        let (_c, server) = inproc::channel(4, 64).unwrap();
+        let e = start(&cfg, Wiring::Ring(server))
             .err()
             .expect("no such core")
             .to_string();
         assert!(e.contains("core 1000"), "{e}");
+    }
+
+    #[test]
+    fn wirings_that_cannot_be_are_refused() {
+        let e = start(&in_process(TransportKind::Inproc), Wiring::Network)
+            .err()
+            .expect("inproc has no network side")
+            .to_string();
+        assert!(e.contains("qfwd-latency emulate --inproc"), "{e}");
+        let (_c, server) = inproc::channel(4, 64).unwrap();
+        let e = start(&in_process(TransportKind::Udp), Wiring::Ring(server))
+            .err()
+            .expect("a ring is inproc's")
+            .to_string();
+        assert!(e.contains("transport inproc"), "{e}");
+    }
+
+    /// Every in-process assembly answers through the QPU ends it hands back, and its
+    /// counters come back from `join`.
+    #[test]
+    fn in_process_assemblies_answer_through_their_qpu_ends() {
+        let direct = RunConfig {
+            data_path: DataPath::GpuDirect,
+            links: 2,
+            doorbell: Doorbell::Regular,
+            ..in_process(TransportKind::Softnic)
+        };
+        for (config, ends) in [
+            (in_process(TransportKind::Inproc), 1),
+            (in_process(TransportKind::Softnic), 1),
+            (direct, 2),
+        ] {
+            let mut running = start(&config, Wiring::InProcess).unwrap();
+            let mut qpu = running.take_qpu_ends();
+            assert_eq!(qpu.len(), ends, "{}", running.description());
+            assert!(running.take_qpu_ends().is_empty());
+            let mut buf = vec![0u8; 256];
+            for (i, end) in qpu.iter_mut().enumerate() {
+                let id = crate::wire::function_id("parity");
+                let n = crate::wire::write_request(&mut buf, id, i as u32, 0, &[7]).unwrap();
+                assert!(end.send(&buf[..n]).unwrap());
+                let deadline = Instant::now() + std::time::Duration::from_secs(10);
+                let got = loop {
+                    if let Some(n) = end.try_recv(&mut buf).unwrap() {
+                        break n;
+                    }
+                    assert!(Instant::now() < deadline, "{}", running.description());
+                    std::thread::yield_now();
+                };
+                let r = crate::wire::parse_response(&buf[..got]).unwrap();
+                assert_eq!((r.header.request_id, r.result), (i as u32, &[1u8][..]));
+            }
+            assert!(running.poll(Instant::now()).is_empty());
+            let report = running.join().unwrap();
+            assert_eq!(report.stats.answered_ok, ends as u64);
+            assert!(report.stats.adds_up());
+            assert_eq!(
+                report.direct.is_some(),
+                config.data_path == DataPath::GpuDirect
+            );
+        }
     }
 }
