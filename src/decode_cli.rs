@@ -768,7 +768,9 @@ pub fn run(args: &DecodeArgs) -> Result<()> {
     if !args.counts_mistakes() {
         if args.window.is_some() {
             return Err(Error::Decode {
-                detail: "--window counts mistakes: give --obs (or --in-includes-appended-observables)".into(),
+                detail:
+                    "--window counts mistakes: give --obs (or --in-includes-appended-observables)"
+                        .into(),
             });
         }
         return predict(args).map(|_| ());

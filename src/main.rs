@@ -479,22 +479,7 @@ fn run_streams(
     signalled: &AtomicBool,
     parent: Option<qfwd::process::ParentWatch>,
 ) -> qfwd::Result<()> {
-    let settings = config.streams.clone().unwrap_or_default();
-    let dem = config
-        .dem
-        .as_deref()
-        .ok_or_else(|| qfwd::Error::InvalidSetting {
-            key: "dem",
-            detail: "streams need --dem FILE".into(),
-        })?;
-    let model = qfwd::stream::load_model(dem, &settings)?;
-    let opts = qfwd::stream::ServiceOptions {
-        settings,
-        cores: config.cores.clone(),
-        idle: config.idle,
-        batch: config.batch,
-    };
-    let running = qfwd::stream::spawn_udp(&opts, model, config.listen, config.allowlist()?)?;
+    let running = qfwd::serve::start_streams(config)?;
     eprintln!("qfwd: serving {}", running.description());
     let until = config.duration().map(|d| std::time::Instant::now() + d);
     while !running.is_finished() && !signalled.load(Ordering::Relaxed) {

@@ -128,7 +128,9 @@ pub fn device_address_of(ctx: &GpuContext, host: u64, what: &str) -> Result<u64>
         .result()
         .map_err(|source| Error::GpuUnavailable {
             detail: format!(
-                "{what} at {host:#x} is not pinned, GPU-mapped host memory                  (cuMemHostGetDevicePointer: {source}); allocate it with                  gpu::mapped_nic_region"
+                "{what} at {host:#x} is not pinned, GPU-mapped host memory \
+                 (cuMemHostGetDevicePointer: {source}); allocate it with \
+                 gpu::mapped_nic_region"
             ),
         })?;
     Ok(device_ptr)

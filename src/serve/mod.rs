@@ -13,6 +13,8 @@
 //! - [`Running`]: live interval reports ([`Running::poll`], time passed in), the QPU ends
 //!   of in-process wires ([`Running::take_qpu_ends`]), stop, and the final counters
 //!   ([`Running::join`]).
+//! - [`start_streams`]: the stream service (`qfwd run --streams`), its own handle
+//!   ([`RunningStreams`]: stream counters, not the forwarder's).
 #![forbid(unsafe_code)]
 
 mod direct;
@@ -31,6 +33,7 @@ use crate::gpu;
 use crate::queues::{NicLayout, SoftNicConfig};
 use crate::shm::SharedRegion;
 use crate::stats::{Interval, Stats};
+use crate::stream::{RunningStreams, ServiceOptions};
 use crate::transport::inproc::{self, InprocClient, InprocServer};
 use crate::transport::udp::{AllowedPeer, UdpTransport};
 use crate::transport::{Client, TransportKind};
@@ -217,6 +220,26 @@ pub fn start(config: &RunConfig, wiring: Wiring) -> Result<Running> {
         DataPath::CpuForwarded => start_forwarded(config, wiring),
         DataPath::GpuDirect => start_direct(config, wiring),
     }
+}
+
+/// Starts the stream service `config.streams` describes (`qfwd run --streams`): the model
+/// of `config.dem` cut into windows, decoded by the CPU pool, on a UDP socket at `listen`.
+pub fn start_streams(config: &RunConfig) -> Result<RunningStreams> {
+    config.validate()?;
+    let (Some(settings), Some(dem)) = (config.streams.clone(), config.dem.as_deref()) else {
+        return Err(Error::InvalidSetting {
+            key: "streams",
+            detail: "streams need --streams N and --dem FILE".to_string(),
+        });
+    };
+    let model = crate::stream::load_model(dem, &settings)?;
+    let opts = ServiceOptions {
+        settings,
+        cores: config.cores.clone(),
+        idle: config.idle,
+        batch: config.batch,
+    };
+    wiring::streams_udp(&opts, model, config.listen, config.allowlist()?)
 }
 
 /// Requests an in-process ring made here holds at once.

@@ -1,15 +1,18 @@
-//! The wires toward the QPU side, chosen where a service is assembled: the soft NIC and the
-//! `gpu-direct` service take any [`Transport`] as their wire, and these functions give them
-//! an in-process ring (the emulator's end comes back) or UDP sockets (their bound addresses
-//! come back).
+//! The wires toward the QPU side, chosen where a service is assembled: the soft NIC, the
+//! `gpu-direct` service and the stream service take any [`Transport`] as their wire, and
+//! these functions give them an in-process ring (the emulator's end comes back) or UDP
+//! sockets (their bound addresses come back).
 #![forbid(unsafe_code)]
 
 use std::net::SocketAddr;
+use std::sync::Arc;
 
+use crate::decode::window::StreamModel;
 use crate::direct::DirectService;
 use crate::queues::{NicLayout, SoftNicConfig};
 use crate::shm::SharedRegion;
 use crate::softnic::SoftNicTransport;
+use crate::stream::{RunningStreams, ServiceOptions};
 use crate::transport::inproc::{self, InprocClient};
 use crate::transport::udp::{AllowedPeer, UdpTransport};
 use crate::transport::Transport;
@@ -113,4 +116,18 @@ pub fn direct_udp(
         service.attach_wire(i, wire)?;
     }
     Ok(addrs)
+}
+
+/// The stream service on a UDP socket bound to `listen` (`qfwd run --streams`), taking
+/// requests only from `allowlist` (empty: from everyone).
+pub fn streams_udp(
+    opts: &ServiceOptions,
+    model: Arc<StreamModel>,
+    listen: SocketAddr,
+    allowlist: Vec<AllowedPeer>,
+) -> Result<RunningStreams> {
+    let transport = UdpTransport::bind(listen, allowlist)?;
+    let local = transport.local_addr();
+    let description = crate::stream::describe(opts, &model, &format!("udp {local}"));
+    crate::stream::spawn(transport, opts, model, Some(local), description)
 }

@@ -14,6 +14,6 @@ pub mod state;
 pub mod worker;
 
 pub use service::{
-    load_model, spawn, spawn_inproc, spawn_udp, RunningStreams, ServiceOptions, StreamSettings,
+    describe, load_model, spawn, spawn_inproc, RunningStreams, ServiceOptions, StreamSettings,
     StreamStats,
 };
