@@ -5,11 +5,12 @@
 //
 // Included by device/forward.cu (an NVRTC named header, src/gpu/nvrtc.rs), so the decoders
 // and the mailbox kernels are one program; also compiled on its own by
-// tests/nvrtc_kernels.rs. Self-contained: NVRTC has no system headers.
+// tests/nvrtc_kernels.rs. Self-contained but for qfwd_abi.h (generated from src/abi.rs: the
+// constants and the parameter block the host shares with it): NVRTC has no system headers.
 //
 // The code is in device/decode/, one header per part, included below in this order (each
-// an NVRTC named header too): common.cuh (types, the constants and parameter block that
-// src/gpu/decoder.rs mirrors, the stage trace, warp helpers), lut.cuh, and uf's steps:
+// an NVRTC named header too): common.cuh (types, the parameter block in constant memory,
+// the stage trace, warp helpers), lut.cuh, and uf's steps:
 // uf_fast.cuh (1e, the isolated defects), uf_split.cuh (1b the table, 1d the split path),
 // uf_lanes.cuh (2'), uf_settle.cuh (1e and 2-4, the full decoder), uf.cuh (0, and the run
 // of the steps). This file keeps the design notes and the entry point.
@@ -72,7 +73,7 @@
 //       below; the full decoder writes `verts` before reading it).
 //   2'. Growth in the lanes' registers (qfwd_uf_lanes; decode/src/uf_lanes.rs, its
 //       sequential mirror, tested against the specification): one cluster vertex per lane,
-//       the edges still able to grow in QFWD_LANE_SLOTS slots per lane. A round reads two
+//       the edges still able to grow in QFWD_DEC_LANE_SLOTS slots per lane. A round reads two
 //       cluster words per listed edge, takes the step, grows, and merges the filled edges
 //       one at a time from the lanes' registers; the potentials (step 3') as below. Where
 //       it gives up (a 33rd vertex, a list above the slots, an odd cycle), steps 2-4 below
@@ -112,6 +113,7 @@
 // Annotations only: the same operations in the same order.
 
 // ---- The parts, in order (each an NVRTC named header, src/gpu/nvrtc.rs) -------------
+#include "qfwd_abi.h"
 #include "decode/common.cuh"
 #include "decode/lut.cuh"
 #include "decode/uf_fast.cuh"

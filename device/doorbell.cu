@@ -30,31 +30,10 @@
 // the mailbox completion between _write and _ring. qfwd_doorbell_nic_posts exercises them
 // from many warps at once.
 //
-// Compiled by NVRTC (no headers): only built-in types. Constants marked "mirror" must equal
-// the Rust ones in src/mlx5/layout.rs and src/softnic/layout.rs.
+// Compiled by NVRTC with qfwd_abi.h, generated from src/abi.rs: the mlx5 and soft NIC
+// constants, doorbell modes and the posting block's layout come from there.
 
-// ---- mlx5 constants (mirror src/mlx5/layout.rs) ----------------------------------------
-#define QFWD_DB_WQEBB 64u
-#define QFWD_DB_OPCODE_SEND 0x0au
-#define QFWD_DB_CTRL_CQ_UPDATE 0x08u
-#define QFWD_DB_INLINE_SEG 0x80000000u
-#define QFWD_DB_CQE_OPCODE_REQ 0u
-#define QFWD_DB_CQE_OPCODE_REQ_ERR 13u
-#define QFWD_DB_CQE_OPCODE_INVALID 15u
-// Largest inline SEND payload: one 256-byte BlueFlame half less ctrl (16) and inline header (4).
-#define QFWD_DB_MAX_INLINE 236u
-
-// ---- soft NIC constants (mirror src/softnic/layout.rs) ---------------------------------
-// BF_POISON = u64::from_ne_bytes(*b"QFWD-BF\0") on a little-endian host.
-#define QFWD_DB_BF_POISON 0x0046422d44574651ull
-// Response ring: 16 B chunks of {12 data bytes, u32 tag}; chunk 0 = {u32 len, 8 bytes}.
-#define QFWD_DB_RESP_FIRST_DATA 8u
-#define QFWD_DB_RESP_CHUNK_DATA 12u
-
-// ---- doorbell modes (mirror qfwd::mlx5::Doorbell via softnic::device_params) -----------
-#define QFWD_DB_MODE_CPU_ASSISTED 0u
-#define QFWD_DB_MODE_REGULAR 1u
-#define QFWD_DB_MODE_BLUEFLAME 2u
+#include "qfwd_abi.h"
 
 // ---- results ---------------------------------------------------------------------------
 #define QFWD_DB_OK 0u
@@ -149,13 +128,13 @@ static __device__ __forceinline__ void qfwd_db_send_chunk(unsigned int c, unsign
                                                          unsigned int len, unsigned int w[4])
 {
     if (c == 0u) {
-        w[0] = qfwd_db_bswap32(((pi & 0xffffu) << 8) | QFWD_DB_OPCODE_SEND);
+        w[0] = qfwd_db_bswap32(((pi & 0xffffu) << 8) | QFWD_OPCODE_SEND);
         w[1] = qfwd_db_bswap32(((qpn & 0xffffffu) << 8) | ds);
         // signature 0, dci stream 0, fm_ce_se at byte 11.
-        w[2] = (signaled ? QFWD_DB_CTRL_CQ_UPDATE : 0u) << 24;
+        w[2] = (signaled ? QFWD_CTRL_CQ_UPDATE : 0u) << 24;
         w[3] = 0u; // imm
     } else if (c == 1u) {
-        w[0] = qfwd_db_bswap32(len | QFWD_DB_INLINE_SEG);
+        w[0] = qfwd_db_bswap32(len | QFWD_INLINE_SEG);
         w[1] = qfwd_db_bytes4(payload, len, 0u);
         w[2] = qfwd_db_bytes4(payload, len, 4u);
         w[3] = qfwd_db_bytes4(payload, len, 8u);
@@ -181,12 +160,12 @@ static __device__ __forceinline__ unsigned int qfwd_db_take_cqe(struct QfwdSq* q
     unsigned int opcode = op_own >> 4;
     unsigned int owner = op_own & 1u;
     unsigned int expected = (q->ci & q->cqe_cnt) ? 1u : 0u;
-    if (opcode == QFWD_DB_CQE_OPCODE_INVALID || owner != expected)
+    if (opcode == QFWD_CQE_OPCODE_INVALID || owner != expected)
         return 0u;
     // wqe_counter: bytes 60..61 (big-endian) = the low half of word d.
     unsigned int wc = d & 0xffffu;
     *wqe_counter = ((wc & 0xffu) << 8) | (wc >> 8);
-    *is_error = opcode == QFWD_DB_CQE_OPCODE_REQ_ERR ? 1u : 0u;
+    *is_error = opcode == QFWD_CQE_OPCODE_REQ_ERR ? 1u : 0u;
     q->ci += 1u;
     qfwd_db_st4(q->cq_dbrec, qfwd_db_bswap32(q->ci & 0xffffffu));
     return 1u;
@@ -223,7 +202,7 @@ static __device__ __forceinline__ void qfwd_db_write_wqe(const struct QfwdSq* q,
     for (unsigned int c = 0u; c < bbs * 4u; c++) {
         qfwd_db_send_chunk(c, q->pi, q->qpn, ds, signaled, payload, len, w);
         unsigned long long at = q->sq +
-                                (unsigned long long)((q->pi + c / 4u) & (q->wqe_cnt - 1u)) * QFWD_DB_WQEBB +
+                                (unsigned long long)((q->pi + c / 4u) & (q->wqe_cnt - 1u)) * QFWD_WQEBB +
                                 (unsigned long long)(c % 4u) * 16ull;
         qfwd_db_st16(at, w[0], w[1], w[2], w[3]);
     }
@@ -238,7 +217,7 @@ static __device__ void qfwd_db_ring(struct QfwdSq* q, unsigned int mode, const u
 {
     unsigned long long half = q->bf + (unsigned long long)(q->half & 1u) * q->bf_size;
     unsigned int w[4];
-    if (mode == QFWD_DB_MODE_BLUEFLAME && bbs * QFWD_DB_WQEBB <= q->bf_size) {
+    if (mode == QFWD_DB_MODE_BLUEFLAME && bbs * QFWD_WQEBB <= q->bf_size) {
         for (unsigned int c = 0u; c < bbs * 4u; c++) {
             qfwd_db_send_chunk(c, q->pi, q->qpn, ds, signaled, payload, len, w);
             qfwd_db_st16(half + 16ull * c, w[0], w[1], w[2], w[3]);
@@ -258,12 +237,12 @@ static __device__ unsigned int qfwd_db_post_send_inline(struct QfwdSq* q, unsign
                                                        const unsigned char* payload, unsigned int len,
                                                        unsigned int signaled)
 {
-    if (len > QFWD_DB_MAX_INLINE)
+    if (len > QFWD_MAX_INLINE)
         return QFWD_DB_ERR_TOO_LONG;
     if (mode != QFWD_DB_MODE_REGULAR && mode != QFWD_DB_MODE_BLUEFLAME)
         return QFWD_DB_ERR_BAD_MODE;
     unsigned int ds = qfwd_db_send_ds(len);
-    unsigned int bbs = (ds * 16u + QFWD_DB_WQEBB - 1u) / QFWD_DB_WQEBB;
+    unsigned int bbs = (ds * 16u + QFWD_WQEBB - 1u) / QFWD_WQEBB;
     // 1-2. The WQE into the send queue, then the doorbell record.
     qfwd_db_write_wqe(q, payload, len, signaled, ds, bbs);
     // 3. Make the WQE and the record visible to the NIC before the doorbell.
@@ -301,7 +280,7 @@ static __device__ unsigned int qfwd_db_resp_push(unsigned long long ring, unsign
                                                 unsigned int seq, unsigned int* cached_ci,
                                                 const unsigned char* payload, unsigned int len)
 {
-    unsigned int max = (slot_bytes / 16u - 1u) * QFWD_DB_RESP_CHUNK_DATA + QFWD_DB_RESP_FIRST_DATA;
+    unsigned int max = (slot_bytes / 16u - 1u) * QFWD_RESP_CHUNK_DATA + QFWD_RESP_FIRST_DATA;
     if (len > max)
         return QFWD_DB_ERR_TOO_LONG;
     if (seq - *cached_ci >= slots) {
@@ -314,10 +293,10 @@ static __device__ unsigned int qfwd_db_resp_push(unsigned long long ring, unsign
     unsigned long long slot = ring + (unsigned long long)(seq & (slots - 1u)) * slot_bytes;
     unsigned int tag = seq % 0xfffffffeu + 1u;
     unsigned int chunks = 1u;
-    if (len > QFWD_DB_RESP_FIRST_DATA)
-        chunks += (len - QFWD_DB_RESP_FIRST_DATA + QFWD_DB_RESP_CHUNK_DATA - 1u) / QFWD_DB_RESP_CHUNK_DATA;
+    if (len > QFWD_RESP_FIRST_DATA)
+        chunks += (len - QFWD_RESP_FIRST_DATA + QFWD_RESP_CHUNK_DATA - 1u) / QFWD_RESP_CHUNK_DATA;
     for (unsigned int c = 1u; c < chunks; c++) {
-        unsigned int at = QFWD_DB_RESP_FIRST_DATA + (c - 1u) * QFWD_DB_RESP_CHUNK_DATA;
+        unsigned int at = QFWD_RESP_FIRST_DATA + (c - 1u) * QFWD_RESP_CHUNK_DATA;
         qfwd_db_st16(slot + 16ull * c, qfwd_db_bytes4(payload, len, at), qfwd_db_bytes4(payload, len, at + 4u),
                      qfwd_db_bytes4(payload, len, at + 8u), tag);
     }
@@ -329,14 +308,12 @@ static __device__ unsigned int qfwd_db_resp_push(unsigned long long ring, unsign
 //
 // The poller warps of `qfwd_persistent` (device/forward.cu, built with
 // QFWD_DEVICE_DOORBELL) share one send queue. Its description and state live in a block of
-// device memory (qfwd::softnic::DevicePosting::block writes the description; the state
+// device memory (qfwd::queues::DevicePosting::desc writes the description; the state
 // starts zeroed):
-//   u64 [0] sq  [1] qp dbrec  [2] BlueFlame half 0  [3] send CQ  [4] send CQ dbrec
-//       [5] wqe_cnt  [6] cqe_cnt  [7] qpn  [8] bf_size  [9] reserved  [10] mode
-//       [11] signal_every
-//   byte QFWD_DB_NIC_LOCK: the posting lock (u32, 0 free / 1 held)
-//   byte QFWD_DB_NIC_STATE: u32 pi, half, ci, done, posts (read and written under the lock)
-//   byte QFWD_DB_NIC_COUNTERS: u64 counters QFWD_DB_CTR_* (written under the lock, except
+//   byte 0: struct QfwdPostingDesc (qfwd_abi.h)
+//   byte QFWD_POSTING_LOCK: the posting lock (u32, 0 free / 1 held)
+//   byte QFWD_POSTING_STATE: u32 pi, half, ci, done, posts (read and written under the lock)
+//   byte QFWD_POSTING_COUNTERS: u64 counters QFWD_POST_CTR_* (written under the lock, except
 //        fallbacks: atomics)
 // One post at a time: the lock (a CAS in device memory, an L2 atomic) serializes the
 // producer-index claim, the WQE, the doorbell record and the doorbell, so WQEs reach the
@@ -344,16 +321,6 @@ static __device__ unsigned int qfwd_db_resp_push(unsigned long long ring, unsign
 // one-deep register is checked by the holder. A poster that cannot get the lock, or room
 // in the SQ, in time gives up before writing anything (the caller then publishes the
 // response for the host to send).
-#define QFWD_DB_NIC_LOCK 256u
-#define QFWD_DB_NIC_STATE 384u
-#define QFWD_DB_NIC_COUNTERS 512u
-#define QFWD_DB_NIC_BYTES 640u
-#define QFWD_DB_CTR_POSTED 0u
-#define QFWD_DB_CTR_FALLBACKS 1u
-#define QFWD_DB_CTR_LOCK_SPINS 2u
-#define QFWD_DB_CTR_ROOM_WAITS 3u
-#define QFWD_DB_CTR_CQES 4u
-#define QFWD_DB_CTR_ERROR_CQES 5u
 #define QFWD_DB_ERR_LOCK_TIMEOUT 6u
 // About 2^26 clock cycles (~35 ms at 1.9 GHz): the longest a poster waits for the lock.
 #define QFWD_DB_LOCK_LIMIT 0x4000000ull
@@ -380,8 +347,8 @@ static __device__ __forceinline__ unsigned int qfwd_db_reap_one(struct QfwdSq* q
     if (!qfwd_db_take_cqe(q, d, &wc, &is_error))
         return 0u;
     q->done = wc + 1u;
-    ctr[QFWD_DB_CTR_CQES] += 1ull;
-    ctr[QFWD_DB_CTR_ERROR_CQES] += is_error;
+    ctr[QFWD_POST_CTR_CQES] += 1ull;
+    ctr[QFWD_POST_CTR_ERROR_CQES] += is_error;
     return 1u;
 }
 
@@ -405,55 +372,55 @@ struct QfwdNicPost {
 static __device__ unsigned int qfwd_db_nic_begin(unsigned long long nic, unsigned int len,
                                                 struct QfwdNicPost* post)
 {
-    const unsigned long long* p = (const unsigned long long*)nic;
-    unsigned long long* ctr = (unsigned long long*)(nic + QFWD_DB_NIC_COUNTERS);
-    const unsigned int mode = (unsigned int)p[10];
-    if (len > QFWD_DB_MAX_INLINE || (mode != QFWD_DB_MODE_REGULAR && mode != QFWD_DB_MODE_BLUEFLAME)) {
-        atomicAdd(&ctr[QFWD_DB_CTR_FALLBACKS], 1ull);
-        return len > QFWD_DB_MAX_INLINE ? QFWD_DB_ERR_TOO_LONG : QFWD_DB_ERR_BAD_MODE;
+    const QfwdPostingDesc* p = (const QfwdPostingDesc*)nic;
+    unsigned long long* ctr = (unsigned long long*)(nic + QFWD_POSTING_COUNTERS);
+    const unsigned int mode = p->mode;
+    if (len > QFWD_MAX_INLINE || (mode != QFWD_DB_MODE_REGULAR && mode != QFWD_DB_MODE_BLUEFLAME)) {
+        atomicAdd(&ctr[QFWD_POST_CTR_FALLBACKS], 1ull);
+        return len > QFWD_MAX_INLINE ? QFWD_DB_ERR_TOO_LONG : QFWD_DB_ERR_BAD_MODE;
     }
-    const unsigned long long lock = nic + QFWD_DB_NIC_LOCK;
+    const unsigned long long lock = nic + QFWD_POSTING_LOCK;
     unsigned long long lock_spins = 0ull;
     long long start = clock64();
     while (!qfwd_db_try_lock(lock)) {
         lock_spins += 1ull;
         if ((unsigned long long)(clock64() - start) > QFWD_DB_LOCK_LIMIT) {
-            atomicAdd(&ctr[QFWD_DB_CTR_FALLBACKS], 1ull);
+            atomicAdd(&ctr[QFWD_POST_CTR_FALLBACKS], 1ull);
             return QFWD_DB_ERR_LOCK_TIMEOUT;
         }
     }
     // Held: the state is ours. Volatile accesses: another SM's holder wrote it (L2).
-    volatile unsigned int* st = (volatile unsigned int*)(nic + QFWD_DB_NIC_STATE);
+    volatile unsigned int* st = (volatile unsigned int*)(nic + QFWD_POSTING_STATE);
     struct QfwdSq* q = &post->q;
-    q->sq = p[0];
-    q->dbrec = p[1];
-    q->bf = p[2];
-    q->cq = p[3];
-    q->cq_dbrec = p[4];
-    q->wqe_cnt = (unsigned int)p[5];
-    q->cqe_cnt = (unsigned int)p[6];
-    q->qpn = (unsigned int)p[7];
-    q->bf_size = (unsigned int)p[8];
+    q->sq = p->sq;
+    q->dbrec = p->qp_dbrec;
+    q->bf = p->bf;
+    q->cq = p->cq;
+    q->cq_dbrec = p->cq_dbrec;
+    q->wqe_cnt = p->wqe_cnt;
+    q->cqe_cnt = p->cqe_cnt;
+    q->qpn = p->qpn;
+    q->bf_size = p->bf_size;
     q->pi = st[0];
     q->half = st[1];
     q->ci = st[2];
     q->done = st[3];
     post->posts = st[4];
     post->mode = mode;
-    ctr[QFWD_DB_CTR_LOCK_SPINS] += lock_spins;
+    ctr[QFWD_POST_CTR_LOCK_SPINS] += lock_spins;
     post->ds = qfwd_db_send_ds(len);
-    post->bbs = (post->ds * 16u + QFWD_DB_WQEBB - 1u) / QFWD_DB_WQEBB;
-    post->signaled = (post->posts + 1u) % (unsigned int)p[11] == 0u ? 1u : 0u;
+    post->bbs = (post->ds * 16u + QFWD_WQEBB - 1u) / QFWD_WQEBB;
+    post->signaled = (post->posts + 1u) % p->signal_every == 0u ? 1u : 0u;
     // Room in the SQ: reap completions (a PCIe read each) only when it is short.
     if (((q->pi - q->done) & 0xffffu) + post->bbs > q->wqe_cnt) {
-        ctr[QFWD_DB_CTR_ROOM_WAITS] += 1ull;
+        ctr[QFWD_POST_CTR_ROOM_WAITS] += 1ull;
         start = clock64();
         while (((q->pi - q->done) & 0xffffu) + post->bbs > q->wqe_cnt) {
             if (!qfwd_db_reap_one(q, qfwd_db_load_cqe_tail(q), ctr) &&
                 (unsigned long long)(clock64() - start) > QFWD_DB_SPIN_LIMIT) {
                 st[2] = q->ci;
                 st[3] = q->done;
-                atomicAdd(&ctr[QFWD_DB_CTR_FALLBACKS], 1ull);
+                atomicAdd(&ctr[QFWD_POST_CTR_FALLBACKS], 1ull);
                 qfwd_db_unlock(lock);
                 return QFWD_DB_ERR_CQ_TIMEOUT;
             }
@@ -481,20 +448,20 @@ static __device__ __forceinline__ void qfwd_db_nic_write(struct QfwdNicPost* pos
 static __device__ void qfwd_db_nic_ring(unsigned long long nic, struct QfwdNicPost* post,
                                        const unsigned char* payload, unsigned int len)
 {
-    unsigned long long* ctr = (unsigned long long*)(nic + QFWD_DB_NIC_COUNTERS);
+    unsigned long long* ctr = (unsigned long long*)(nic + QFWD_POSTING_COUNTERS);
     struct QfwdSq* q = &post->q;
     __threadfence_system();
     if (post->reap)
         qfwd_db_reap_one(q, post->cqe_tail, ctr);
     qfwd_db_ring(q, post->mode, payload, len, post->signaled, post->ds, post->bbs);
-    ctr[QFWD_DB_CTR_POSTED] += 1ull;
-    volatile unsigned int* st = (volatile unsigned int*)(nic + QFWD_DB_NIC_STATE);
+    ctr[QFWD_POST_CTR_POSTED] += 1ull;
+    volatile unsigned int* st = (volatile unsigned int*)(nic + QFWD_POSTING_STATE);
     st[0] = q->pi;
     st[1] = q->half;
     st[2] = q->ci;
     st[3] = q->done;
     st[4] = post->posts + 1u;
-    qfwd_db_unlock(nic + QFWD_DB_NIC_LOCK);
+    qfwd_db_unlock(nic + QFWD_POSTING_LOCK);
 }
 
 // The three steps at once: sends `len` bytes as one inline SEND under the posting lock.
@@ -516,39 +483,36 @@ static __device__ unsigned int qfwd_db_nic_post(unsigned long long nic, const un
 
 // Posts `n` SENDs of `payload_len` bytes (byte k of message i = (i * 31 + k) & 0xff, the
 // first 4 bytes = i little-endian) with the doorbell `mode`, from one thread, every WQE
-// signaled; waits for the last completion. `params` (u64 each, from
-// qfwd::softnic::device_params):
-//   [0] sq  [1] qp dbrec  [2] BlueFlame half 0  [3] send CQ  [4] send CQ dbrec
-//   [5] response ring  [6] response-ring consumer index  [7] scratch (>= 236 B, device memory)
-//   [8] wqe_cnt  [9] cqe_cnt  [10] qpn  [11] bf_size  [12] reserved  [13] mode  [14] n
-//   [15] payload_len  [16] response slots  [17] response slot bytes
-// result (u32): [0] posted  [1] completions  [2] error CQEs  [3] status (QFWD_DB_*).
-extern "C" __global__ void qfwd_doorbell_post_sends(const unsigned long long* params, unsigned int* result)
+// signaled; waits for the last completion. Parameters: QfwdDoorbellSendsParams (qfwd_abi.h;
+// qfwd::queues::layout::device_params fills it). result (u32, at p.result): [0] posted
+// [1] completions  [2] error CQEs  [3] status (QFWD_DB_*).
+extern "C" __global__ void qfwd_doorbell_post_sends(const QfwdDoorbellSendsParams p)
 {
     if (blockIdx.x != 0u || threadIdx.x != 0u)
         return;
+    unsigned int* result = (unsigned int*)p.result;
     struct QfwdSq q;
-    q.sq = params[0];
-    q.dbrec = params[1];
-    q.bf = params[2];
-    q.cq = params[3];
-    q.cq_dbrec = params[4];
-    q.wqe_cnt = (unsigned int)params[8];
-    q.cqe_cnt = (unsigned int)params[9];
-    q.qpn = (unsigned int)params[10];
-    q.bf_size = (unsigned int)params[11];
+    q.sq = p.sq;
+    q.dbrec = p.qp_dbrec;
+    q.bf = p.bf;
+    q.cq = p.cq;
+    q.cq_dbrec = p.cq_dbrec;
+    q.wqe_cnt = p.wqe_cnt;
+    q.cqe_cnt = p.cqe_cnt;
+    q.qpn = p.qpn;
+    q.bf_size = p.bf_size;
     q.pi = 0u;
     q.half = 0u;
     q.ci = 0u;
     q.done = 0u;
-    unsigned int mode = (unsigned int)params[13];
-    unsigned int n = (unsigned int)params[14];
-    unsigned int len = (unsigned int)params[15];
-    unsigned char* msg = (unsigned char*)params[7];
+    unsigned int mode = p.mode;
+    unsigned int n = p.n;
+    unsigned int len = p.payload_len;
+    unsigned char* msg = (unsigned char*)p.scratch;
     unsigned int posted = 0u, completions = 0u, errors = 0u, status = QFWD_DB_OK;
     unsigned int cached_ci = 0u;
-    unsigned int bbs = (qfwd_db_send_ds(len) * 16u + QFWD_DB_WQEBB - 1u) / QFWD_DB_WQEBB;
-    if (len > QFWD_DB_MAX_INLINE)
+    unsigned int bbs = (qfwd_db_send_ds(len) * 16u + QFWD_WQEBB - 1u) / QFWD_WQEBB;
+    if (len > QFWD_MAX_INLINE)
         status = QFWD_DB_ERR_TOO_LONG;
     for (unsigned int i = 0u; i < n && status == QFWD_DB_OK; i++) {
         for (unsigned int k = 0u; k < len; k++)
@@ -556,8 +520,8 @@ extern "C" __global__ void qfwd_doorbell_post_sends(const unsigned long long* pa
         if (mode == QFWD_DB_MODE_CPU_ASSISTED) {
             long long start = clock64();
             do {
-                status = qfwd_db_resp_push(params[5], (unsigned int)params[16], (unsigned int)params[17],
-                                           params[6], i, &cached_ci, msg, len);
+                status = qfwd_db_resp_push(p.resp_ring, p.resp_slots, p.resp_slot_bytes, p.resp_ci, i,
+                                           &cached_ci, msg, len);
             } while (status == QFWD_DB_ERR_RING_FULL &&
                      (unsigned long long)(clock64() - start) < QFWD_DB_SPIN_LIMIT);
         } else {
@@ -589,20 +553,23 @@ extern "C" __global__ void qfwd_doorbell_post_sends(const unsigned long long* pa
     __threadfence_system();
 }
 
-// Posts `n` SENDs of `len` bytes (at most QFWD_DB_MAX_INLINE) from lane 0 of every warp of
-// the launch, all through the shared posting block `nic` (device memory, QFWD_DB_NIC_BYTES:
-// the description from qfwd::softnic::DevicePosting::block, the state zeroed): several
+// Posts `n` SENDs of `len` bytes (at most QFWD_MAX_INLINE) from lane 0 of every warp of
+// the launch, all through the shared posting block `nic` (device memory, QFWD_POSTING_BYTES:
+// the description from qfwd::queues::DevicePosting::desc, the state zeroed): several
 // posters on one send queue, as the persistent kernel's warps are. Message m of warp w:
 // first 4 bytes (w << 16) | m little-endian, byte k >= 4 = (w * 7 + m + k) & 0xff.
-// result[w] = messages posted (qfwd_db_nic_post returned QFWD_DB_OK).
-extern "C" __global__ void qfwd_doorbell_nic_posts(unsigned long long nic, unsigned int n, unsigned int len,
-                                                   unsigned int* result)
+// result[w] = messages posted (qfwd_db_nic_post returned QFWD_DB_OK). Parameters:
+// QfwdNicPostsParams (qfwd_abi.h).
+extern "C" __global__ void qfwd_doorbell_nic_posts(const QfwdNicPostsParams p)
 {
+    const unsigned long long nic = p.nic;
+    const unsigned int n = p.n, len = p.len;
+    unsigned int* result = (unsigned int*)p.result;
     if ((threadIdx.x & 31u) != 0u)
         return;
     const unsigned int warp = (blockIdx.x * blockDim.x + threadIdx.x) / 32u;
-    unsigned char msg[QFWD_DB_MAX_INLINE];
-    const unsigned int l = len < QFWD_DB_MAX_INLINE ? len : QFWD_DB_MAX_INLINE;
+    unsigned char msg[QFWD_MAX_INLINE];
+    const unsigned int l = len < QFWD_MAX_INLINE ? len : QFWD_MAX_INLINE;
     unsigned int posted = 0u;
     for (unsigned int m = 0u; m < n; m++) {
         const unsigned int id = (warp << 16) | (m & 0xffffu);

@@ -3,10 +3,11 @@
 // share.
 //
 // Compiled at run time by NVRTC (src/gpu/nvrtc.rs) for the device's own architecture.
-// NVRTC has no system headers: only built-ins and our own typedefs below.
+// NVRTC has no system headers: only built-ins, our own typedefs below, and qfwd_abi.h,
+// generated from src/abi.rs: every constant and parameter struct the host shares with this
+// file comes from there.
 //
-// The slot protocol is documented in src/mailbox/layout.rs; the constants marked
-// "mirror" must equal the Rust ones (a unit test there reads this file and checks).
+// The slot protocol is documented in src/mailbox/layout.rs.
 //
 // Memory-ordering rules (docs/architecture.md, "Mailbox rules"):
 //   * requests are polled with one `ld.volatile.global.v4.u32` per 16 B chunk; in
@@ -26,41 +27,13 @@
 // qfwd_db_nic_post), then publishes a one-chunk "already sent" completion for the host's
 // counters. Built without it (this file alone), the kernel never sends.
 
+#include "qfwd_abi.h"
+
 typedef unsigned int u32;
 typedef unsigned long long u64;
 
-// ---- protocol constants (mirror src/mailbox/layout.rs) ---------------------------------
-#define QFWD_CHUNK_BYTES 16u
-#define QFWD_INLINE_DATA_BYTES 12u
-#define QFWD_HEADER_BYTES 8u
-#define QFWD_STOP_TAG 0xFFFFFFFFu
-#define QFWD_TAG_PERIOD 0xFFFFFFFEull
-#define QFWD_MAX_ROUNDS 8u
-#define QFWD_CONTROL_RELEASE_OFFSET 0u
-#define QFWD_STATE_CLAIM_STRIDE 128u
-#define QFWD_MAX_GROUPS 32u
+// Device-only: warps a block may hold (the hardware's 1024 threads).
 #define QFWD_MAX_WARPS_PER_BLOCK 32u
-#define QFWD_STATE_COUNTERS_OFFSET 4096u
-#define QFWD_COUNTERS_PER_POLLER 4u
-#define QFWD_MAX_STALL_US 10000000u
-#define QFWD_REPLY_ID_BYTES 12u
-#define QFWD_DEVICE_SENT 0x80000000u
-
-// ---- wire (mirror src/wire.rs) ---------------------------------------------------------
-#define QFWD_WIRE_HEADER_BYTES 24u
-#define QFWD_RESPONSE_MAGIC 0x43555153u
-
-// ---- device handler codes (mirror Handler::device_code and layout::device_code) --------
-#define QFWD_CODE_PARITY 1u
-#define QFWD_CODE_STALL 0xDEB00001u
-
-// ---- wire status codes (mirror src/wire.rs `status`) -----------------------------------
-#define QFWD_STATUS_OK 0
-#define QFWD_STATUS_BAD_ARGUMENT 1
-#define QFWD_STATUS_LENGTH_MISMATCH (-3)
-#define QFWD_STATUS_UNKNOWN_FUNCTION (-4)
-#define QFWD_STATUS_OVERSIZED (-5)
-
 #define QFWD_FULL_MASK 0xFFFFFFFFu
 #define QFWD_WARP 32u
 
@@ -128,7 +101,7 @@ static __device__ __forceinline__ u64 chunks_for(u64 bytes, u32 per_chunk)
 }
 
 // Sequence number -> the tag its slot carries: lap-based, never 0, never the stop tag, and
-// different on consecutive uses of a slot (mirror layout::tag_for).
+// different on consecutive uses of a slot (as layout::tag_for).
 static __device__ __forceinline__ u32 tag_for(u64 seq, u32 slots)
 {
     return (u32)((seq / slots) % QFWD_TAG_PERIOD) + 1u;
@@ -508,7 +481,7 @@ static __device__ __forceinline__ void publish_response(const u32* res, u64 resp
 
 // Chunks of `per_chunk` data bytes taken by a request stream with an argument of `arg_len`
 // bytes: `[code][arg_len][arg]`, and with `reply` the padding and the trailer [request_id]
-// [ts lo][ts hi] (mirror Layout::request_stream_bytes). At most `max_chunks` for a request
+// [ts lo][ts hi] (as Layout::request_stream_bytes). At most `max_chunks` for a request
 // that fits, `max_chunks + 1` for one that cannot: a corrupt length cannot wrap around, and
 // once it is bounded the arithmetic is 32-bit (a 64-bit division by 12 is a dozen dependent
 // wide multiplies on every request's path).
@@ -540,7 +513,7 @@ static __device__ bool device_answer(u64 nic, u32* stage, u32 arg_len, const u32
 {
     const u32 result_len = res[1];
     const u32 len = QFWD_WIRE_HEADER_BYTES + result_len;
-    if (len > QFWD_DB_MAX_INLINE || (len + 3u) / 4u > stage_words) {
+    if (len > QFWD_MAX_INLINE || (len + 3u) / 4u > stage_words) {
         return false;
     }
     const u32 id_word = (QFWD_HEADER_BYTES + ((arg_len + 3u) & ~3u)) / 4u;
@@ -640,9 +613,10 @@ static __device__ __forceinline__ u64 load_ticket(const unsigned long long* t)
 
 // ---- kernels ---------------------------------------------------------------------------
 
-// The persistent kernel. `pollers` warps form `pollers / pollers_per_slot` groups; group g
-// serves sequence numbers g, g + G, g + 2G, ... (an ownership scheme, so G requests are
-// served in parallel and throughput is not one request per PCIe round trip), and the
+// The persistent kernel (its parameters: QfwdPersistentParams, qfwd_abi.h). `pollers` warps
+// form `pollers / pollers_per_slot` groups; group g serves sequence numbers g, g + G,
+// g + 2G, ... (an ownership scheme, so G requests are served in parallel and throughput is
+// not one request per PCIe round trip), and the
 // `pollers_per_slot` warps of a group all poll the group's next slot, out of phase (several
 // warps polling one slot cut the detection delay: docs/architecture.md, "Mailbox rules").
 // Within a group the first warp to see a complete request claims it with a CAS on the
@@ -667,11 +641,14 @@ static __device__ __forceinline__ u64 load_ticket(const unsigned long long* t)
 #else
 #define QFWD_PERSISTENT_BOUNDS __launch_bounds__(256)
 #endif
-extern "C" __global__ void QFWD_PERSISTENT_BOUNDS qfwd_persistent(u64 req_ring, u64 resp_ring, u64 control, u64 state,
-                                           u32 slots, u32 req_slot_bytes, u32 resp_slot_bytes,
-                                           u32 rx_inline, u32 poll_chunks, u32 pollers,
-                                           u32 pollers_per_slot, u32 claim_in_block, u64 nic)
+extern "C" __global__ void QFWD_PERSISTENT_BOUNDS qfwd_persistent(const QfwdPersistentParams p)
 {
+    const u64 req_ring = p.req_ring, resp_ring = p.resp_ring, control = p.control;
+    const u64 state = p.state, nic = p.nic;
+    const u32 slots = p.slots, req_slot_bytes = p.req_slot_bytes;
+    const u32 resp_slot_bytes = p.resp_slot_bytes, rx_inline = p.rx_inline;
+    const u32 poll_chunks = p.poll_chunks, pollers = p.pollers;
+    const u32 pollers_per_slot = p.pollers_per_slot, claim_in_block = p.claim_in_block;
     extern __shared__ u32 smem[];
     __shared__ unsigned long long block_tickets[QFWD_MAX_WARPS_PER_BLOCK];
     const u32 lane = threadIdx.x & (QFWD_WARP - 1u);
@@ -978,9 +955,11 @@ extern "C" __global__ void QFWD_PERSISTENT_BOUNDS qfwd_persistent(u64 req_ring, 
 // an inline-layout slot of mapped host memory written before the launch; the response is
 // published exactly as the persistent kernel publishes it, with the request's own tag.
 // One warp; dynamic shared memory req_slot_bytes + resp_slot_bytes.
-extern "C" __global__ void qfwd_serve_once(u64 req, u64 resp, u64 control, u32 req_slot_bytes,
-                                           u32 resp_slot_bytes, u32 poll_chunks)
+extern "C" __global__ void qfwd_serve_once(const QfwdServeOnceParams p)
 {
+    const u64 req = p.req, resp = p.resp, control = p.control;
+    const u32 req_slot_bytes = p.req_slot_bytes, resp_slot_bytes = p.resp_slot_bytes;
+    const u32 poll_chunks = p.poll_chunks;
     extern __shared__ u32 smem[];
     if (threadIdx.x >= QFWD_WARP) {
         return;

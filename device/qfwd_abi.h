@@ -1,7 +1,8 @@
 // Generated from src/abi.rs by qfwd: the constants and parameter structs that the
 // host and the kernels share. Do not edit: change src/abi.rs, then run
 // `QFWD_BLESS=1 cargo test -p qfwd --lib abi` to rewrite this file.
-#pragma once
+#ifndef QFWD_ABI_H
+#define QFWD_ABI_H
 
 // ---- wire ----
 #define QFWD_REQUEST_MAGIC 0x43555152u
@@ -12,9 +13,27 @@
 #define QFWD_STATUS_LENGTH_MISMATCH (-3)
 #define QFWD_STATUS_UNKNOWN_FUNCTION (-4)
 #define QFWD_STATUS_OVERSIZED (-5)
+#define QFWD_STATUS_OVER_BUDGET (2)
 #define QFWD_CODE_PARITY 1u
 #define QFWD_CODE_LUT 2u
 #define QFWD_CODE_UF 3u
+#define QFWD_CODE_STALL 0xdeb00001u
+
+// ---- mailbox (device/forward.cu) ----
+#define QFWD_CHUNK_BYTES 16u
+#define QFWD_INLINE_DATA_BYTES 12u
+#define QFWD_HEADER_BYTES 8u
+#define QFWD_REPLY_ID_BYTES 12u
+#define QFWD_DEVICE_SENT 0x80000000u
+#define QFWD_STOP_TAG 0xffffffffu
+#define QFWD_TAG_PERIOD 0xfffffffeull
+#define QFWD_MAX_ROUNDS 8u
+#define QFWD_CONTROL_RELEASE_OFFSET 0u
+#define QFWD_STATE_CLAIM_STRIDE 128u
+#define QFWD_MAX_GROUPS 32u
+#define QFWD_STATE_COUNTERS_OFFSET 4096u
+#define QFWD_COUNTERS_PER_POLLER 4u
+#define QFWD_MAX_STALL_US 0x989680u
 
 // ---- mlx5 ----
 #define QFWD_WQEBB 64u
@@ -34,7 +53,33 @@
 #define QFWD_DB_MODE_REGULAR 1u
 #define QFWD_DB_MODE_BLUEFLAME 2u
 
-// ---- gpu-direct ----
+// ---- GPU-initiated doorbells (device/doorbell.cu) ----
+#define QFWD_RESP_FIRST_DATA 8u
+#define QFWD_RESP_CHUNK_DATA 12u
+#define QFWD_POSTING_LOCK 256u
+#define QFWD_POSTING_STATE 384u
+#define QFWD_POSTING_COUNTERS 512u
+#define QFWD_POSTING_BYTES 640u
+#define QFWD_POST_CTR_POSTED 0u
+#define QFWD_POST_CTR_FALLBACKS 1u
+#define QFWD_POST_CTR_LOCK_SPINS 2u
+#define QFWD_POST_CTR_ROOM_WAITS 3u
+#define QFWD_POST_CTR_CQES 4u
+#define QFWD_POST_CTR_ERROR_CQES 5u
+
+// ---- decoders (device/decode.cu) ----
+#define QFWD_DEC_NO_ID 65535u
+#define QFWD_DEC_NO_TREE 0xffffffffu
+#define QFWD_DEC_ODD 1u
+#define QFWD_DEC_BOUNDARY 2u
+#define QFWD_DEC_UNROLL 12u
+#define QFWD_DEC_MAX_DEGREE 60u
+#define QFWD_DEC_LOADED_LUT 1u
+#define QFWD_DEC_LOADED_UF 2u
+#define QFWD_DEC_MAX_RESULT_BYTES 8u
+#define QFWD_DEC_LANE_SLOTS 8u
+
+// ---- gpu-direct (device/direct.cu) ----
 #define QFWD_POISON_WORD 0xffffffffu
 #define QFWD_STOP_WORD 0x53544f50u
 #define QFWD_MAX_LINKS 64u
@@ -71,6 +116,134 @@
 #define QFWD_CTR_SERVE_CYCLES 21u
 #define QFWD_CTR_CREDIT_CYCLES 22u
 #define QFWD_CTR_CREDIT_FENCES 23u
+
+struct QfwdPersistentParams {
+    unsigned long long req_ring;
+    unsigned long long resp_ring;
+    unsigned long long control;
+    unsigned long long state;
+    unsigned long long nic;
+    unsigned int slots;
+    unsigned int req_slot_bytes;
+    unsigned int resp_slot_bytes;
+    unsigned int rx_inline;
+    unsigned int poll_chunks;
+    unsigned int pollers;
+    unsigned int pollers_per_slot;
+    unsigned int claim_in_block;
+};
+static_assert(sizeof(struct QfwdPersistentParams) == 72, "QfwdPersistentParams size");
+static_assert(sizeof(((struct QfwdPersistentParams*)0)->req_ring) == 8, "QfwdPersistentParams.req_ring");
+static_assert(sizeof(((struct QfwdPersistentParams*)0)->resp_ring) == 8, "QfwdPersistentParams.resp_ring");
+static_assert(sizeof(((struct QfwdPersistentParams*)0)->control) == 8, "QfwdPersistentParams.control");
+static_assert(sizeof(((struct QfwdPersistentParams*)0)->state) == 8, "QfwdPersistentParams.state");
+static_assert(sizeof(((struct QfwdPersistentParams*)0)->nic) == 8, "QfwdPersistentParams.nic");
+static_assert(sizeof(((struct QfwdPersistentParams*)0)->slots) == 4, "QfwdPersistentParams.slots");
+static_assert(sizeof(((struct QfwdPersistentParams*)0)->req_slot_bytes) == 4, "QfwdPersistentParams.req_slot_bytes");
+static_assert(sizeof(((struct QfwdPersistentParams*)0)->resp_slot_bytes) == 4, "QfwdPersistentParams.resp_slot_bytes");
+static_assert(sizeof(((struct QfwdPersistentParams*)0)->rx_inline) == 4, "QfwdPersistentParams.rx_inline");
+static_assert(sizeof(((struct QfwdPersistentParams*)0)->poll_chunks) == 4, "QfwdPersistentParams.poll_chunks");
+static_assert(sizeof(((struct QfwdPersistentParams*)0)->pollers) == 4, "QfwdPersistentParams.pollers");
+static_assert(sizeof(((struct QfwdPersistentParams*)0)->pollers_per_slot) == 4, "QfwdPersistentParams.pollers_per_slot");
+static_assert(sizeof(((struct QfwdPersistentParams*)0)->claim_in_block) == 4, "QfwdPersistentParams.claim_in_block");
+
+struct QfwdServeOnceParams {
+    unsigned long long req;
+    unsigned long long resp;
+    unsigned long long control;
+    unsigned int req_slot_bytes;
+    unsigned int resp_slot_bytes;
+    unsigned int poll_chunks;
+    unsigned int reserved;
+};
+static_assert(sizeof(struct QfwdServeOnceParams) == 40, "QfwdServeOnceParams size");
+static_assert(sizeof(((struct QfwdServeOnceParams*)0)->req) == 8, "QfwdServeOnceParams.req");
+static_assert(sizeof(((struct QfwdServeOnceParams*)0)->resp) == 8, "QfwdServeOnceParams.resp");
+static_assert(sizeof(((struct QfwdServeOnceParams*)0)->control) == 8, "QfwdServeOnceParams.control");
+static_assert(sizeof(((struct QfwdServeOnceParams*)0)->req_slot_bytes) == 4, "QfwdServeOnceParams.req_slot_bytes");
+static_assert(sizeof(((struct QfwdServeOnceParams*)0)->resp_slot_bytes) == 4, "QfwdServeOnceParams.resp_slot_bytes");
+static_assert(sizeof(((struct QfwdServeOnceParams*)0)->poll_chunks) == 4, "QfwdServeOnceParams.poll_chunks");
+static_assert(sizeof(((struct QfwdServeOnceParams*)0)->reserved) == 4, "QfwdServeOnceParams.reserved");
+
+struct QfwdPostingDesc {
+    unsigned long long sq;
+    unsigned long long qp_dbrec;
+    unsigned long long bf;
+    unsigned long long cq;
+    unsigned long long cq_dbrec;
+    unsigned int wqe_cnt;
+    unsigned int cqe_cnt;
+    unsigned int qpn;
+    unsigned int bf_size;
+    unsigned int mode;
+    unsigned int signal_every;
+};
+static_assert(sizeof(struct QfwdPostingDesc) == 64, "QfwdPostingDesc size");
+static_assert(sizeof(((struct QfwdPostingDesc*)0)->sq) == 8, "QfwdPostingDesc.sq");
+static_assert(sizeof(((struct QfwdPostingDesc*)0)->qp_dbrec) == 8, "QfwdPostingDesc.qp_dbrec");
+static_assert(sizeof(((struct QfwdPostingDesc*)0)->bf) == 8, "QfwdPostingDesc.bf");
+static_assert(sizeof(((struct QfwdPostingDesc*)0)->cq) == 8, "QfwdPostingDesc.cq");
+static_assert(sizeof(((struct QfwdPostingDesc*)0)->cq_dbrec) == 8, "QfwdPostingDesc.cq_dbrec");
+static_assert(sizeof(((struct QfwdPostingDesc*)0)->wqe_cnt) == 4, "QfwdPostingDesc.wqe_cnt");
+static_assert(sizeof(((struct QfwdPostingDesc*)0)->cqe_cnt) == 4, "QfwdPostingDesc.cqe_cnt");
+static_assert(sizeof(((struct QfwdPostingDesc*)0)->qpn) == 4, "QfwdPostingDesc.qpn");
+static_assert(sizeof(((struct QfwdPostingDesc*)0)->bf_size) == 4, "QfwdPostingDesc.bf_size");
+static_assert(sizeof(((struct QfwdPostingDesc*)0)->mode) == 4, "QfwdPostingDesc.mode");
+static_assert(sizeof(((struct QfwdPostingDesc*)0)->signal_every) == 4, "QfwdPostingDesc.signal_every");
+
+struct QfwdDoorbellSendsParams {
+    unsigned long long sq;
+    unsigned long long qp_dbrec;
+    unsigned long long bf;
+    unsigned long long cq;
+    unsigned long long cq_dbrec;
+    unsigned long long resp_ring;
+    unsigned long long resp_ci;
+    unsigned long long scratch;
+    unsigned long long result;
+    unsigned int wqe_cnt;
+    unsigned int cqe_cnt;
+    unsigned int qpn;
+    unsigned int bf_size;
+    unsigned int mode;
+    unsigned int n;
+    unsigned int payload_len;
+    unsigned int resp_slots;
+    unsigned int resp_slot_bytes;
+    unsigned int reserved;
+};
+static_assert(sizeof(struct QfwdDoorbellSendsParams) == 112, "QfwdDoorbellSendsParams size");
+static_assert(sizeof(((struct QfwdDoorbellSendsParams*)0)->sq) == 8, "QfwdDoorbellSendsParams.sq");
+static_assert(sizeof(((struct QfwdDoorbellSendsParams*)0)->qp_dbrec) == 8, "QfwdDoorbellSendsParams.qp_dbrec");
+static_assert(sizeof(((struct QfwdDoorbellSendsParams*)0)->bf) == 8, "QfwdDoorbellSendsParams.bf");
+static_assert(sizeof(((struct QfwdDoorbellSendsParams*)0)->cq) == 8, "QfwdDoorbellSendsParams.cq");
+static_assert(sizeof(((struct QfwdDoorbellSendsParams*)0)->cq_dbrec) == 8, "QfwdDoorbellSendsParams.cq_dbrec");
+static_assert(sizeof(((struct QfwdDoorbellSendsParams*)0)->resp_ring) == 8, "QfwdDoorbellSendsParams.resp_ring");
+static_assert(sizeof(((struct QfwdDoorbellSendsParams*)0)->resp_ci) == 8, "QfwdDoorbellSendsParams.resp_ci");
+static_assert(sizeof(((struct QfwdDoorbellSendsParams*)0)->scratch) == 8, "QfwdDoorbellSendsParams.scratch");
+static_assert(sizeof(((struct QfwdDoorbellSendsParams*)0)->result) == 8, "QfwdDoorbellSendsParams.result");
+static_assert(sizeof(((struct QfwdDoorbellSendsParams*)0)->wqe_cnt) == 4, "QfwdDoorbellSendsParams.wqe_cnt");
+static_assert(sizeof(((struct QfwdDoorbellSendsParams*)0)->cqe_cnt) == 4, "QfwdDoorbellSendsParams.cqe_cnt");
+static_assert(sizeof(((struct QfwdDoorbellSendsParams*)0)->qpn) == 4, "QfwdDoorbellSendsParams.qpn");
+static_assert(sizeof(((struct QfwdDoorbellSendsParams*)0)->bf_size) == 4, "QfwdDoorbellSendsParams.bf_size");
+static_assert(sizeof(((struct QfwdDoorbellSendsParams*)0)->mode) == 4, "QfwdDoorbellSendsParams.mode");
+static_assert(sizeof(((struct QfwdDoorbellSendsParams*)0)->n) == 4, "QfwdDoorbellSendsParams.n");
+static_assert(sizeof(((struct QfwdDoorbellSendsParams*)0)->payload_len) == 4, "QfwdDoorbellSendsParams.payload_len");
+static_assert(sizeof(((struct QfwdDoorbellSendsParams*)0)->resp_slots) == 4, "QfwdDoorbellSendsParams.resp_slots");
+static_assert(sizeof(((struct QfwdDoorbellSendsParams*)0)->resp_slot_bytes) == 4, "QfwdDoorbellSendsParams.resp_slot_bytes");
+static_assert(sizeof(((struct QfwdDoorbellSendsParams*)0)->reserved) == 4, "QfwdDoorbellSendsParams.reserved");
+
+struct QfwdNicPostsParams {
+    unsigned long long nic;
+    unsigned long long result;
+    unsigned int n;
+    unsigned int len;
+};
+static_assert(sizeof(struct QfwdNicPostsParams) == 24, "QfwdNicPostsParams size");
+static_assert(sizeof(((struct QfwdNicPostsParams*)0)->nic) == 8, "QfwdNicPostsParams.nic");
+static_assert(sizeof(((struct QfwdNicPostsParams*)0)->result) == 8, "QfwdNicPostsParams.result");
+static_assert(sizeof(((struct QfwdNicPostsParams*)0)->n) == 4, "QfwdNicPostsParams.n");
+static_assert(sizeof(((struct QfwdNicPostsParams*)0)->len) == 4, "QfwdNicPostsParams.len");
 
 struct QfwdLinkDesc {
     unsigned long long rx_cq;
@@ -146,7 +319,109 @@ static_assert(sizeof(((struct QfwdDirectParams*)0)->nfunctions) == 4, "QfwdDirec
 static_assert(sizeof(((struct QfwdDirectParams*)0)->function_ids) == 128, "QfwdDirectParams.function_ids");
 static_assert(sizeof(((struct QfwdDirectParams*)0)->function_codes) == 128, "QfwdDirectParams.function_codes");
 
-// ---- stream windows ----
+struct QfwdDecoderParams {
+    unsigned long long lut_table;
+    unsigned long long uf_adj_offset;
+    unsigned long long uf_adj;
+    unsigned long long uf_edges;
+    unsigned long long uf_edge_obs;
+    unsigned long long uf_boundary;
+    unsigned long long uf_scratch;
+    unsigned long long uf_table;
+    unsigned long long uf_table_index;
+    unsigned int lut_detectors;
+    unsigned int lut_entry_bytes;
+    unsigned int uf_detectors;
+    unsigned int uf_result_bytes;
+    unsigned int uf_scratch_bytes;
+    unsigned int uf_scratch_warps;
+    unsigned int uf_smem_offset;
+    unsigned int uf_off_visited;
+    unsigned int uf_off_defect;
+    unsigned int uf_off_vbits;
+    unsigned int uf_off_growth;
+    unsigned int uf_clear_bytes;
+    unsigned int uf_off_tree;
+    unsigned int uf_off_verts;
+    unsigned int uf_off_frontier;
+    unsigned int uf_off_order;
+    unsigned int uf_off_levels;
+    unsigned int uf_off_cand;
+    unsigned int uf_table_defects;
+    unsigned int uf_table_entries;
+    unsigned int uf_max_degree;
+    unsigned int loaded;
+    unsigned long long uf_dist;
+    unsigned long long uf_table_times;
+    unsigned long long uf_stage;
+    unsigned int uf_stage_bytes;
+    unsigned int uf_stage_offset;
+    unsigned int uf_stage_index;
+    unsigned int uf_stage_obs;
+    unsigned int uf_stage_times;
+    unsigned int uf_stage_entries;
+    unsigned int uf_graph_bytes;
+    unsigned int uf_graph_offset;
+    unsigned int uf_off_phi;
+    unsigned int uf_split_max_defects;
+    unsigned long long uf_keep;
+    unsigned int uf_wire_detectors;
+    unsigned int uf_max_defects;
+    unsigned int lut_max_defects;
+    unsigned int dec_reserved;
+};
+static_assert(sizeof(struct QfwdDecoderParams) == 248, "QfwdDecoderParams size");
+static_assert(sizeof(((struct QfwdDecoderParams*)0)->lut_table) == 8, "QfwdDecoderParams.lut_table");
+static_assert(sizeof(((struct QfwdDecoderParams*)0)->uf_adj_offset) == 8, "QfwdDecoderParams.uf_adj_offset");
+static_assert(sizeof(((struct QfwdDecoderParams*)0)->uf_adj) == 8, "QfwdDecoderParams.uf_adj");
+static_assert(sizeof(((struct QfwdDecoderParams*)0)->uf_edges) == 8, "QfwdDecoderParams.uf_edges");
+static_assert(sizeof(((struct QfwdDecoderParams*)0)->uf_edge_obs) == 8, "QfwdDecoderParams.uf_edge_obs");
+static_assert(sizeof(((struct QfwdDecoderParams*)0)->uf_boundary) == 8, "QfwdDecoderParams.uf_boundary");
+static_assert(sizeof(((struct QfwdDecoderParams*)0)->uf_scratch) == 8, "QfwdDecoderParams.uf_scratch");
+static_assert(sizeof(((struct QfwdDecoderParams*)0)->uf_table) == 8, "QfwdDecoderParams.uf_table");
+static_assert(sizeof(((struct QfwdDecoderParams*)0)->uf_table_index) == 8, "QfwdDecoderParams.uf_table_index");
+static_assert(sizeof(((struct QfwdDecoderParams*)0)->lut_detectors) == 4, "QfwdDecoderParams.lut_detectors");
+static_assert(sizeof(((struct QfwdDecoderParams*)0)->lut_entry_bytes) == 4, "QfwdDecoderParams.lut_entry_bytes");
+static_assert(sizeof(((struct QfwdDecoderParams*)0)->uf_detectors) == 4, "QfwdDecoderParams.uf_detectors");
+static_assert(sizeof(((struct QfwdDecoderParams*)0)->uf_result_bytes) == 4, "QfwdDecoderParams.uf_result_bytes");
+static_assert(sizeof(((struct QfwdDecoderParams*)0)->uf_scratch_bytes) == 4, "QfwdDecoderParams.uf_scratch_bytes");
+static_assert(sizeof(((struct QfwdDecoderParams*)0)->uf_scratch_warps) == 4, "QfwdDecoderParams.uf_scratch_warps");
+static_assert(sizeof(((struct QfwdDecoderParams*)0)->uf_smem_offset) == 4, "QfwdDecoderParams.uf_smem_offset");
+static_assert(sizeof(((struct QfwdDecoderParams*)0)->uf_off_visited) == 4, "QfwdDecoderParams.uf_off_visited");
+static_assert(sizeof(((struct QfwdDecoderParams*)0)->uf_off_defect) == 4, "QfwdDecoderParams.uf_off_defect");
+static_assert(sizeof(((struct QfwdDecoderParams*)0)->uf_off_vbits) == 4, "QfwdDecoderParams.uf_off_vbits");
+static_assert(sizeof(((struct QfwdDecoderParams*)0)->uf_off_growth) == 4, "QfwdDecoderParams.uf_off_growth");
+static_assert(sizeof(((struct QfwdDecoderParams*)0)->uf_clear_bytes) == 4, "QfwdDecoderParams.uf_clear_bytes");
+static_assert(sizeof(((struct QfwdDecoderParams*)0)->uf_off_tree) == 4, "QfwdDecoderParams.uf_off_tree");
+static_assert(sizeof(((struct QfwdDecoderParams*)0)->uf_off_verts) == 4, "QfwdDecoderParams.uf_off_verts");
+static_assert(sizeof(((struct QfwdDecoderParams*)0)->uf_off_frontier) == 4, "QfwdDecoderParams.uf_off_frontier");
+static_assert(sizeof(((struct QfwdDecoderParams*)0)->uf_off_order) == 4, "QfwdDecoderParams.uf_off_order");
+static_assert(sizeof(((struct QfwdDecoderParams*)0)->uf_off_levels) == 4, "QfwdDecoderParams.uf_off_levels");
+static_assert(sizeof(((struct QfwdDecoderParams*)0)->uf_off_cand) == 4, "QfwdDecoderParams.uf_off_cand");
+static_assert(sizeof(((struct QfwdDecoderParams*)0)->uf_table_defects) == 4, "QfwdDecoderParams.uf_table_defects");
+static_assert(sizeof(((struct QfwdDecoderParams*)0)->uf_table_entries) == 4, "QfwdDecoderParams.uf_table_entries");
+static_assert(sizeof(((struct QfwdDecoderParams*)0)->uf_max_degree) == 4, "QfwdDecoderParams.uf_max_degree");
+static_assert(sizeof(((struct QfwdDecoderParams*)0)->loaded) == 4, "QfwdDecoderParams.loaded");
+static_assert(sizeof(((struct QfwdDecoderParams*)0)->uf_dist) == 8, "QfwdDecoderParams.uf_dist");
+static_assert(sizeof(((struct QfwdDecoderParams*)0)->uf_table_times) == 8, "QfwdDecoderParams.uf_table_times");
+static_assert(sizeof(((struct QfwdDecoderParams*)0)->uf_stage) == 8, "QfwdDecoderParams.uf_stage");
+static_assert(sizeof(((struct QfwdDecoderParams*)0)->uf_stage_bytes) == 4, "QfwdDecoderParams.uf_stage_bytes");
+static_assert(sizeof(((struct QfwdDecoderParams*)0)->uf_stage_offset) == 4, "QfwdDecoderParams.uf_stage_offset");
+static_assert(sizeof(((struct QfwdDecoderParams*)0)->uf_stage_index) == 4, "QfwdDecoderParams.uf_stage_index");
+static_assert(sizeof(((struct QfwdDecoderParams*)0)->uf_stage_obs) == 4, "QfwdDecoderParams.uf_stage_obs");
+static_assert(sizeof(((struct QfwdDecoderParams*)0)->uf_stage_times) == 4, "QfwdDecoderParams.uf_stage_times");
+static_assert(sizeof(((struct QfwdDecoderParams*)0)->uf_stage_entries) == 4, "QfwdDecoderParams.uf_stage_entries");
+static_assert(sizeof(((struct QfwdDecoderParams*)0)->uf_graph_bytes) == 4, "QfwdDecoderParams.uf_graph_bytes");
+static_assert(sizeof(((struct QfwdDecoderParams*)0)->uf_graph_offset) == 4, "QfwdDecoderParams.uf_graph_offset");
+static_assert(sizeof(((struct QfwdDecoderParams*)0)->uf_off_phi) == 4, "QfwdDecoderParams.uf_off_phi");
+static_assert(sizeof(((struct QfwdDecoderParams*)0)->uf_split_max_defects) == 4, "QfwdDecoderParams.uf_split_max_defects");
+static_assert(sizeof(((struct QfwdDecoderParams*)0)->uf_keep) == 8, "QfwdDecoderParams.uf_keep");
+static_assert(sizeof(((struct QfwdDecoderParams*)0)->uf_wire_detectors) == 4, "QfwdDecoderParams.uf_wire_detectors");
+static_assert(sizeof(((struct QfwdDecoderParams*)0)->uf_max_defects) == 4, "QfwdDecoderParams.uf_max_defects");
+static_assert(sizeof(((struct QfwdDecoderParams*)0)->lut_max_defects) == 4, "QfwdDecoderParams.lut_max_defects");
+static_assert(sizeof(((struct QfwdDecoderParams*)0)->dec_reserved) == 4, "QfwdDecoderParams.dec_reserved");
+
+// ---- stream windows (device/window.cu) ----
 #define QFWD_WINDOW_NONE 0xffffffffu
 #define QFWD_WINDOW_ODD 1u
 #define QFWD_WINDOW_BOUNDARY 2u
@@ -301,3 +576,5 @@ static_assert(sizeof(((struct QfwdWindowBatch*)0)->streams) == 4, "QfwdWindowBat
 static_assert(sizeof(((struct QfwdWindowBatch*)0)->rounds) == 4, "QfwdWindowBatch.rounds");
 static_assert(sizeof(((struct QfwdWindowBatch*)0)->finish) == 4, "QfwdWindowBatch.finish");
 static_assert(sizeof(((struct QfwdWindowBatch*)0)->commits_per_stream) == 4, "QfwdWindowBatch.commits_per_stream");
+
+#endif // QFWD_ABI_H

@@ -127,7 +127,34 @@ macro_rules! abi_struct {
                 assert_eq!(out.len(), std::mem::size_of::<$name>(), "{} has padding", $cname);
                 out
             }
+
+            /// The struct as little-endian u64 words (for a copy into device memory); its
+            /// size must be a multiple of 8.
+            pub fn to_u64_words(&self) -> Vec<u64> {
+                let bytes = self.to_bytes();
+                assert_eq!(bytes.len() % 8, 0, "{} is not a whole number of u64s", $cname);
+                bytes
+                    .chunks_exact(8)
+                    .map(|w| u64::from_le_bytes(w.try_into().expect("8 bytes")))
+                    .collect()
+            }
         }
+    };
+}
+
+/// A kernel's one parameter, passed by value: an [`abi_struct!`] whose C twin the kernel
+/// named [`KernelParams::KERNEL`] takes (`extern "C" __global__ void KERNEL(const Struct
+/// p)`). `crate::gpu::Module::kernel` looks the kernel up by this name, so a launch with
+/// the wrong parameter type does not compile.
+pub trait KernelParams: Copy + Send + Sync + 'static {
+    /// The kernel's `extern "C"` name.
+    const KERNEL: &'static str;
+}
+
+/// Declares which kernel takes which parameter struct.
+macro_rules! kernel_params {
+    ($($params:ty => $kernel:literal;)*) => {
+        $( impl KernelParams for $params { const KERNEL: &'static str = $kernel; } )*
     };
 }
 
@@ -170,10 +197,45 @@ abi_consts!(render_wire {
     STATUS_LENGTH_MISMATCH: i32 = crate::wire::status::LENGTH_MISMATCH;
     STATUS_UNKNOWN_FUNCTION: i32 = crate::wire::status::UNKNOWN_FUNCTION;
     STATUS_OVERSIZED: i32 = crate::wire::status::OVERSIZED;
+    STATUS_OVER_BUDGET: i32 = crate::wire::status::OVER_BUDGET;
     /// Handler codes the kernels dispatch on (`Handler::device_code`).
-    CODE_PARITY: u32 = 1;
+    CODE_PARITY: u32 = crate::mailbox::layout::device_code::PARITY;
     CODE_LUT: u32 = 2;
     CODE_UF: u32 = 3;
+    /// Debug: spin (tests of the watchdog; `mailbox::layout::device_code::STALL`).
+    CODE_STALL: u32 = crate::mailbox::layout::device_code::STALL;
+});
+
+abi_consts!(render_mailbox {
+    /// Bytes in a chunk: the unit of every read and write of the slot protocol.
+    CHUNK_BYTES: u32 = crate::mailbox::layout::CHUNK_BYTES as u32;
+    /// Data bytes in a tagged chunk (three of its four words).
+    INLINE_DATA_BYTES: u32 = crate::mailbox::layout::INLINE_DATA_BYTES as u32;
+    /// Bytes of a request's (`code`, `arg_len`) and a response's (`status`, `result_len`)
+    /// header in a slot.
+    HEADER_BYTES: u32 = crate::mailbox::layout::HEADER_BYTES as u32;
+    /// Bytes of a reply layout's trailer: request_id, ptp_timestamp.
+    REPLY_ID_BYTES: u32 = crate::mailbox::layout::REPLY_ID_BYTES as u32;
+    /// Flag in a completion's `result_len`: the device side already sent the response.
+    DEVICE_SENT: u32 = crate::mailbox::layout::DEVICE_SENT;
+    /// The stop tag, never a sequence tag.
+    STOP_TAG: u32 = crate::mailbox::layout::STOP_TAG;
+    /// Distinct sequence tags (1 ..= TAG_PERIOD).
+    TAG_PERIOD: u64 = crate::mailbox::layout::TAG_PERIOD;
+    /// Most chunk loads per lane for one request.
+    MAX_ROUNDS: u32 = crate::mailbox::layout::MAX_ROUNDS as u32;
+    /// Control block: the stall-release generation word.
+    CONTROL_RELEASE_OFFSET: u32 = crate::mailbox::layout::CONTROL_RELEASE_OFFSET as u32;
+    /// Device state: group g's claim ticket at g x this.
+    STATE_CLAIM_STRIDE: u32 = crate::mailbox::layout::STATE_CLAIM_STRIDE as u32;
+    /// Most poller groups.
+    MAX_GROUPS: u32 = crate::mailbox::layout::MAX_GROUPS as u32;
+    /// Device state: where the per-poller counters start.
+    STATE_COUNTERS_OFFSET: u32 = crate::mailbox::layout::STATE_COUNTERS_OFFSET as u32;
+    /// u64 counters per poller: polls, served, torn reads, lost claims.
+    COUNTERS_PER_POLLER: u32 = crate::mailbox::layout::COUNTERS_PER_POLLER as u32;
+    /// Longest debug stall, in microseconds.
+    MAX_STALL_US: u32 = crate::mailbox::layout::MAX_STALL_US;
 });
 
 abi_consts!(render_mlx5 {
@@ -199,6 +261,49 @@ abi_consts!(render_mlx5 {
     DB_MODE_CPU_ASSISTED: u32 = 0;
     DB_MODE_REGULAR: u32 = 1;
     DB_MODE_BLUEFLAME: u32 = 2;
+});
+
+abi_consts!(render_posting {
+    /// The cpu-assisted response ring's chunks: the first carries the length and this many
+    /// data bytes, the others this many ([`crate::queues::layout`]).
+    RESP_FIRST_DATA: u32 = crate::queues::layout::RESP_FIRST_CHUNK_DATA as u32;
+    RESP_CHUNK_DATA: u32 = crate::queues::layout::RESP_CHUNK_DATA as u32;
+    /// The device posting block ([`crate::queues::posting`]): the posting lock (u32) at
+    /// this byte offset,
+    POSTING_LOCK: u32 = crate::queues::posting::LOCK_OFFSET as u32;
+    /// the posters' state (u32 pi, half, ci, done, posts),
+    POSTING_STATE: u32 = crate::queues::posting::STATE_OFFSET as u32;
+    /// their u64 counters (`POST_CTR_*`),
+    POSTING_COUNTERS: u32 = crate::queues::posting::COUNTERS_OFFSET as u32;
+    /// and the whole block's bytes.
+    POSTING_BYTES: u32 = crate::queues::posting::BLOCK_BYTES as u32;
+    POST_CTR_POSTED: u32 = 0;
+    POST_CTR_FALLBACKS: u32 = 1;
+    POST_CTR_LOCK_SPINS: u32 = 2;
+    POST_CTR_ROOM_WAITS: u32 = 3;
+    POST_CTR_CQES: u32 = 4;
+    POST_CTR_ERROR_CQES: u32 = 5;
+});
+
+abi_consts!(render_decoders {
+    /// "No edge" / "no vertex" in the device's 16-bit ids.
+    DEC_NO_ID: u32 = crate::gpu::decoder::NO_ID;
+    /// "No forest edge" (a tree root).
+    DEC_NO_TREE: u32 = crate::gpu::decoder::NO_TREE;
+    /// Cluster flags of the union-find state (`decode::uf`).
+    DEC_ODD: u32 = crate::decode::uf::ODD as u32;
+    DEC_BOUNDARY: u32 = crate::decode::uf::BOUNDARY as u32;
+    /// Incident edges a lane loads at once.
+    DEC_UNROLL: u32 = crate::gpu::decoder::UNROLL as u32;
+    /// Most incident edges of a detector.
+    DEC_MAX_DEGREE: u32 = crate::gpu::decoder::MAX_DEGREE as u32;
+    /// [`DecoderParams::loaded`] bits.
+    DEC_LOADED_LUT: u32 = crate::gpu::decoder::LOADED_LUT;
+    DEC_LOADED_UF: u32 = crate::gpu::decoder::LOADED_UF;
+    /// Largest decoder result (64 observables).
+    DEC_MAX_RESULT_BYTES: u32 = crate::gpu::decoder::MAX_RESULT_BYTES as u32;
+    /// The lanes step's edge slots per lane (`decode::uf_lanes::LANE_SLOTS` / 32).
+    DEC_LANE_SLOTS: u32 = (crate::decode::uf_lanes::LANE_SLOTS / 32) as u32;
 });
 
 abi_consts!(render_direct {
@@ -264,6 +369,125 @@ abi_consts!(render_direct {
     CTR_CREDIT_CYCLES: u32 = 22;
     CTR_CREDIT_FENCES: u32 = 23;
 });
+
+abi_struct!(
+    /// The persistent mailbox kernel's one parameter (`qfwd_persistent`, device/forward.cu).
+    PersistentParams: "QfwdPersistentParams" {
+        /// Device addresses of the request ring, the response ring and the control block
+        /// (mapped host memory, [`crate::mailbox::Layout`]).
+        req_ring: u64,
+        resp_ring: u64,
+        control: u64,
+        /// Device memory: the groups' claim tickets, then the pollers' counters.
+        state: u64,
+        /// The device posting block (`POSTING_BYTES`, [`PostingDesc`] first), or 0: the
+        /// kernel never sends (only the `QFWD_DEVICE_DOORBELL` build may be given one).
+        nic: u64,
+        slots: u32,
+        req_slot_bytes: u32,
+        resp_slot_bytes: u32,
+        /// 1: `inline` requests; 0: `buffer` (flag chunk, then the payload).
+        rx_inline: u32,
+        /// Chunks read with each poll.
+        poll_chunks: u32,
+        /// Poller warps in all, and the warps of each group.
+        pollers: u32,
+        pollers_per_slot: u32,
+        /// 1: every group lies within one block (tickets in shared memory).
+        claim_in_block: u32,
+    }
+);
+
+abi_struct!(
+    /// The one-request kernel's parameter (`qfwd_serve_once`: `gpu-launch`, `gpu-graph`).
+    ServeOnceParams: "QfwdServeOnceParams" {
+        /// Device addresses of the request slot, its response slot and the control block.
+        req: u64,
+        resp: u64,
+        control: u64,
+        req_slot_bytes: u32,
+        resp_slot_bytes: u32,
+        poll_chunks: u32,
+        reserved: u32,
+    }
+);
+
+abi_struct!(
+    /// A send queue as the device's posters see it: the description at the start of the
+    /// device posting block ([`crate::queues::posting::DevicePosting::desc`]); the lock,
+    /// state and counters follow at `POSTING_LOCK`, `POSTING_STATE`, `POSTING_COUNTERS`.
+    PostingDesc: "QfwdPostingDesc" {
+        /// Device addresses: the SQ, the QP doorbell record, BlueFlame half 0, the send CQ
+        /// and its doorbell record.
+        sq: u64,
+        qp_dbrec: u64,
+        bf: u64,
+        cq: u64,
+        cq_dbrec: u64,
+        /// SQ size in WQEBBs and CQ entries (powers of two).
+        wqe_cnt: u32,
+        cqe_cnt: u32,
+        qpn: u32,
+        /// Bytes per BlueFlame half.
+        bf_size: u32,
+        /// `DB_MODE_REGULAR` or `DB_MODE_BLUEFLAME`.
+        mode: u32,
+        /// Ask for a CQE every this many posts.
+        signal_every: u32,
+    }
+);
+
+abi_struct!(
+    /// The doorbell test kernel's parameter (`qfwd_doorbell_post_sends`, device/doorbell.cu):
+    /// one thread posts `n` SENDs of `payload_len` bytes with doorbell `mode`.
+    DoorbellSendsParams: "QfwdDoorbellSendsParams" {
+        /// As [`PostingDesc`]: SQ, QP doorbell record, BlueFlame half 0, send CQ, its record.
+        sq: u64,
+        qp_dbrec: u64,
+        bf: u64,
+        cq: u64,
+        cq_dbrec: u64,
+        /// cpu-assisted: the tagged response ring and its consumer index.
+        resp_ring: u64,
+        resp_ci: u64,
+        /// Device memory for one message (at least `MAX_INLINE` bytes).
+        scratch: u64,
+        /// Device memory for 4 u32: posted, completions, error CQEs, status.
+        result: u64,
+        wqe_cnt: u32,
+        cqe_cnt: u32,
+        qpn: u32,
+        bf_size: u32,
+        mode: u32,
+        n: u32,
+        payload_len: u32,
+        resp_slots: u32,
+        resp_slot_bytes: u32,
+        reserved: u32,
+    }
+);
+
+abi_struct!(
+    /// The posting-block test kernel's parameter (`qfwd_doorbell_nic_posts`): lane 0 of
+    /// every warp posts `n` SENDs of `len` bytes through the block `nic`.
+    NicPostsParams: "QfwdNicPostsParams" {
+        /// The device posting block.
+        nic: u64,
+        /// Device memory for one u32 per warp: the messages it posted.
+        result: u64,
+        n: u32,
+        len: u32,
+    }
+);
+
+kernel_params! {
+    PersistentParams => "qfwd_persistent";
+    ServeOnceParams => "qfwd_serve_once";
+    DoorbellSendsParams => "qfwd_doorbell_post_sends";
+    NicPostsParams => "qfwd_doorbell_nic_posts";
+    DirectParams => "qfwd_direct";
+    WindowBatchParams => "qfwd_window_batch";
+}
 
 abi_struct!(
     /// One link's queues as a device side sees them: addresses in the device's view of
@@ -483,6 +707,105 @@ abi_struct!(
     }
 );
 
+abi_struct!(
+    /// The decoders' parameter block, in `device/decode.cu`'s constant memory (written by
+    /// [`crate::gpu::decoder::DeviceDecoders::install`]). Addresses are device addresses
+    /// (0: not loaded); offsets are bytes into one warp's `uf` state, as
+    /// [`crate::gpu::decoder::UfScratchLayout`] computes them.
+    DecoderParams: "QfwdDecoderParams" {
+        lut_table: u64,
+        uf_adj_offset: u64,
+        uf_adj: u64,
+        uf_edges: u64,
+        uf_edge_obs: u64,
+        uf_boundary: u64,
+        /// Global per-warp state, or 0: in dynamic shared memory.
+        uf_scratch: u64,
+        /// Low-weight syndrome table: `uf_table_entries` results of `uf_result_bytes` each
+        /// (0: no table).
+        uf_table: u64,
+        /// The table's index array (u32:
+        /// [`crate::decode::uf_table::UfTable::device_index`]).
+        uf_table_index: u64,
+        lut_detectors: u32,
+        lut_entry_bytes: u32,
+        uf_detectors: u32,
+        uf_result_bytes: u32,
+        uf_scratch_bytes: u32,
+        uf_scratch_warps: u32,
+        uf_smem_offset: u32,
+        uf_off_visited: u32,
+        uf_off_defect: u32,
+        uf_off_vbits: u32,
+        uf_off_growth: u32,
+        uf_clear_bytes: u32,
+        uf_off_tree: u32,
+        uf_off_verts: u32,
+        uf_off_frontier: u32,
+        uf_off_order: u32,
+        uf_off_levels: u32,
+        uf_off_cand: u32,
+        /// `K`: requests with `1 ..= K` defects are answered from the table (0: no table).
+        uf_table_defects: u32,
+        uf_table_entries: u32,
+        /// Most incident edges of a detector (the kernel loads rows [`DEC_UNROLL`] entries
+        /// at a time; the forest keeps a row's candidates in a 64-bit mask).
+        uf_max_degree: u32,
+        loaded: u32,
+        /// The split path's distance matrix (u16, `n x n` row-major:
+        /// [`crate::decode::uf_split::Distances::as_slice`]), or 0: no split path (no
+        /// table, or a model above [`crate::decode::uf_split::MAX_SPLIT_DETECTORS`]
+        /// detectors).
+        uf_dist: u64,
+        /// The table's growth times (u16 per entry:
+        /// [`crate::decode::uf_table::UfTable::times`]), with `uf_dist`.
+        uf_table_times: u64,
+        /// The split path's arrays as one image (`DeviceModels::new`: the distance matrix at
+        /// 0, then the table's index, then the entries and times of every group of at most `S`
+        /// defects), which the persistent kernel copies into its shared memory at start; 0:
+        /// none.
+        uf_stage: u64,
+        /// The image's bytes (a multiple of 16), 0 when the kernel does not stage it.
+        uf_stage_bytes: u32,
+        /// Where the block's copy starts in dynamic shared memory
+        /// ([`crate::gpu::decoder::DeviceDecoders::place`]).
+        uf_stage_offset: u32,
+        /// Offsets in the image of the index, the entries' results and their times.
+        uf_stage_index: u32,
+        uf_stage_obs: u32,
+        uf_stage_times: u32,
+        /// Entries in the image: the table's first ones, those of groups of at most `S`.
+        uf_stage_entries: u32,
+        /// The graph's arrays (`uf_adj_offset` .. `uf_boundary`, one contiguous region of the
+        /// blob that starts at `uf_adj_offset`): its bytes (a multiple of 16) when the
+        /// persistent kernel copies it into shared memory, 0 when it does not.
+        uf_graph_bytes: u32,
+        /// Where the block's copy of the graph starts in dynamic shared memory.
+        uf_graph_offset: u32,
+        /// Per-warp state: each cluster vertex's potential (u64 per vertex), the observables
+        /// of a path from its cluster's reference vertex (decode/src/uf_potential.rs).
+        uf_off_phi: u32,
+        /// The split path is tried for at most this many defects (at most
+        /// [`crate::decode::uf_split::MAX_SPLIT_DEFECTS`];
+        /// [`crate::decode::uf_split::split_limit`]): above it, the attempt fails on most
+        /// shots and only delays the growth that answers them.
+        uf_split_max_defects: u32,
+        /// The observable part's map (uint2 per 32-detector word of the wire's syndrome:
+        /// kept detectors' mask, the part's index of the first;
+        /// [`crate::decode::ObservablePart::device_words`]), or 0: the model is decoded
+        /// whole. `uf_detectors` and the other `uf` fields describe the part.
+        uf_keep: u64,
+        /// Detectors of a request's syndrome (the whole model's; what the payload check reads).
+        uf_wire_detectors: u32,
+        /// The request budgets ([`crate::decode::budget`]): a request with more defects is
+        /// answered `OVER_BUDGET` without decoding; [`crate::gpu::decoder::NO_BUDGET`]: none.
+        uf_max_defects: u32,
+        lut_max_defects: u32,
+        /// Unused (keeps the block a multiple of 8 bytes).
+        dec_reserved: u32,
+    }
+);
+
 /// The whole header, as NVRTC and `device/qfwd_abi.h` receive it.
 pub fn header() -> String {
     let mut out = String::new();
@@ -490,19 +813,35 @@ pub fn header() -> String {
         "// Generated from src/abi.rs by qfwd: the constants and parameter structs that the\n\
          // host and the kernels share. Do not edit: change src/abi.rs, then run\n\
          // `QFWD_BLESS=1 cargo test -p qfwd --lib abi` to rewrite this file.\n\
-         #pragma once\n\n",
+         #ifndef QFWD_ABI_H\n\
+         #define QFWD_ABI_H\n\n",
     );
     out.push_str("// ---- wire ----\n");
     render_wire(&mut out);
+    out.push_str("\n// ---- mailbox (device/forward.cu) ----\n");
+    render_mailbox(&mut out);
     out.push_str("\n// ---- mlx5 ----\n");
     render_mlx5(&mut out);
-    out.push_str("\n// ---- gpu-direct ----\n");
+    out.push_str("\n// ---- GPU-initiated doorbells (device/doorbell.cu) ----\n");
+    render_posting(&mut out);
+    out.push_str("\n// ---- decoders (device/decode.cu) ----\n");
+    render_decoders(&mut out);
+    out.push_str("\n// ---- gpu-direct (device/direct.cu) ----\n");
     render_direct(&mut out);
-    out.push('\n');
-    LinkDesc::render(&mut out);
-    out.push('\n');
-    DirectParams::render(&mut out);
-    out.push_str("\n// ---- stream windows ----\n");
+    for render in [
+        PersistentParams::render,
+        ServeOnceParams::render,
+        PostingDesc::render,
+        DoorbellSendsParams::render,
+        NicPostsParams::render,
+        LinkDesc::render,
+        DirectParams::render,
+        DecoderParams::render,
+    ] {
+        out.push('\n');
+        render(&mut out);
+    }
+    out.push_str("\n// ---- stream windows (device/window.cu) ----\n");
     render_window(&mut out);
     for render in [
         WindowGraphDesc::render,
@@ -514,6 +853,7 @@ pub fn header() -> String {
         out.push('\n');
         render(&mut out);
     }
+    out.push_str("\n#endif // QFWD_ABI_H\n");
     out
 }
 
@@ -527,6 +867,8 @@ const _: () = assert!(MAX_FUNCTIONS as usize == 32);
 const _: () =
     assert!((CQE_FORMAT_INLINE_32 as u8) << 2 == crate::mlx5::layout::cqe::INLINE_SCATTER_32);
 const _: () = assert!(SCR_COUNT == 22 && SCR_SCALARS + 1 == SCR_COUNT);
+const _: () = assert!(std::mem::size_of::<DecoderParams>() == 248);
+const _: () = assert!(std::mem::size_of::<PostingDesc>() as u32 <= POSTING_LOCK);
 const _: () = assert!(std::mem::size_of::<LinkDesc>() == 11 * 8 + 12 * 4);
 
 #[cfg(test)]
@@ -566,6 +908,45 @@ mod tests {
         assert_eq!(b.len(), std::mem::size_of::<DirectParams>());
         assert_eq!(&b[..8], &0x1122u64.to_le_bytes());
         assert_eq!(&b[16..20], &3u32.to_le_bytes());
+    }
+
+    /// The device sources take every shared name from the header: a `#define` of one of
+    /// them there (a hand mirror creeping back) would silently shadow or duplicate it.
+    #[test]
+    fn device_sources_define_no_header_name() {
+        use crate::gpu::nvrtc;
+        let h = header();
+        let defined: Vec<&str> = h
+            .lines()
+            .filter_map(|l| l.strip_prefix("#define "))
+            .filter_map(|l| l.split_whitespace().next())
+            .collect();
+        let structs: Vec<&str> = h
+            .lines()
+            .filter_map(|l| l.strip_prefix("struct "))
+            .filter_map(|l| l.split_whitespace().next())
+            .collect();
+        assert!(defined.contains(&"QFWD_CHUNK_BYTES") && structs.contains(&"QfwdDecoderParams"));
+        let sources = [nvrtc::FORWARD_DOORBELL, nvrtc::DIRECT]
+            .into_iter()
+            .chain(nvrtc::HEADERS.iter().copied());
+        for src in sources {
+            assert!(
+                src.source.contains("#include \"qfwd_abi.h\"") || src.file.starts_with("decode/"),
+                "{} does not include qfwd_abi.h",
+                src.file
+            );
+            for line in src.source.lines().map(str::trim_start) {
+                if let Some(rest) = line.strip_prefix("#define ") {
+                    let name = rest.split_whitespace().next().unwrap_or("");
+                    assert!(!defined.contains(&name), "{} defines {name}", src.file);
+                }
+                if let Some(rest) = line.strip_prefix("struct ") {
+                    let name = rest.split_whitespace().next().unwrap_or("");
+                    assert!(!structs.contains(&name), "{} declares {name}", src.file);
+                }
+            }
+        }
     }
 
     #[test]

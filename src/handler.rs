@@ -97,7 +97,7 @@ impl Handler {
     /// Device-side handler code, as the GPU kernels dispatch on it: parity 1, lut 2, uf 3.
     pub fn device_code(&self) -> u32 {
         match self {
-            Handler::Parity => 1,
+            Handler::Parity => crate::abi::CODE_PARITY,
             Handler::Decoder(d) => d.device_code(),
         }
     }

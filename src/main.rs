@@ -388,14 +388,6 @@ fn run(args: RunArgs) -> qfwd::Result<()> {
     let format = args.stats_format;
     let parent = args.exit_with_parent;
     let config = args.into_config()?;
-    if config.transport == TransportKind::Inproc {
-        return Err(qfwd::Error::InvalidSetting {
-            key: "transport",
-            detail: "inproc connects threads of one process; to measure it, run \
-                     `qfwd-latency emulate --inproc` (it starts the forwarder itself)"
-                .to_string(),
-        });
-    }
     // Before anything starts, so that a signal during the start (a GPU start compiles
     // kernels for seconds) or right after the start-up line still drains. SIGHUP (the
     // terminal closed, or a service manager's reload) drains too.
@@ -411,21 +403,14 @@ fn run(args: RunArgs) -> qfwd::Result<()> {
     if config.streams.is_some() {
         return run_streams(&config, &signalled, parent);
     }
-    if config.data_path == qfwd::direct::DataPath::GpuDirect {
-        return run_direct(&config, &signalled, parent);
-    }
-    let running = match config.transport {
-        TransportKind::Softnic => qfwd::serve::spawn_softnic_udp(&config)?,
-        TransportKind::Rdma => qfwd::serve::spawn_rdma(&config)?,
-        _ => qfwd::serve::spawn_udp(&config)?,
-    };
+    let mut running = qfwd::serve::start(&config, qfwd::serve::Wiring::Network)?;
     eprintln!("qfwd: {}", running.description());
     if let Some(w) = config.exposure_warning() {
         eprintln!("qfwd: warning: {w}");
     }
-    // The loop stops itself at the duration; this thread prints its reports and waits.
+    // The service ends itself at the duration; this thread prints its reports and waits.
     while !running.is_finished() && !signalled.load(Ordering::Relaxed) {
-        for interval in running.intervals() {
+        for interval in running.poll(Instant::now()) {
             report(format, &interval)?;
         }
         if let Some(p) = parent.filter(|p| p.parent_gone()) {
@@ -438,16 +423,42 @@ fn run(args: RunArgs) -> qfwd::Result<()> {
         std::thread::sleep(Duration::from_millis(20));
     }
     running.stop();
-    let intervals: Vec<_> = running.intervals().collect();
-    let stats = running.join()?;
+    let intervals = running.poll(Instant::now());
+    let done = running.join()?;
     for interval in &intervals {
         report(format, interval)?;
     }
-    eprintln!("qfwd: stopped.\n{stats}");
+    eprintln!("qfwd: stopped.\n{}", done.stats);
+    if let Some(direct) = &done.direct {
+        print_links(direct);
+    }
     if format == StatsFormat::Json {
-        json_line(&stats.summary())?;
+        json_line(&done.stats.summary())?;
     }
     Ok(())
+}
+
+/// `gpu-direct`: what each link's device side and NIC counted.
+fn print_links(report: &qfwd::direct::DirectReport) {
+    for (i, c) in report.per_link.iter().enumerate() {
+        // A ConnectX's links have no soft NIC counters.
+        let nic = report.nics.get(i);
+        eprintln!(
+            "  link {i}: received {}{}, posted {}, torn reads {}, lost claims {}",
+            c.get(qfwd::abi::CTR_RECEIVED),
+            nic.map(|n| format!(" (NIC delivered {})", n.rx_messages))
+                .unwrap_or_default(),
+            c.get(qfwd::abi::CTR_POSTED),
+            c.get(qfwd::abi::CTR_TORN),
+            c.get(qfwd::abi::CTR_LOST_CLAIMS)
+        );
+    }
+    if report.undrained > 0 || report.stalls > 0 {
+        eprintln!(
+            "qfwd: {} request(s) delivered but not taken at stop; heartbeat stalls {}",
+            report.undrained, report.stalls
+        );
+    }
 }
 
 /// Writes one live interval: its status line on stderr, or one JSON line on stdout.
@@ -471,100 +482,13 @@ fn json_line(value: &impl serde::Serialize) -> qfwd::Result<()> {
     Ok(())
 }
 
-/// `qfwd run --data-path gpu-direct`: no forwarding thread; this thread prints the device
-/// side's counters and heartbeat until the duration or a signal, then stops it cleanly.
-fn run_direct(
-    config: &RunConfig,
-    signalled: &AtomicBool,
-    parent: Option<qfwd::process::ParentWatch>,
-) -> qfwd::Result<()> {
-    let mut service = if config.transport == TransportKind::Rdma {
-        let service = qfwd::serve::start_direct_rdma(config)?;
-        eprintln!(
-            "qfwd: {}; waiting for {} QPU link(s)",
-            service.description(),
-            config.links
-        );
-        service
-    } else {
-        let (service, addrs) = qfwd::serve::start_direct_udp(config)?;
-        let addrs: Vec<String> = addrs.iter().map(|a| a.to_string()).collect();
-        eprintln!(
-            "qfwd: {}; soft NIC links on udp {}",
-            service.description(),
-            addrs.join(", ")
-        );
-        service
-    };
-    if let Some(w) = config.exposure_warning() {
-        eprintln!("qfwd: warning: {w}");
-    }
-    let started = Instant::now();
-    let until = config
-        .duration_s
-        .map(|d| started + Duration::from_secs_f64(d));
-    let interval = Duration::from_secs_f64(config.stats_interval_s);
-    let mut next_line = started + interval;
-    let mut last = 0;
-    while !signalled.load(Ordering::Relaxed) && until.is_none_or(|u| Instant::now() < u) {
-        if parent.is_some_and(|p| p.parent_gone()) {
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-        if config.stats_interval_s > 0.0 && Instant::now() >= next_line {
-            eprintln!("{}", service.status_line(interval, &mut last));
-            next_line += interval;
-        } else {
-            service.heartbeat_ok(Instant::now());
-        }
-    }
-    let report = service.stop(Duration::from_secs(2))?;
-    eprintln!("qfwd: stopped.\n{}", report.stats);
-    for (i, c) in report.per_link.iter().enumerate() {
-        eprintln!(
-            "  link {i}: received {}{}, posted {}, torn reads {}, lost claims {}",
-            c.get(qfwd::abi::CTR_RECEIVED),
-            report
-                .nics
-                .get(i)
-                .map(|n| format!(" (NIC delivered {})", n.rx_messages))
-                .unwrap_or_default(),
-            c.get(qfwd::abi::CTR_POSTED),
-            c.get(qfwd::abi::CTR_TORN),
-            c.get(qfwd::abi::CTR_LOST_CLAIMS)
-        );
-    }
-    if report.undrained > 0 || report.stalls > 0 {
-        eprintln!(
-            "qfwd: {} request(s) delivered but not taken at stop; heartbeat stalls {}",
-            report.undrained, report.stalls
-        );
-    }
-    Ok(())
-}
-
 /// `qfwd run --streams N`: the stream service until the duration ends or a signal.
 fn run_streams(
     config: &RunConfig,
     signalled: &AtomicBool,
     parent: Option<qfwd::process::ParentWatch>,
 ) -> qfwd::Result<()> {
-    let settings = config.streams.clone().unwrap_or_default();
-    let dem = config
-        .dem
-        .as_deref()
-        .ok_or_else(|| qfwd::Error::InvalidSetting {
-            key: "dem",
-            detail: "streams need --dem FILE".into(),
-        })?;
-    let model = qfwd::stream::load_model(dem, &settings)?;
-    let opts = qfwd::stream::ServiceOptions {
-        settings,
-        cores: config.cores.clone(),
-        idle: config.idle,
-        batch: config.batch,
-    };
-    let running = qfwd::stream::spawn_udp(&opts, model, config.listen, config.allowlist()?)?;
+    let running = qfwd::serve::start_streams(config)?;
     eprintln!("qfwd: serving {}", running.description());
     let until = config.duration().map(|d| std::time::Instant::now() + d);
     while !running.is_finished() && !signalled.load(Ordering::Relaxed) {

@@ -346,9 +346,8 @@ fn decoder_matches(name: &str, kind: DecoderKind, gpu: bool, most: usize) {
 fn soft_nic_serves_the_links_over_udp() {
     let mut service =
         DirectService::start(&options(2, Doorbell::Regular), &parity_registry()).unwrap();
-    let addrs = service
-        .serve_udp("127.0.0.1:0".parse().unwrap(), &[])
-        .unwrap();
+    let addrs =
+        qfwd::serve::wiring::direct_udp(&mut service, "127.0.0.1:0".parse().unwrap(), &[]).unwrap();
     assert_eq!(addrs.len(), 2);
     let mut buf = vec![0u8; 4096];
     for (l, addr) in addrs.iter().enumerate() {

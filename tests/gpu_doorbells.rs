@@ -17,12 +17,12 @@
 mod gpu_common;
 
 use std::collections::HashMap;
-use std::ffi::c_void;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use gpu_common::{gpu_index, gpu_or_skip};
+use qfwd::abi::NicPostsParams;
 use qfwd::forward::{ForwardConfig, Forwarder, IdlePolicy, StopWhen};
 use qfwd::gpu::context::GpuContext;
 use qfwd::gpu::memory::device_address_of;
@@ -31,6 +31,7 @@ use qfwd::gpu::{self, DeviceBuffer, GpuOptions, Module, Stream};
 use qfwd::handler::{parity, Registry};
 use qfwd::mlx5::Doorbell;
 use qfwd::queues::posting as device;
+use qfwd::serve::wiring;
 use qfwd::softnic::{self, DevicePostCounters, NicLayout, SoftNicConfig};
 use qfwd::transport::Client;
 use qfwd::wire::{self, function_id, status};
@@ -106,7 +107,7 @@ fn exchange(
     let cfg = nic_config(doorbell);
     let layout = NicLayout::new(&cfg).unwrap();
     let region = gpu::mapped_nic_region(gpu_index(), layout.len).unwrap();
-    let (mut client, transport) = softnic::inproc_in(&cfg, region, true).unwrap();
+    let (mut client, transport) = wiring::softnic_inproc_in(&cfg, region, true).unwrap();
     let posting = transport.device_posting().unwrap();
     let options = GpuOptions {
         device: gpu_index(),
@@ -221,7 +222,7 @@ fn concurrent_warps_post_every_message_exactly_once() {
         let cfg = nic_config(doorbell);
         let layout = NicLayout::new(&cfg).unwrap();
         let region = gpu::mapped_nic_region(gpu_index(), layout.len).unwrap();
-        let (mut client, mut transport) = softnic::inproc_in(&cfg, region, true).unwrap();
+        let (mut client, mut transport) = wiring::softnic_inproc_in(&cfg, region, true).unwrap();
         // One request connects the QP to the client.
         let mut buf = vec![0u8; 4096];
         let n = wire::write_request(&mut buf, 1, 0, 0, &[]).unwrap();
@@ -237,24 +238,24 @@ fn concurrent_warps_post_every_message_exactly_once() {
 
         let ctx = GpuContext::open(gpu_index()).unwrap();
         let module = Module::compile_and_load(&ctx, &FORWARD_DOORBELL).unwrap();
-        let function = module.function("qfwd_doorbell_nic_posts").unwrap();
+        let kernel = module.kernel::<NicPostsParams>().unwrap();
         let base = device_address_of(&ctx, posting.region().host_addr(0), "NIC").unwrap();
         let block = DeviceBuffer::zeroed(&ctx, device::BLOCK_BYTES).unwrap();
-        block.write_u64s(&posting.block(base)).unwrap();
+        block
+            .write_u64s(&posting.desc(base).to_u64_words())
+            .unwrap();
         let result = DeviceBuffer::zeroed(&ctx, WARPS as usize * 4).unwrap();
         let stream = Stream::new(&ctx).unwrap();
-        let (mut nic, mut n_msgs, mut len, mut out) =
-            (block.device_ptr(), PER_WARP, LEN, result.device_ptr());
-        let mut params: [*mut c_void; 4] = [
-            &mut nic as *mut u64 as *mut c_void,
-            &mut n_msgs as *mut u32 as *mut c_void,
-            &mut len as *mut u32 as *mut c_void,
-            &mut out as *mut u64 as *mut c_void,
-        ];
-        // SAFETY: the parameters match qfwd_doorbell_nic_posts(u64, u32, u32, u32*); the
-        // block, result buffer and NIC region outlive the kernel (waited for below).
+        let params = NicPostsParams {
+            nic: block.device_ptr(),
+            result: result.device_ptr(),
+            n: PER_WARP,
+            len: LEN,
+        };
+        // SAFETY: the block, result buffer and NIC region outlive the kernel (waited for
+        // below).
         let launched = Instant::now();
-        unsafe { function.launch(&ctx, &stream, WARPS, 32, 0, &mut params) }.unwrap();
+        unsafe { kernel.launch(&ctx, &stream, WARPS, 32, 0, &params) }.unwrap();
 
         let mut seen: HashMap<u32, u32> = HashMap::new();
         let deadline = Instant::now() + Duration::from_secs(30);

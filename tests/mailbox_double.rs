@@ -10,9 +10,9 @@ use qfwd::handler::{parity, Handler};
 use qfwd::mailbox::layout::{device_code, tag_for, CHUNK_BYTES, MAX_STALL_US};
 use qfwd::mailbox::protocol;
 use qfwd::mailbox::{
-    CpuDouble, HostRegion, Layout, MailboxBackend, MailboxDevice, PollerCounters, Region,
-    RxCompletion,
+    CpuDouble, Layout, MailboxBackend, MailboxDevice, PollerCounters, RxCompletion,
 };
+use qfwd::shm::SharedRegion;
 use qfwd::wire::status;
 
 const WAIT: Duration = Duration::from_secs(10);
@@ -285,13 +285,13 @@ fn buffer_payload_waits_for_its_flag() {
 
 /// A device side that never answers by itself: the test writes responses by hand.
 struct ManualDevice {
-    memory: HostRegion,
+    memory: SharedRegion,
     layout: Layout,
 }
 
 impl MailboxDevice for ManualDevice {
-    fn region(&self) -> Region<'_> {
-        self.memory.region()
+    fn region(&self) -> &SharedRegion {
+        &self.memory
     }
     fn layout(&self) -> Layout {
         self.layout
@@ -311,7 +311,7 @@ impl MailboxDevice for ManualDevice {
 fn torn_or_stale_response_is_never_accepted() {
     let l = Layout::new(2, 64, 128, RxCompletion::Inline).unwrap(); // results up to 88 B
     let mut b = MailboxBackend::new(ManualDevice {
-        memory: HostRegion::zeroed(l.total_bytes()),
+        memory: SharedRegion::heap(l.total_bytes()).unwrap(),
         layout: l,
     });
     let result: Vec<u8> = (0..80).collect(); // 8 chunks
@@ -341,7 +341,7 @@ fn torn_or_stale_response_is_never_accepted() {
     protocol::write_response_chunks(r, &l, slot, tag_for(seq, 2), 0, &result, |k| k == 0);
     protocol::write_response_chunks(r, &l, slot, tag_for(seq + 2, 2), 0, &result, |k| k != 0);
     assert_eq!(
-        r.load_chunk(l.resp_offset(slot) + CHUNK_BYTES)[3],
+        r.load_words(l.resp_offset(slot) + CHUNK_BYTES)[3],
         tag_for(seq + 2, 2)
     );
     assert!(poll_for(&mut b, Duration::from_millis(2)).is_empty());

@@ -228,7 +228,7 @@ fn a_flooded_soft_nic_answers_overload_and_counts_socket_drops() {
         ..SoftNicConfig::new(Doorbell::Regular)
     };
     let (to, transport) =
-        qfwd::softnic::udp(&config, "127.0.0.1:0".parse().unwrap(), vec![]).unwrap();
+        qfwd::serve::wiring::softnic_udp(&config, "127.0.0.1:0".parse().unwrap(), vec![]).unwrap();
     let (stats, statuses, client_drops) = flood(transport, to);
     assert_accounted(&stats, &statuses, client_drops);
 }

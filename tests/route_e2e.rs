@@ -14,8 +14,9 @@ use qfwd::forward::{ForwardConfig, Forwarder, IdlePolicy};
 use qfwd::handler::{parity, Handler, Registry};
 use qfwd::mailbox::{CpuDouble, Layout, MailboxBackend, RxCompletion};
 use qfwd::route::{RouteBackend, RouteMap};
+use qfwd::serve::Wiring;
 use qfwd::stats::ShardCounts;
-use qfwd::transport::{inproc, Client};
+use qfwd::transport::{inproc, Client, TransportKind};
 use qfwd::wire::{self, function_id, status};
 
 const WAIT: Duration = Duration::from_secs(20);
@@ -189,10 +190,11 @@ fn serve_routes_over_host_shards_and_reports_per_gpu_counters() {
         route: BTreeMap::from([("patch0".to_string(), 1)]),
         idle: IdlePolicy::Yield,
         stats_interval_s: 0.0,
+        transport: TransportKind::Inproc,
         ..RunConfig::default()
     };
     let (mut client, server) = inproc::channel(64, 512).unwrap();
-    let running = qfwd::serve::spawn_inproc(&config, server).unwrap();
+    let running = qfwd::serve::start(&config, Wiring::Ring(server)).unwrap();
     assert!(
         running.description().contains("patch0 -> GPU 1"),
         "{}",
@@ -222,7 +224,7 @@ fn serve_routes_over_host_shards_and_reports_per_gpu_counters() {
         }
     }
     running.stop();
-    let stats = running.join().unwrap();
+    let stats = running.join().unwrap().stats;
     // patch0 pinned to GPU 1; patch1, patch2, patch3 dealt 0, 1, 0.
     let completed: Vec<(usize, u64)> = stats.shards.iter().map(|s| (s.gpu, s.completed)).collect();
     assert_eq!(completed, vec![(0, 200), (1, 200)]);
@@ -252,10 +254,11 @@ fn two_gpus_each_run_a_persistent_kernel_and_share_the_load() {
         gpus: vec![0, 1],
         idle: IdlePolicy::Yield,
         stats_interval_s: 0.0,
+        transport: TransportKind::Inproc,
         ..RunConfig::default()
     };
     let (mut client, server) = inproc::channel(256, 512).unwrap();
-    let running = qfwd::serve::spawn_inproc(&config, server).unwrap();
+    let running = qfwd::serve::start(&config, Wiring::Ring(server)).unwrap();
     eprintln!("{}", running.description());
     let n = 20_000u32;
     let mut buf = [0u8; 64];
@@ -280,7 +283,7 @@ fn two_gpus_each_run_a_persistent_kernel_and_share_the_load() {
         }
     }
     running.stop();
-    let stats = running.join().unwrap();
+    let stats = running.join().unwrap().stats;
     eprintln!("{stats}");
     let completed: Vec<u64> = stats.shards.iter().map(|s| s.completed).collect();
     assert_eq!(completed, vec![u64::from(n) / 2, u64::from(n) / 2]);

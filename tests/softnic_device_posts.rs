@@ -17,7 +17,8 @@ use qfwd::forward::{ForwardConfig, Forwarder, IdlePolicy, StopWhen};
 use qfwd::handler::{parity, Registry};
 use qfwd::mailbox::{CpuDouble, Layout, MailboxBackend, RxCompletion};
 use qfwd::mlx5::Doorbell;
-use qfwd::softnic::{self, NicLayout, SharedRegion, SoftNicConfig, SoftNicTransport};
+use qfwd::serve::wiring;
+use qfwd::softnic::{NicLayout, SharedRegion, SoftNicConfig, SoftNicTransport};
 use qfwd::transport::Client;
 use qfwd::wire::{self, function_id, status};
 
@@ -147,7 +148,7 @@ fn round_trips(doorbell: Doorbell, rx: RxCompletion, pollers: usize, per_slot: u
     const N: u32 = 1200;
     let cfg = nic_config(doorbell);
     let region = SharedRegion::heap(NicLayout::new(&cfg).unwrap().len).unwrap();
-    let (mut client, transport) = softnic::inproc_in(&cfg, region, true).unwrap();
+    let (mut client, transport) = wiring::softnic_inproc_in(&cfg, region, true).unwrap();
     let posting = transport
         .device_posting()
         .expect("started for a device side");
@@ -256,10 +257,10 @@ fn device_posts_from_several_groups_and_buffer_completion() {
 fn device_posting_needs_a_doorbell_the_device_rings() {
     let cfg = nic_config(Doorbell::CpuAssisted);
     let region = SharedRegion::heap(NicLayout::new(&cfg).unwrap().len).unwrap();
-    let e = softnic::inproc_in(&cfg, region, true)
+    let e = wiring::softnic_inproc_in(&cfg, region, true)
         .err()
         .expect("refused");
     assert!(e.to_string().contains("doorbell"), "{e}");
-    let (_c, t) = softnic::inproc(&nic_config(Doorbell::Regular)).unwrap();
+    let (_c, t) = wiring::softnic_inproc(&nic_config(Doorbell::Regular)).unwrap();
     assert!(t.device_posting().is_none());
 }

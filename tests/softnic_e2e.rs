@@ -13,7 +13,8 @@ use qfwd::backend::CpuBackend;
 use qfwd::forward::{ForwardConfig, Forwarder, IdlePolicy, StopWhen};
 use qfwd::handler::{parity, Registry};
 use qfwd::mlx5::Doorbell;
-use qfwd::softnic::{self, SoftNicConfig, SoftNicTransport};
+use qfwd::serve::wiring;
+use qfwd::softnic::{SoftNicConfig, SoftNicTransport};
 use qfwd::transport::udp::UdpClient;
 use qfwd::transport::Client;
 use qfwd::wire::{self, function_id, status};
@@ -118,7 +119,7 @@ fn drive(client: &mut dyn Client, n: u32, window: u32) {
 
 fn inproc_round_trips(doorbell: Doorbell) {
     let cfg = config(doorbell);
-    let (mut client, transport) = softnic::inproc(&cfg).unwrap();
+    let (mut client, transport) = wiring::softnic_inproc(&cfg).unwrap();
     assert_eq!(transport.doorbell(), doorbell);
     let stop = Arc::new(AtomicBool::new(false));
     let fwd = spawn_forwarder(transport, stop.clone());
@@ -172,7 +173,8 @@ fn softnic_inproc_cpu_assisted_doorbell_end_to_end() {
 #[test]
 fn softnic_udp_wire_end_to_end() {
     let cfg = config(Doorbell::BlueFlame);
-    let (addr, transport) = softnic::udp(&cfg, "127.0.0.1:0".parse().unwrap(), vec![]).unwrap();
+    let (addr, transport) =
+        wiring::softnic_udp(&cfg, "127.0.0.1:0".parse().unwrap(), vec![]).unwrap();
     let stop = Arc::new(AtomicBool::new(false));
     let fwd = spawn_forwarder(transport, stop.clone());
     let mut client = UdpClient::connect(addr).unwrap();
@@ -187,7 +189,7 @@ fn softnic_udp_wire_end_to_end() {
 #[test]
 fn oversized_requests_are_answered_as_errors_not_corrupted() {
     let cfg = config(Doorbell::Regular);
-    let (mut client, transport) = softnic::inproc(&cfg).unwrap();
+    let (mut client, transport) = wiring::softnic_inproc(&cfg).unwrap();
     let stop = Arc::new(AtomicBool::new(false));
     let fwd = spawn_forwarder(transport, stop.clone());
     // 1100 bytes into 1024-byte slots: the NIC truncates, the forwarder answers an error.

@@ -334,7 +334,7 @@ fn every_refusal_and_error_is_answered_and_counted() {
 fn streams_over_udp_with_one_decoder_thread() {
     let opts = options(2, 1);
     let model = qfwd::stream::load_model(&fixture().with_extension("dem"), &opts.settings).unwrap();
-    let running = qfwd::stream::spawn_udp(
+    let running = qfwd::serve::wiring::streams_udp(
         &opts,
         model.clone(),
         "127.0.0.1:0".parse().unwrap(),

@@ -1,6 +1,6 @@
 // Part of the QEC decoders' device code, included by device/decode.cu in order (see its
-// header): the types, constants and parameter block the host mirrors, the stage trace, warp
-// helpers and the graph's loads.
+// header): the types, the parameter block in constant memory, the stage trace, warp helpers
+// and the graph's loads.
 #ifndef QFWD_DECODE_COMMON_CUH
 #define QFWD_DECODE_COMMON_CUH
 
@@ -9,134 +9,12 @@ typedef unsigned long long u64;
 typedef unsigned short u16;
 typedef unsigned char u8;
 
-// ---- constants (mirror src/gpu/decoder.rs; a unit test there reads this file) ----------
-#define QFWD_CODE_LUT 2u
-#define QFWD_CODE_UF 3u
-#define QFWD_DEC_STATUS_OK 0
-#define QFWD_DEC_STATUS_BAD_ARGUMENT 1
-#define QFWD_DEC_STATUS_OVER_BUDGET 2
-#define QFWD_DEC_STATUS_UNKNOWN_FUNCTION (-4)
-#define QFWD_DEC_NO_ID 0xFFFFu
-#define QFWD_DEC_NO_TREE 0xFFFFFFFFu
-#define QFWD_DEC_ODD 1u
-#define QFWD_DEC_BOUNDARY 2u
-#define QFWD_DEC_UNROLL 12u
-#define QFWD_DEC_MAX_DEGREE 60u
-#define QFWD_DEC_LOADED_LUT 1u
-#define QFWD_DEC_LOADED_UF 2u
-#define QFWD_DEC_MAX_RESULT_BYTES 8u
+// The constants (QFWD_DEC_*, QFWD_CODE_*, QFWD_STATUS_*) and the parameter block
+// (struct QfwdDecoderParams, the host's abi::DecoderParams) come from qfwd_abi.h, included
+// by device/decode.cu before this file.
 
 #define QFWD_DEC_WARP 32u
 #define QFWD_DEC_FULL 0xFFFFFFFFu
-
-// The decoders' parameters (mirror `DecoderParams` in src/gpu/decoder.rs, #[repr(C)]).
-struct QfwdDecoderParams {
-    u64 lut_table;      // u8[2^n * lut_entry_bytes]: wire result of syndrome s at s * entry_bytes
-    u64 uf_adj_offset;  // u32[n + 2]: CSR row offsets (vertex n is the boundary)
-    u64 uf_adj;         // uint2[2E]: {edge | neighbour << 16, weight} per CSR entry
-    u64 uf_edges;       // uint2[E]: {u | v << 16, weight}
-    u64 uf_edge_obs;    // u64[E]: observable mask
-    u64 uf_boundary;    // u32[n]: boundary edge | its weight << 16 (edge QFWD_DEC_NO_ID: none)
-    u64 uf_scratch;     // global scratch (uf_scratch_warps areas), or 0: in shared memory
-    u64 uf_table;       // u8[uf_table_entries * uf_result_bytes]: low-weight syndrome table
-    u64 uf_table_index; // u32: base[k] (k = 0..K), then C(v, j) at K + 1 + (j - 1) * n + v
-    u32 lut_detectors;
-    u32 lut_entry_bytes;
-    u32 uf_detectors;
-    u32 uf_result_bytes;
-    u32 uf_scratch_bytes;  // one warp's area, a multiple of 16
-    u32 uf_scratch_warps;  // global scratch: areas, indexed by the warp's global index
-    u32 uf_smem_offset;    // shared scratch: dynamic shared byte offset of the block's warp 0
-    u32 uf_off_visited;    // u32[n + 1]   (cl: u32[n + 1] at offset 0)
-    u32 uf_off_defect;     // u32[n + 1]
-    u32 uf_off_vbits;      // u32[ceil((n + 1) / 32)]: cluster vertices as a bitmap
-    u32 uf_off_growth;     // u16[E]
-    u32 uf_clear_bytes;    // [0, clear_bytes) is zeroed per decode
-    u32 uf_off_tree;       // u32[n + 1]: forest edge | parent << 16
-    u32 uf_off_verts;      // u16[n + 1]: cluster vertices (sorted in step 3)
-    u32 uf_off_frontier;   // u16[n + 1]
-    u32 uf_off_order;      // u16[n + 1]: the forest in BFS order
-    u32 uf_off_levels;     // u16[n + 2]: where each BFS level starts in `order`
-    u32 uf_off_cand;       // u32[E]: frontier edges (edge | k << 16), then the fused edges
-    u32 uf_table_defects;  // K: requests of 1..K defects are answered from uf_table (0: none)
-    u32 uf_table_entries;
-    u32 uf_max_degree;     // most incident edges of a detector
-    u32 loaded;            // QFWD_DEC_LOADED_*
-    u64 uf_dist;           // u16[n * n]: boundary-free distances (0: no split path, step 1d)
-    u64 uf_table_times;    // u16[uf_table_entries]: each entry's growth time
-    u64 uf_stage;          // the split path's image (qfwd_dec_stage_model), or 0
-    u32 uf_stage_bytes;    // its bytes, a multiple of 16; 0: the kernel does not stage it
-    u32 uf_stage_offset;   // dynamic shared byte offset of the block's copy
-    u32 uf_stage_index;    // offsets in the image: the distance matrix at 0, the index,
-    u32 uf_stage_obs;      //   the first uf_stage_entries entries' results,
-    u32 uf_stage_times;    //   and their times
-    u32 uf_stage_entries;
-    u32 uf_graph_bytes;    // the graph (uf_adj_offset .. uf_boundary, one region) staged: its
-    u32 uf_graph_offset;   //   bytes, and the block's copy's dynamic shared offset; 0: not
-    u32 uf_off_phi;        // u64[n + 1]: each cluster vertex's potential
-    u32 uf_split_max_defects; // step 1d is tried for at most this many defects (<= 32)
-    u64 uf_keep;           // uint2 per wire word: {kept detectors, the part's index of the
-                           //   first}, then {0, uf_detectors} (step 0); 0: decoded whole
-    u32 uf_wire_detectors; // a request's detectors (the payload check)
-    u32 uf_max_defects;    // budget (decode/src/budget.rs): a request of more defects is
-    u32 lut_max_defects;   //   answered OVER_BUDGET, not decoded; 0xFFFFFFFF: no budget
-    u32 dec_reserved;      // unused (keeps the block a multiple of 8 bytes)
-};
-
-// Field offsets (the Rust test parses these lines and compares with `DecoderParams`).
-// No device-side static_assert: NVRTC 13.0 (the H200 host's) has no offsetof builtin, and
-// a kernel that does not compile there takes every GPU topology down with it.
-#define QFWD_DEC_FIELD(name, offset)
-QFWD_DEC_FIELD(lut_table, 0)
-QFWD_DEC_FIELD(uf_adj_offset, 8)
-QFWD_DEC_FIELD(uf_adj, 16)
-QFWD_DEC_FIELD(uf_edges, 24)
-QFWD_DEC_FIELD(uf_edge_obs, 32)
-QFWD_DEC_FIELD(uf_boundary, 40)
-QFWD_DEC_FIELD(uf_scratch, 48)
-QFWD_DEC_FIELD(uf_table, 56)
-QFWD_DEC_FIELD(uf_table_index, 64)
-QFWD_DEC_FIELD(lut_detectors, 72)
-QFWD_DEC_FIELD(lut_entry_bytes, 76)
-QFWD_DEC_FIELD(uf_detectors, 80)
-QFWD_DEC_FIELD(uf_result_bytes, 84)
-QFWD_DEC_FIELD(uf_scratch_bytes, 88)
-QFWD_DEC_FIELD(uf_scratch_warps, 92)
-QFWD_DEC_FIELD(uf_smem_offset, 96)
-QFWD_DEC_FIELD(uf_off_visited, 100)
-QFWD_DEC_FIELD(uf_off_defect, 104)
-QFWD_DEC_FIELD(uf_off_vbits, 108)
-QFWD_DEC_FIELD(uf_off_growth, 112)
-QFWD_DEC_FIELD(uf_clear_bytes, 116)
-QFWD_DEC_FIELD(uf_off_tree, 120)
-QFWD_DEC_FIELD(uf_off_verts, 124)
-QFWD_DEC_FIELD(uf_off_frontier, 128)
-QFWD_DEC_FIELD(uf_off_order, 132)
-QFWD_DEC_FIELD(uf_off_levels, 136)
-QFWD_DEC_FIELD(uf_off_cand, 140)
-QFWD_DEC_FIELD(uf_table_defects, 144)
-QFWD_DEC_FIELD(uf_table_entries, 148)
-QFWD_DEC_FIELD(uf_max_degree, 152)
-QFWD_DEC_FIELD(loaded, 156)
-QFWD_DEC_FIELD(uf_dist, 160)
-QFWD_DEC_FIELD(uf_table_times, 168)
-QFWD_DEC_FIELD(uf_stage, 176)
-QFWD_DEC_FIELD(uf_stage_bytes, 184)
-QFWD_DEC_FIELD(uf_stage_offset, 188)
-QFWD_DEC_FIELD(uf_stage_index, 192)
-QFWD_DEC_FIELD(uf_stage_obs, 196)
-QFWD_DEC_FIELD(uf_stage_times, 200)
-QFWD_DEC_FIELD(uf_stage_entries, 204)
-QFWD_DEC_FIELD(uf_graph_bytes, 208)
-QFWD_DEC_FIELD(uf_graph_offset, 212)
-QFWD_DEC_FIELD(uf_off_phi, 216)
-QFWD_DEC_FIELD(uf_split_max_defects, 220)
-QFWD_DEC_FIELD(uf_keep, 224)
-QFWD_DEC_FIELD(uf_wire_detectors, 232)
-QFWD_DEC_FIELD(uf_max_defects, 236)
-QFWD_DEC_FIELD(lut_max_defects, 240)
-QFWD_DEC_FIELD(dec_reserved, 244)
-static_assert(sizeof(QfwdDecoderParams) == 248, "QfwdDecoderParams size");
 
 // Written by the host (cuModuleGetGlobal + a copy) before the kernels start.
 __constant__ QfwdDecoderParams qfwd_decoders;

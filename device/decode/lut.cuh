@@ -14,13 +14,13 @@ static __device__ __forceinline__ int qfwd_decode_lut_value(const u32* arg, u32 
     const QfwdDecoderParams& p = qfwd_decoders;
     *result_len = 0u;
     if ((p.loaded & QFWD_DEC_LOADED_LUT) == 0u) {
-        return QFWD_DEC_STATUS_UNKNOWN_FUNCTION;
+        return QFWD_STATUS_UNKNOWN_FUNCTION;
     }
     const u32 n = p.lut_detectors;
     const u32 nb = (n + 7u) / 8u;
     const u32 eb = p.lut_entry_bytes;
     if (arg_len != nb + 4u || out_cap < eb || qfwd_dec_count(arg, nb) != n) {
-        return QFWD_DEC_STATUS_BAD_ARGUMENT;
+        return QFWD_STATUS_BAD_ARGUMENT;
     }
     const u8* bytes = (const u8*)arg;
     u32 s = 0u;
@@ -30,7 +30,7 @@ static __device__ __forceinline__ int qfwd_decode_lut_value(const u32* arg, u32 
     s &= n >= 32u ? QFWD_DEC_FULL : (1u << n) - 1u;
     // The budget (decode/src/budget.rs): more defects than it allows are not looked up.
     if ((u32)__popc(s) > p.lut_max_defects) {
-        return QFWD_DEC_STATUS_OVER_BUDGET;
+        return QFWD_STATUS_OVER_BUDGET;
     }
     const u8* entry = (const u8*)p.lut_table + (u64)s * eb;
     // Lane k loads byte k; the warp assembles them (eb <= 8).
@@ -40,7 +40,7 @@ static __device__ __forceinline__ int qfwd_decode_lut_value(const u32* arg, u32 
         __reduce_or_sync(QFWD_DEC_FULL, lane >= 4u && lane < 8u ? byte << (8u * (lane - 4u)) : 0u);
     *flips = ((u64)hi << 32) | lo;
     *result_len = eb;
-    return QFWD_DEC_STATUS_OK;
+    return QFWD_STATUS_OK;
 }
 
 #endif // QFWD_DECODE_LUT_CUH

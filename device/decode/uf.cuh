@@ -136,17 +136,17 @@ static __device__ __forceinline__ int qfwd_decode_uf_value(const u32* arg, u32 a
     const QfwdDecoderParams& p = qfwd_decoders;
     *result_len = 0u;
     if ((p.loaded & QFWD_DEC_LOADED_UF) == 0u) {
-        return QFWD_DEC_STATUS_UNKNOWN_FUNCTION;
+        return QFWD_STATUS_UNKNOWN_FUNCTION;
     }
     const u32 n = p.uf_wire_detectors;
     const u32 nb = (n + 7u) / 8u;
     if (arg_len != nb + 4u || out_cap < p.uf_result_bytes || qfwd_dec_count(arg, nb) != n) {
-        return QFWD_DEC_STATUS_BAD_ARGUMENT;
+        return QFWD_STATUS_BAD_ARGUMENT;
     }
     // The budget: the wire syndrome's defects, counted before anything is touched (a
     // budget of n or more cannot bind).
     if (p.uf_max_defects < n && qfwd_dec_defects(arg, n, lane) > p.uf_max_defects) {
-        return QFWD_DEC_STATUS_OVER_BUDGET;
+        return QFWD_STATUS_OVER_BUDGET;
     }
     const u32 warp_in_block = threadIdx.x / QFWD_DEC_WARP;
     u64 obs;
@@ -154,7 +154,7 @@ static __device__ __forceinline__ int qfwd_decode_uf_value(const u32* arg, u32 a
     if (p.uf_scratch != 0ull) {
         const u32 warp = blockIdx.x * (blockDim.x / QFWD_DEC_WARP) + warp_in_block;
         if (warp >= p.uf_scratch_warps) {
-            return QFWD_DEC_STATUS_UNKNOWN_FUNCTION;
+            return QFWD_STATUS_UNKNOWN_FUNCTION;
         }
         QfwdTrace untraced{};
         obs = qfwd_uf_run<false>((u8*)p.uf_scratch + (u64)warp * p.uf_scratch_bytes, arg, lane,
@@ -201,7 +201,7 @@ static __device__ __forceinline__ int qfwd_decode_uf_value(const u32* arg, u32 a
     }
     *flips = obs;
     *result_len = p.uf_result_bytes;
-    return QFWD_DEC_STATUS_OK;
+    return QFWD_STATUS_OK;
 }
 
 #endif // QFWD_DECODE_UF_CUH

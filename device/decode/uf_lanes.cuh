@@ -6,7 +6,7 @@
 // ---- Step 2': growth in the lanes' registers (decode/src/uf_lanes.rs) --------------------
 // The cluster vertices, one per lane (its vertex, cluster word, potential, whether it is a
 // defect; the boundary's word in every lane), and the list of edges still able to grow,
-// QFWD_LANE_SLOTS per lane (entry 32 s + lane in slot s): ends x | y << 16 (x a cluster
+// QFWD_DEC_LANE_SLOTS per lane (entry 32 s + lane in slot s): ends x | y << 16 (x a cluster
 // vertex), edge | weight << 16, growth. A round reads the two cluster words of each listed
 // edge (`cl`, published by the lanes at the round's start), takes the step, grows, and
 // merges the edges that filled, one at a time, from the lanes' registers (ballots and
@@ -20,8 +20,7 @@
 // a full edge closes a cycle with odd observables; the full decoder then starts over.
 // State used: `cl` and, as each vertex's lane + 1, `visited` (both zeroed here), `growth`
 // (the live entries' growth across a rebuild), `cand` (the stage), the defect list in
-// `verts` (qfwd_uf_defect_list, read first).
-#define QFWD_LANE_SLOTS 8u
+// `verts` (qfwd_uf_defect_list, read first). QFWD_DEC_LANE_SLOTS: qfwd_abi.h.
 
 // Cycles of the lanes' growth by part, for the stage trace: set-up, rebuilds, steps, merges.
 #ifdef QFWD_DEC_TRACE
@@ -58,9 +57,9 @@ struct QfwdLaps {};
 // growth, the filled edges written to `stage` in list order. Returns how many filled.
 template <u32 NS>
 static __device__ __forceinline__ u32 qfwd_lanes_round(const u32* cl, uint2* stage, u32 lane,
-                                                        u32 nl, const u32 (&sxy)[QFWD_LANE_SLOTS],
-                                                        const u32 (&sew)[QFWD_LANE_SLOTS],
-                                                        u32 (&sg)[QFWD_LANE_SLOTS], u32* delta)
+                                                        u32 nl, const u32 (&sxy)[QFWD_DEC_LANE_SLOTS],
+                                                        const u32 (&sew)[QFWD_DEC_LANE_SLOTS],
+                                                        u32 (&sg)[QFWD_DEC_LANE_SLOTS], u32* delta)
 {
     const u32 lt = (1u << lane) - 1u;
     u32 cx[NS], cy[NS], kk[NS];
@@ -123,7 +122,7 @@ static __device__ __forceinline__ bool qfwd_uf_lanes(u8* s, const QfwdGraph& gr,
     const QfwdDecoderParams& p = qfwd_decoders;
     const u32 bv = p.uf_detectors;
     const u32 lt = (1u << lane) - 1u;
-    constexpr u32 S = QFWD_LANE_SLOTS;
+    constexpr u32 S = QFWD_DEC_LANE_SLOTS;
     u32* cl = (u32*)s;
     u32* lane_of = (u32*)(s + p.uf_off_visited);
     u16* growth = (u16*)(s + p.uf_off_growth);

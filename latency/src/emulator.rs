@@ -905,9 +905,11 @@ mod tests {
         let cfg = RunConfig {
             idle: IdlePolicy::Yield,
             stats_interval_s: 0.0,
+            transport: qfwd::transport::TransportKind::Inproc,
             ..Default::default()
         };
-        (client, qfwd::serve::spawn_inproc(&cfg, server).unwrap())
+        let wiring = qfwd::serve::Wiring::Ring(server);
+        (client, qfwd::serve::start(&cfg, wiring).unwrap())
     }
 
     fn load(mode: Mode) -> LoadSpec {
@@ -932,7 +934,7 @@ mod tests {
         };
         let o = run(&mut client, &w, &l, |_| {}).unwrap();
         fwd.stop();
-        let s = fwd.join().unwrap();
+        let s = fwd.join().unwrap().stats;
         assert_eq!((o.ok, o.wrong, o.lost), (o.sent, 0, 0), "{o}");
         let h = o.hostile;
         // 5 % of 2 100 requests, 4 of each 5 kinds (no bad argument for parity) answered.
@@ -1007,7 +1009,7 @@ mod tests {
         assert_eq!(o.histogram.len(), 2_000);
         assert!(o.adds_up());
         fwd.stop();
-        let s = fwd.join().unwrap();
+        let s = fwd.join().unwrap().stats;
         assert_eq!(s.answered_ok, 2_100);
         assert!(s.adds_up());
     }

@@ -12,8 +12,9 @@ use std::time::{Duration, Instant};
 use indicatif::{ProgressBar, ProgressStyle};
 use qfwd::backend::Topology;
 use qfwd::config::RunConfig;
-use qfwd::direct::{DataPath, DirectService};
+use qfwd::direct::DataPath;
 use qfwd::mailbox::RxCompletion;
+use qfwd::serve::{QpuEnd, Wiring};
 use qfwd::stats::ShardCounts;
 use qfwd::transport::inproc;
 use qfwd::transport::udp::UdpClient;
@@ -166,22 +167,18 @@ fn run_emulator<C: Client + Send>(
     })
 }
 
-/// A `gpu-direct` point: the device side (GPU kernel or CPU stand-in) on `links` links, one
-/// emulator thread per link that is also that link's NIC (on `emulator_core` + i when
-/// pinned), the rate and the samples split evenly; their outcomes merged.
-fn measure_direct(
+/// Drives `clients` (the QPU ends of an in-process service: one, or one per `gpu-direct`
+/// link, each of which is also that link's NIC), one emulator thread each (on
+/// `emulator_core` + i when pinned), the rate and the samples split evenly; their outcomes
+/// merged.
+fn run_links<C: Client + Send>(
     point: &Point,
-    config: &qfwd::config::RunConfig,
+    clients: Vec<C>,
     workload: &Workload,
     load: &LoadSpec,
     progress: &mut (impl FnMut(u64) + Send),
-) -> Result<(Outcome, qfwd::stats::Stats)> {
-    let registry = config.registry()?;
-    let mut service = DirectService::start(&config.direct_options(), &registry)?;
-    let links = point.links;
-    let clients = (0..links)
-        .map(|i| service.link_client(i))
-        .collect::<qfwd::Result<Vec<_>>>()?;
+) -> Result<Outcome> {
+    let links = clients.len() as u32;
     let share =
         |n: u64, i: u32| n / u64::from(links) + u64::from(u64::from(i) < n % u64::from(links));
     let outcomes: Vec<Result<Outcome>> = std::thread::scope(|scope| {
@@ -220,14 +217,29 @@ fn measure_direct(
             .map(|h| {
                 h.join().unwrap_or_else(|_| {
                     Err(Error::Emulator {
-                        target: "gpu-direct".into(),
+                        target: "local".into(),
                         detail: "an emulator thread panicked".into(),
                     })
                 })
             })
             .collect()
     });
-    let report = service.stop(Duration::from_secs(2))?;
+    let mut merged: Option<Outcome> = None;
+    for o in outcomes {
+        let o = o?;
+        match merged.as_mut() {
+            None => merged = Some(o),
+            Some(m) => m.merge(o),
+        }
+    }
+    merged.ok_or_else(|| Error::Emulator {
+        target: "local".into(),
+        detail: "the service handed back no QPU end".into(),
+    })
+}
+
+/// The `gpu-direct` device side's own counters, for the log.
+fn log_direct(report: &qfwd::direct::DirectReport) {
     let sum = |k: u32| report.per_link.iter().map(|c| c.get(k)).sum::<u64>();
     let per = |a: u32, b: u32| sum(a).checked_div(sum(b)).unwrap_or(0);
     tracing::info!(
@@ -247,16 +259,53 @@ fn measure_direct(
         per(qfwd::abi::CTR_CREDIT_CYCLES, qfwd::abi::CTR_CREDIT_FENCES),
         sum(qfwd::abi::CTR_CREDIT_FENCES),
     );
-    let mut merged: Option<Outcome> = None;
-    for o in outcomes {
-        let o = o?;
-        match merged.as_mut() {
-            None => merged = Some(o),
-            Some(m) => m.merge(o),
-        }
+}
+
+/// An in-process point: the service `config` assembles ([`qfwd::serve::start`]), driven
+/// through the QPU ends it hands back (or its UDP socket), then stopped.
+fn measure_in_process(
+    point: &Point,
+    config: &qfwd::config::RunConfig,
+    workload: &Workload,
+    load: &LoadSpec,
+    progress: &mut (impl FnMut(u64) + Send),
+) -> Result<(Outcome, qfwd::serve::Report)> {
+    let mut ring = None;
+    let wiring =
+        if point.transport == TransportKind::Inproc && point.data_path == DataPath::CpuForwarded {
+            // Sized for the point's payloads, so the ring stays small.
+            let slot = HEADER_LEN + (point.payload_bytes as usize).max(64) + 64;
+            let (client, server) = inproc::channel(4096, slot)?;
+            ring = Some(QpuEnd::Ring(client));
+            Wiring::Ring(server)
+        } else {
+            Wiring::InProcess
+        };
+    let mut running = qfwd::serve::start(config, wiring)?;
+    let mut ends = running.take_qpu_ends();
+    ends.extend(ring);
+    let outcome = if ends.is_empty() {
+        // udp: the QPU side is a socket.
+        let addr = running.local_addr().ok_or_else(|| Error::Emulator {
+            target: "local".into(),
+            detail: format!("{}: no QPU end and no address", running.description()),
+        })?;
+        run_links(
+            point,
+            vec![UdpClient::connect(addr)?],
+            workload,
+            load,
+            progress,
+        )
+    } else {
+        run_links(point, ends, workload, load, progress)
+    };
+    running.stop();
+    let report = running.join()?;
+    if let Some(direct) = &report.direct {
+        log_direct(direct);
     }
-    let outcome = merged.expect("at least one link");
-    Ok((outcome, report.stats))
+    Ok((outcome?, report))
 }
 
 /// Measures one point. `progress` gets the number of requests sent so far.
@@ -291,63 +340,17 @@ pub fn measure(
     let config = run_config(point);
     let mut shards = Vec::new();
     let (outcome, forwarder) = match (point.launch, point.transport) {
-        (Launch::InProcess, _) if point.data_path == DataPath::GpuDirect => {
-            let (outcome, stats) = measure_direct(point, &config, &workload, &load, &mut progress)?;
-            (outcome, Some(counts(&stats)))
-        }
-        (Launch::InProcess, TransportKind::Inproc) => {
-            let slot = HEADER_LEN + (point.payload_bytes as usize).max(64) + 64;
-            let (mut client, server) = inproc::channel(4096, slot)?;
-            let running = qfwd::serve::spawn_inproc(&config, server)?;
-            let outcome = run_emulator(
-                point.emulator_core,
-                &mut client,
-                &workload,
-                &load,
-                &mut progress,
-            );
-            running.stop();
-            let stats = running.join()?;
-            shards = stats.shards.clone();
-            (outcome?, Some(counts(&stats)))
-        }
         (_, TransportKind::Rdma) => {
             return Err(Error::Emulator {
                 target: "rdma".into(),
                 detail: "the harness does not drive RDMA; see the README's lab procedure".into(),
             })
         }
-        (Launch::InProcess, TransportKind::Softnic) => {
-            let (mut client, running) = qfwd::serve::spawn_softnic_inproc(&config)?;
-            let outcome = run_emulator(
-                point.emulator_core,
-                &mut client,
-                &workload,
-                &load,
-                &mut progress,
-            );
-            running.stop();
-            let stats = running.join()?;
-            shards = stats.shards.clone();
-            (outcome?, Some(counts(&stats)))
-        }
-        (Launch::InProcess, TransportKind::Udp) => {
-            let running = qfwd::serve::spawn_udp(&config)?;
-            let addr = running
-                .local_addr()
-                .expect("a UDP forwarder has an address");
-            let mut client = UdpClient::connect(addr)?;
-            let outcome = run_emulator(
-                point.emulator_core,
-                &mut client,
-                &workload,
-                &load,
-                &mut progress,
-            );
-            running.stop();
-            let stats = running.join()?;
-            shards = stats.shards.clone();
-            (outcome?, Some(counts(&stats)))
+        (Launch::InProcess, _) => {
+            let (outcome, report) =
+                measure_in_process(point, &config, &workload, &load, &mut progress)?;
+            shards = report.stats.shards.clone();
+            (outcome, Some(counts(&report.stats)))
         }
         (Launch::External, _) => {
             let target = point.target.ok_or_else(|| Error::Emulator {

@@ -22,7 +22,6 @@ pub mod proxy;
 pub mod stand_in;
 
 use std::fmt;
-use std::net::SocketAddr;
 use std::str::FromStr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -38,7 +37,7 @@ use crate::queues::links::LinkSet;
 use crate::shm::SharedRegion;
 use crate::softnic::{NicCounters, NicEngine, NicStats, SoftNic};
 use crate::stats::{DropKind, Stats};
-use crate::transport::udp::{AllowedPeer, UdpTransport};
+use crate::transport::Transport;
 use crate::wire::{status, HEADER_LEN};
 use crate::{Error, Result};
 
@@ -314,7 +313,7 @@ impl DirectService {
     /// Sets up `options.links` links' queues, starts the device side serving `registry`
     /// on them, and the cpu-assisted proxy when that is the doorbell. The NICs are
     /// started by [`DirectService::link_client`] (in-process) or
-    /// [`DirectService::serve_udp`].
+    /// [`DirectService::attach_wire`].
     pub fn start(options: &DirectOptions, registry: &Registry) -> Result<DirectService> {
         let table = FunctionTable::new(registry)?;
         let warps = if options.gpu.is_some() {
@@ -409,41 +408,23 @@ impl DirectService {
         Ok(LinkClient::new(engine, i))
     }
 
-    /// Starts a soft NIC thread per link whose wire is a UDP socket: link i listens on
-    /// `listen`'s port + i (port 0: any free port). Returns the bound addresses.
-    pub fn serve_udp(
-        &mut self,
-        listen: SocketAddr,
-        allowlist: &[AllowedPeer],
-    ) -> Result<Vec<SocketAddr>> {
-        let mut addrs = Vec::new();
-        for i in 0..self.set.links {
-            self.check_free(i)?;
-            let mut at = listen;
-            if listen.port() != 0 {
-                at.set_port(listen.port().checked_add(i as u16).ok_or_else(|| {
-                    Error::InvalidSetting {
-                        key: "listen",
-                        detail: format!(
-                            "port {} + {} links runs past 65535",
-                            listen.port(),
-                            self.set.links
-                        ),
-                    }
-                })?);
-            }
-            let wire = UdpTransport::bind(at, allowlist.to_vec())?;
-            addrs.push(wire.local_addr());
-            let mut queues = self.options.queues.clone();
-            if let Some(cores) = self.options.queues.nic_core {
-                queues.nic_core = Some(cores + i as usize);
-            }
-            let nic =
-                SoftNic::start_prepared(&queues, self.set.link(&self.region, i)?, wire, false)?;
-            self.nic_stats[i as usize] = Some(Arc::clone(nic.stats()));
-            self.nics.push(nic);
+    /// Starts link `i`'s soft NIC thread on `wire` (toward the QPU side: a UDP socket for
+    /// `qfwd run`, [`crate::serve::wiring::direct_udp`]). With `nic_core` set, link i's NIC
+    /// thread runs on that core + i.
+    pub fn attach_wire<W>(&mut self, i: u32, wire: W) -> Result<()>
+    where
+        W: Transport + Send + 'static,
+        W::Peer: PartialEq + Send,
+    {
+        self.check_free(i)?;
+        let mut queues = self.options.queues.clone();
+        if let Some(core) = self.options.queues.nic_core {
+            queues.nic_core = Some(core + i as usize);
         }
-        Ok(addrs)
+        let nic = SoftNic::start_prepared(&queues, self.set.link(&self.region, i)?, wire, false)?;
+        self.nic_stats[i as usize] = Some(Arc::clone(nic.stats()));
+        self.nics.push(nic);
+        Ok(())
     }
 
     fn check_free(&self, i: u32) -> Result<()> {
@@ -525,6 +506,11 @@ impl DirectService {
             );
         }
         ok
+    }
+
+    /// Times the heartbeat was found stalled.
+    pub fn stalls(&self) -> u64 {
+        self.stalls
     }
 
     /// The live status line.

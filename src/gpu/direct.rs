@@ -10,7 +10,6 @@
 //! (a ConnectX's, whose buffers the NIC provider allocated), with [`KernelLinks`] saying
 //! where the stop sentinel goes.
 
-use std::ffi::c_void;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -31,7 +30,7 @@ use crate::wire::HEADER_LEN;
 use crate::{Error, Result};
 
 /// Kernel entry point in `device/direct.cu`.
-pub const DIRECT_KERNEL: &str = "qfwd_direct";
+pub const DIRECT_KERNEL: &str = <DirectParams as crate::abi::KernelParams>::KERNEL;
 /// Bytes of a warp's response staging (`QD_RESP_BYTES`).
 const RESP_STAGE_BYTES: u32 = 256;
 /// Most poller warps per link (`QD_MAX_WARPS`: the decoders' register budget).
@@ -159,14 +158,11 @@ impl DirectKernel {
         let rx_slot_bytes = descs.iter().map(|d| d.rx_slot_bytes).max().unwrap_or(0);
         let ctx = GpuContext::open(options.device)?;
         let module = Module::compile_and_load(&ctx, &DIRECT)?;
-        let function = module.function(DIRECT_KERNEL)?;
+        let kernel = module.kernel::<DirectParams>()?;
+        let function = *kernel.function();
         let mut words = Vec::new();
         for d in descs {
-            words.extend(
-                d.to_bytes()
-                    .chunks_exact(8)
-                    .map(|w| u64::from_le_bytes(w.try_into().expect("8 bytes"))),
-            );
+            words.extend(d.to_u64_words());
         }
         let descs = DeviceBuffer::zeroed(&ctx, words.len() * 8)?;
         descs.write_u64s(&words)?;
@@ -228,7 +224,7 @@ impl DirectKernel {
         ctx.bind()?;
         cudarc::driver::result::ctx::synchronize()
             .map_err(|source| ctx.error("cuCtxSynchronize", source))?;
-        let mut kernel = DirectKernel {
+        let mut running = DirectKernel {
             stream: None,
             module: None,
             descs: None,
@@ -239,25 +235,22 @@ impl DirectKernel {
             ctx: Arc::clone(&ctx),
             running: false,
         };
-        let mut args: [*mut c_void; 1] = [&mut params as *mut DirectParams as *mut c_void];
-        // SAFETY: `qfwd_direct` takes one `QfwdDirectParams` by value, whose layout
-        // `device/qfwd_abi.h` (generated from `DirectParams`) asserts; the addresses in it
-        // are of `descs`, the decoders' buffers and the links' queues, which `kernel` owns
-        // (or keeps alive) from here
-        // on and frees only after the kernel stopped (or leaks, see Drop).
-        unsafe { function.launch(&ctx, &stream, blocks, warps * 32, shared, &mut args) }?;
-        kernel.stream = Some(stream);
-        kernel.module = Some(module);
-        kernel.descs = Some(descs);
-        kernel.handoff = Some(handoff);
-        kernel.decoders = decoders;
-        kernel.running = true;
+        // SAFETY: the addresses in `params` are of `descs`, the decoders' buffers and the
+        // links' queues, which `running` owns (or keeps alive) from here on and frees only
+        // after the kernel stopped (or leaks, see Drop).
+        unsafe { kernel.launch(&ctx, &stream, blocks, warps * 32, shared, &params) }?;
+        running.stream = Some(stream);
+        running.module = Some(module);
+        running.descs = Some(descs);
+        running.handoff = Some(handoff);
+        running.decoders = decoders;
+        running.running = true;
         // A kernel that cannot run (launch resources, a fault) shows up at once.
         std::thread::sleep(Duration::from_millis(1));
-        match kernel.query() {
-            Ok(false) => Ok(kernel),
+        match running.query() {
+            Ok(false) => Ok(running),
             Ok(true) => {
-                kernel.running = false;
+                running.running = false;
                 Err(Error::GpuUnavailable {
                     detail: format!(
                         "{DIRECT_KERNEL} on GPU {} exited right after its launch",
@@ -266,7 +259,7 @@ impl DirectKernel {
                 })
             }
             Err(e) => {
-                kernel.running = false;
+                running.running = false;
                 Err(e)
             }
         }

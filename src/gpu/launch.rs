@@ -8,7 +8,6 @@
 //! stream synchronization would tell it, then reads the tagged response. Completions come
 //! in submission order (one stream).
 
-use std::ffi::c_void;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -16,20 +15,22 @@ use std::time::{Duration, Instant};
 use super::context::GpuContext;
 use super::decoder::{DeviceDecoders, ScratchPlacement};
 use super::memory::MappedHostBuffer;
-use super::module::{Event, Function, GraphExec, Module, Stream};
+use super::module::{Event, GraphExec, Kernel, Module, Stream};
 use super::nvrtc::FORWARD;
 use super::GpuOptions;
+use crate::abi::ServeOnceParams;
 use crate::backend::{Backend, Completion, Topology};
 use crate::decode::Decoder;
 use crate::handler::Handler;
 use crate::mailbox::layout::device_code;
 use crate::mailbox::ring::SlotRing;
 use crate::mailbox::{protocol, Layout, RxCompletion};
+use crate::shm::SharedRegion;
 use crate::wire::status;
 use crate::{Error, Result};
 
 /// Kernel entry point in `device/forward.cu`.
-pub const SERVE_ONCE_KERNEL: &str = "qfwd_serve_once";
+pub const SERVE_ONCE_KERNEL: &str = <ServeOnceParams as crate::abi::KernelParams>::KERNEL;
 
 /// How long `Drop` waits for launched work before giving up on it.
 const DROP_IDLE_TIMEOUT: Duration = Duration::from_secs(12);
@@ -47,9 +48,11 @@ pub struct LaunchBackend {
     graphs: Vec<GraphExec>,
     events: Vec<Event>,
     stream: Option<Stream>,
-    function: Function,
+    kernel: Kernel<ServeOnceParams>,
     module: Option<Module>,
-    memory: Option<MappedHostBuffer>,
+    /// The slots (mapped pinned host memory, owned by the region), and their device address.
+    memory: SharedRegion,
+    device_base: u64,
     /// The decoder models and the warp's state the kernel reads.
     decoders: Option<DeviceDecoders>,
     ctx: Arc<GpuContext>,
@@ -89,7 +92,7 @@ impl LaunchBackend {
         )?;
         let ctx = GpuContext::open(options.device)?;
         let module = Module::compile_and_load(&ctx, &FORWARD)?;
-        let function = module.function(SERVE_ONCE_KERNEL)?;
+        let kernel = module.kernel::<ServeOnceParams>()?;
         let mut decoders = DeviceDecoders::upload(&ctx, decoders, options)?;
         let mut shared = (layout.req_slot_bytes() + layout.resp_slot_bytes()) as u32;
         if let Some(d) = decoders.as_mut() {
@@ -97,9 +100,11 @@ impl LaunchBackend {
             d.install(&module)?;
         }
         if shared > 48 * 1024 {
-            function.allow_dynamic_shared(&ctx, shared)?;
+            kernel.function().allow_dynamic_shared(&ctx, shared)?;
         }
         let memory = MappedHostBuffer::new(&ctx, layout.total_bytes())?;
+        let device_base = memory.device_ptr();
+        let memory = memory.into_region()?;
         let stream = Stream::new(&ctx)?;
         let events = (0..layout.slots())
             .map(|_| Event::new(&ctx))
@@ -108,9 +113,10 @@ impl LaunchBackend {
             graphs: Vec::new(),
             events,
             stream: Some(stream),
-            function,
+            kernel,
             module: Some(module),
-            memory: Some(memory),
+            memory,
+            device_base,
             decoders,
             ctx,
             mode,
@@ -138,37 +144,32 @@ impl LaunchBackend {
         self.shared
     }
 
-    /// The kernel's parameters for `slot`, and a closure over pointers to them.
-    fn slot_params(&self, slot: usize) -> SlotParams {
-        let base = self
-            .memory
-            .as_ref()
-            .expect("memory lives until drop")
-            .device_ptr();
-        SlotParams {
+    /// The kernel's parameters for `slot`.
+    fn slot_params(&self, slot: usize) -> ServeOnceParams {
+        let base = self.device_base;
+        ServeOnceParams {
             req: base + self.layout.req_offset(slot) as u64,
             resp: base + self.layout.resp_offset(slot) as u64,
             control: base + self.layout.control_offset() as u64,
             req_slot_bytes: self.layout.req_slot_bytes() as u32,
             resp_slot_bytes: self.layout.resp_slot_bytes() as u32,
             poll_chunks: self.poll_chunks,
+            reserved: 0,
         }
     }
 
     fn capture(&self, slot: usize) -> Result<GraphExec> {
-        let mut p = self.slot_params(slot);
-        let mut params = p.pointers();
-        // SAFETY: the params match `qfwd_serve_once(u64 x3, u32 x3)`; they address
-        // `self.memory`, which outlives the graphs (field order, and Drop waits for the
-        // stream to go idle first).
+        let params = self.slot_params(slot);
+        // SAFETY: the params address `self.memory`, which outlives the graphs (field
+        // order, and Drop waits for the stream to go idle first).
         unsafe {
             GraphExec::capture_launch(
                 &self.ctx,
                 self.stream(),
-                &self.function,
+                &self.kernel,
                 32,
                 self.shared_bytes(),
-                &mut params,
+                &params,
             )
         }
     }
@@ -176,18 +177,17 @@ impl LaunchBackend {
     fn launch(&self, slot: usize) -> Result<()> {
         match self.mode {
             LaunchMode::Kernel => {
-                let mut p = self.slot_params(slot);
-                let mut params = p.pointers();
-                // SAFETY: as in `capture`: matching params, addressing memory that outlives
-                // the launch.
+                let params = self.slot_params(slot);
+                // SAFETY: as in `capture`: the params address memory that outlives the
+                // launch.
                 unsafe {
-                    self.function.launch(
+                    self.kernel.launch(
                         &self.ctx,
                         self.stream(),
                         1,
                         32,
                         self.shared_bytes(),
-                        &mut params,
+                        &params,
                     )
                 }?;
             }
@@ -224,11 +224,7 @@ impl LaunchBackend {
         let Some((slot, tag)) = self.ring.reserve(token) else {
             return Err(status::OVERLOAD);
         };
-        let region = self
-            .memory
-            .as_ref()
-            .expect("memory lives until drop")
-            .region();
+        let region = &self.memory;
         protocol::write_request(region, &self.layout, slot, tag, code, arg);
         if let Err(e) = self.launch(slot) {
             self.ring.complete(slot);
@@ -243,9 +239,6 @@ impl LaunchBackend {
     pub fn submit_stall(&mut self, token: u32, micros: u32) -> std::result::Result<(), i32> {
         let release = self
             .memory
-            .as_ref()
-            .expect("memory lives until drop")
-            .region()
             .load_u32(self.layout.release_word_offset(), Ordering::Acquire);
         let mut arg = [0u8; 8];
         arg[..4].copy_from_slice(&micros.to_le_bytes());
@@ -255,9 +248,7 @@ impl LaunchBackend {
 
     /// Ends every stall submitted so far (in progress or not started yet).
     pub fn release_stalls(&self) {
-        if let Some(memory) = &self.memory {
-            protocol::release_stalls(memory.region(), &self.layout);
-        }
+        protocol::release_stalls(&self.memory, &self.layout);
     }
 
     /// The driver error that put this backend out of service, if any.
@@ -296,11 +287,7 @@ impl Backend for LaunchBackend {
         if self.ring.pending() == 0 {
             return 0;
         }
-        let region = self
-            .memory
-            .as_ref()
-            .expect("memory lives until drop")
-            .region();
+        let region = &self.memory;
         if self.ctx.bind().is_err() {
             return 0;
         }
@@ -392,32 +379,9 @@ impl Drop for LaunchBackend {
             std::mem::forget(std::mem::take(&mut self.graphs));
             std::mem::forget(self.stream.take());
             std::mem::forget(self.module.take());
-            std::mem::forget(self.memory.take());
+            // A clone forgotten keeps the region's memory allocated for good.
+            std::mem::forget(self.memory.clone());
             std::mem::forget(self.decoders.take());
         }
-    }
-}
-
-/// The parameter values of one `qfwd_serve_once` launch.
-struct SlotParams {
-    req: u64,
-    resp: u64,
-    control: u64,
-    req_slot_bytes: u32,
-    resp_slot_bytes: u32,
-    poll_chunks: u32,
-}
-
-impl SlotParams {
-    /// Pointers to each value, in the kernel's parameter order.
-    fn pointers(&mut self) -> [*mut c_void; 6] {
-        [
-            &mut self.req as *mut u64 as *mut c_void,
-            &mut self.resp as *mut u64 as *mut c_void,
-            &mut self.control as *mut u64 as *mut c_void,
-            &mut self.req_slot_bytes as *mut u32 as *mut c_void,
-            &mut self.resp_slot_bytes as *mut u32 as *mut c_void,
-            &mut self.poll_chunks as *mut u32 as *mut c_void,
-        ]
     }
 }

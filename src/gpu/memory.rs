@@ -15,9 +15,7 @@ use std::sync::Arc;
 use cudarc::driver::{result, sys};
 
 use super::context::GpuContext;
-use crate::mailbox::region::Region;
-use crate::shm::ForeignMemory;
-use crate::softnic::SharedRegion;
+use crate::shm::{ForeignMemory, SharedRegion};
 use crate::{Error, Result};
 
 /// Zeroed pinned host memory, mapped for the device (`CU_MEMHOSTALLOC_DEVICEMAP |
@@ -33,8 +31,8 @@ pub struct MappedHostBuffer {
     len: usize,
 }
 
-// SAFETY: the buffer owns its allocation; host access goes through `Region`, which only
-// uses atomics and single 16-byte accesses, so sharing between threads is sound.
+// SAFETY: the buffer owns its allocation; host access goes through `SharedRegion`, which
+// only uses atomics and single 16-byte accesses, so sharing between threads is sound.
 unsafe impl Send for MappedHostBuffer {}
 // SAFETY: as above.
 unsafe impl Sync for MappedHostBuffer {}
@@ -79,12 +77,17 @@ impl MappedHostBuffer {
         Ok(buffer)
     }
 
-    /// The host view of the buffer.
-    pub fn region(&self) -> Region<'_> {
-        // SAFETY: `len` bytes at `host`, page-aligned, alive as long as self; the device
-        // side accesses them only with 16-byte volatile vector loads/stores and 4-byte
-        // volatile loads, the host side only through `Region`.
-        unsafe { Region::from_raw_parts(self.host, self.len) }
+    /// The host view of the buffer, which owns it from now on: the memory is freed when the
+    /// last clone of the region is dropped (so a holder that has not stopped yet never
+    /// touches freed memory). Take [`MappedHostBuffer::device_ptr`] first.
+    pub fn into_region(self) -> Result<SharedRegion> {
+        let base = self.host;
+        let len = self.len;
+        // SAFETY: `len` bytes at `base`, page-aligned (checked by `new`), valid until the
+        // buffer (the owner handed over) is dropped; the device accesses them only with
+        // aligned volatile loads and stores of at most 16 bytes, the host only through
+        // `SharedRegion`.
+        unsafe { SharedRegion::from_raw_parts(base, len, Box::new(self)) }
     }
 
     /// The same memory as the device addresses it.
@@ -112,14 +115,7 @@ impl MappedHostBuffer {
 /// thread, a kernel) keep it alive.
 pub fn mapped_nic_region(device: usize, len: usize) -> Result<SharedRegion> {
     let ctx = GpuContext::open(device)?;
-    let buffer = MappedHostBuffer::new(&ctx, len)?;
-    let base = buffer.host_ptr();
-    let len = buffer.len();
-    // SAFETY: `len` bytes at `base`, page-aligned (checked by `MappedHostBuffer::new`),
-    // valid until `buffer` (the owner handed over) is dropped; the NIC and the posters
-    // access them only through `SharedRegion`'s atomics and the GPU's aligned volatile
-    // accesses of at most 16 bytes.
-    unsafe { SharedRegion::from_raw_parts(base, len, Box::new(buffer)) }
+    MappedHostBuffer::new(&ctx, len)?.into_region()
 }
 
 /// The device address of host memory at `host` (pinned and mapped, e.g. by
@@ -132,7 +128,9 @@ pub fn device_address_of(ctx: &GpuContext, host: u64, what: &str) -> Result<u64>
         .result()
         .map_err(|source| Error::GpuUnavailable {
             detail: format!(
-                "{what} at {host:#x} is not pinned, GPU-mapped host memory                  (cuMemHostGetDevicePointer: {source}); allocate it with                  gpu::mapped_nic_region"
+                "{what} at {host:#x} is not pinned, GPU-mapped host memory \
+                 (cuMemHostGetDevicePointer: {source}); allocate it with \
+                 gpu::mapped_nic_region"
             ),
         })?;
     Ok(device_ptr)

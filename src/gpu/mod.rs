@@ -58,8 +58,8 @@ pub use memory::{
     mapped_nic_region, nic_memory_support, DeviceBuffer, HostMemoryKind, HostRange,
     HostRegistrations, MappedHostBuffer, NicMemorySupport, NicWritableDeviceMemory,
 };
-pub use module::{Event, Function, GraphExec, Module, Stream};
-pub use persistent::PersistentKernel;
+pub use module::{Event, Function, GraphExec, Kernel, Module, Stream};
+pub use persistent::{PersistentKernel, PreparedKernel};
 
 use cudarc::driver::{result, sys};
 
@@ -189,7 +189,7 @@ pub fn persistent_backend(options: &GpuOptions) -> Result<MailboxBackend<Persist
 /// allocated with [`mapped_nic_region`].
 pub fn persistent_backend_with_nic(
     options: &GpuOptions,
-    nic: &crate::softnic::DevicePosting,
+    nic: &crate::queues::DevicePosting,
 ) -> Result<MailboxBackend<PersistentKernel>> {
     Ok(MailboxBackend::new(PersistentKernel::start_with_nic(
         options,

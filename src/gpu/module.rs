@@ -1,13 +1,19 @@
 //! RAII wrappers of the driver objects the kernels need: a loaded module and its
 //! functions, a non-blocking stream, an event, an instantiated CUDA graph.
+//!
+//! Kernels take one parameter struct by value ([`crate::abi::KernelParams`]), and are
+//! launched through a [`Kernel`] typed by it: the struct's C twin is generated from the
+//! same Rust declaration, so argument lists kept in order by hand do not exist.
 
 use std::ffi::c_void;
+use std::marker::PhantomData;
 use std::sync::Arc;
 
 use cudarc::driver::{result, sys, DriverError};
 
 use super::context::GpuContext;
 use super::nvrtc::{self, KernelSource};
+use crate::abi::KernelParams;
 use crate::{Error, Result};
 
 /// A module compiled from one `device/*.cu` file and loaded into a context.
@@ -38,6 +44,14 @@ impl Module {
             ctx: Arc::clone(ctx),
             module,
             file: source.file,
+        })
+    }
+
+    /// The kernel that takes parameter struct `P` ([`KernelParams::KERNEL`]).
+    pub fn kernel<P: KernelParams>(&self) -> Result<Kernel<P>> {
+        Ok(Kernel {
+            function: self.function(P::KERNEL)?,
+            _params: PhantomData,
         })
     }
 
@@ -149,7 +163,7 @@ impl Function {
     ///
     /// `params` must match the kernel's parameter list in number, order and size, and every
     /// address passed in them must stay valid for as long as the kernel uses it.
-    pub unsafe fn launch(
+    unsafe fn launch_raw(
         &self,
         ctx: &GpuContext,
         stream: &Stream,
@@ -175,6 +189,55 @@ impl Function {
             kernel: self.name,
             source,
         })
+    }
+}
+
+/// A kernel whose one parameter is `P`, passed by value; valid while the [`Module`] it came
+/// from is loaded (owners keep both).
+pub struct Kernel<P> {
+    function: Function,
+    _params: PhantomData<fn(P)>,
+}
+
+impl<P> Clone for Kernel<P> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+impl<P> Copy for Kernel<P> {}
+
+impl<P: KernelParams> Kernel<P> {
+    /// The untyped handle (attributes, shared-memory limits).
+    pub fn function(&self) -> &Function {
+        &self.function
+    }
+
+    /// Launches `grid` blocks of `block` threads with `shared_bytes` of dynamic shared
+    /// memory on `stream`; the driver copies `params` before returning.
+    ///
+    /// # Safety
+    ///
+    /// Every device address in `params` must stay valid (allocated, and holding what the
+    /// kernel expects) for as long as the kernel runs: the caller keeps the memory alive
+    /// until it has seen the kernel finish, or leaks it.
+    pub unsafe fn launch(
+        &self,
+        ctx: &GpuContext,
+        stream: &Stream,
+        grid: u32,
+        block: u32,
+        shared_bytes: u32,
+        params: &P,
+    ) -> Result<()> {
+        let mut value = *params;
+        let mut args = [&mut value as *mut P as *mut c_void];
+        // SAFETY: the kernel named `P::KERNEL` takes one `P` by value (its C twin, generated
+        // from the same declaration, asserts the layout); the addresses in it are the
+        // caller's contract.
+        unsafe {
+            self.function
+                .launch_raw(ctx, stream, grid, block, shared_bytes, &mut args)
+        }
     }
 }
 
@@ -279,23 +342,24 @@ pub struct GraphExec {
 unsafe impl Send for GraphExec {}
 
 impl GraphExec {
-    /// Captures one launch of `function` with `params` on `stream` and instantiates it.
+    /// Captures one launch of `kernel` (one block) with `params` on `stream` and
+    /// instantiates it.
     ///
     /// # Safety
     ///
-    /// As [`Function::launch`], for every replay of the graph: the addresses in `params`
+    /// As [`Kernel::launch`], for every replay of the graph: the addresses in `params`
     /// must stay valid as long as the graph may be launched.
-    pub unsafe fn capture_launch(
+    pub unsafe fn capture_launch<P: KernelParams>(
         ctx: &Arc<GpuContext>,
         stream: &Stream,
-        function: &Function,
+        kernel: &Kernel<P>,
         block: u32,
         shared_bytes: u32,
-        params: &mut [*mut c_void],
+        params: &P,
     ) -> Result<GraphExec> {
         let graph_error = |op: &'static str, source: DriverError| Error::GpuGraph {
             device: ctx.index(),
-            kernel: function.name(),
+            kernel: kernel.function().name(),
             op,
             source,
         };
@@ -309,7 +373,7 @@ impl GraphExec {
         }
         .map_err(|e| graph_error("cuStreamBeginCapture", e))?;
         // SAFETY: forwarded from the caller's contract. Captured, not run.
-        let launched = unsafe { function.launch(ctx, stream, 1, block, shared_bytes, params) };
+        let launched = unsafe { kernel.launch(ctx, stream, 1, block, shared_bytes, params) };
         // SAFETY: the stream is capturing (begun above); end it whatever the launch did.
         let graph = unsafe { result::stream::end_capture(stream.raw()) };
         launched?;

@@ -1,5 +1,25 @@
-//! The running persistent kernel (`gpu-persistent`): launched once on its own stream, it
-//! spin-polls the request ring in mapped host memory until the stop sentinel.
+//! The persistent kernel (`gpu-persistent`): launched once on its own stream, it spin-polls
+//! the request ring in mapped host memory until the stop sentinel.
+//!
+//! Typed states: [`PreparedKernel::new`] compiles the kernel, allocates its mailbox and
+//! state and uploads its decoders; [`PreparedKernel::launch`] consumes it and returns the
+//! running [`PersistentKernel`], which [`PersistentKernel::stop`] and
+//! [`PersistentKernel::wait`] end (or [`crate::mailbox::MailboxBackend::shutdown`]);
+//! dropping a running kernel stops it, and leaks its memory rather than free it under a
+//! kernel that did not stop. A prepared kernel cannot be stopped, nor launched twice:
+//!
+//! ```compile_fail
+//! fn twice(k: qfwd::gpu::persistent::PreparedKernel) {
+//!     let _first = k.launch();
+//!     let _second = k.launch(); // `k` was moved into the first launch
+//! }
+//! ```
+//!
+//! ```compile_fail
+//! fn stop(k: &mut qfwd::gpu::persistent::PreparedKernel) {
+//!     k.stop(); // only a running kernel has a stop
+//! }
+//! ```
 //!
 //! With a soft NIC's send queue ([`PersistentKernel::start_with_nic`]) it also sends every
 //! response to the QPU itself, ringing the NIC's doorbell (`regular` or `blueflame`) from
@@ -7,7 +27,6 @@
 //! carry their wire identity (a reply layout), and the host only counts the "already sent"
 //! completions.
 
-use std::ffi::c_void;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -16,19 +35,21 @@ use cudarc::driver::sys;
 use super::context::GpuContext;
 use super::decoder::{DeviceDecoders, ScratchPlacement};
 use super::memory::{device_address_of, DeviceBuffer, MappedHostBuffer};
-use super::module::{Module, Stream};
+use super::module::{Kernel, Module, Stream};
 use super::nvrtc::{FORWARD, FORWARD_DOORBELL};
 use super::GpuOptions;
+use crate::abi::{KernelParams, PersistentParams};
 use crate::backend::Topology;
 use crate::decode::Decoder;
 use crate::mailbox::layout::{COUNTERS_PER_POLLER, STATE_COUNTERS_OFFSET};
-use crate::mailbox::{protocol, Layout, MailboxDevice, PollerCounters, Region, RxCompletion};
+use crate::mailbox::{protocol, Layout, MailboxDevice, PollerCounters, RxCompletion};
 use crate::queues::posting::{BLOCK_BYTES, COUNTERS, COUNTERS_OFFSET};
-use crate::softnic::{DevicePostCounters, DevicePosting, SharedRegion};
+use crate::queues::{DevicePostCounters, DevicePosting};
+use crate::shm::SharedRegion;
 use crate::{Error, Result};
 
 /// Kernel entry point in `device/forward.cu`.
-pub const PERSISTENT_KERNEL: &str = "qfwd_persistent";
+pub const PERSISTENT_KERNEL: &str = PersistentParams::KERNEL;
 
 /// Shared memory a block may use without opting in.
 const DEFAULT_SHARED_LIMIT: u32 = 48 * 1024;
@@ -36,58 +57,52 @@ const DEFAULT_SHARED_LIMIT: u32 = 48 * 1024;
 /// How long `Drop` waits for the kernel after the sentinel before giving up on it.
 const DROP_STOP_TIMEOUT: Duration = Duration::from_secs(3);
 
-/// A persistent kernel serving a mailbox. Stop it with [`PersistentKernel::stop`] and
-/// [`PersistentKernel::wait`] (or through [`crate::mailbox::MailboxBackend::shutdown`]);
-/// dropping it does both, and if the kernel does not stop, leaks the memory it uses rather
-/// than free it under a running kernel.
-pub struct PersistentKernel {
-    // Declared in drop order: what the kernel uses goes before the context.
-    stream: Option<Stream>,
-    module: Option<Module>,
-    state: Option<DeviceBuffer>,
-    memory: Option<MappedHostBuffer>,
+/// What the kernel uses, freed in field order once it has stopped (or leaked if it does
+/// not stop).
+struct Resources {
+    stream: Stream,
+    /// The loaded code (unloaded only after the kernel stopped).
+    _module: Module,
+    /// Device memory: claim tickets and per-poller counters.
+    state: DeviceBuffer,
+    /// The mailbox (mapped pinned host memory, owned by the region).
+    memory: SharedRegion,
     /// The device posting block, and the NIC memory the kernel writes (kept alive).
     nic: Option<(DeviceBuffer, SharedRegion)>,
     /// The decoder models and per-warp state the kernel reads.
     decoders: Option<DeviceDecoders>,
-    ctx: Arc<GpuContext>,
-    layout: Layout,
-    pollers: u32,
-    running: bool,
-    counters: Vec<PollerCounters>,
-    nic_counters: Option<DevicePostCounters>,
 }
 
-impl PersistentKernel {
-    /// Compiles (NVRTC, cached) and launches the kernel over a fresh zeroed mailbox.
-    pub fn start(options: &GpuOptions) -> Result<PersistentKernel> {
-        PersistentKernel::start_with_nic(options, None)
-    }
+/// A persistent kernel ready to launch: compiled and loaded, its mailbox, state and posting
+/// block allocated, its decoders uploaded, its parameters and launch shape fixed.
+pub struct PreparedKernel {
+    resources: Resources,
+    kernel: Kernel<PersistentParams>,
+    params: PersistentParams,
+    blocks: u32,
+    warps_per_block: u32,
+    shared: u32,
+    ctx: Arc<GpuContext>,
+    layout: Layout,
+    device: usize,
+}
 
-    /// [`PersistentKernel::start`]; with `nic`, the kernel sends every response through
-    /// that soft NIC's send queue itself (GPU-initiated `regular` or `blueflame` doorbells).
-    /// The NIC's region must be GPU-mapped pinned memory ([`super::mapped_nic_region`]).
-    /// With a NIC, `warps_per_block = 0` means one warp per block: the system fence of each
-    /// post then waits only for its own SM's host loads, not for those of the other poller
-    /// warps (docs/architecture.md: a fence's cost grows with the warps polling on its SM);
-    /// and each poll reads one more chunk, for the request's reply trailer.
-    pub fn start_with_nic(
-        options: &GpuOptions,
-        nic: Option<&DevicePosting>,
-    ) -> Result<PersistentKernel> {
-        PersistentKernel::start_with(options, nic, &[], ScratchPlacement::Auto)
-    }
-
-    /// [`PersistentKernel::start_with_nic`], serving `decoders` too (handler device codes
-    /// 2 and 3; at most one model per decoder kind): their models are uploaded to device
-    /// memory before the launch, and each poller warp's `uf` state is placed as `placement`
-    /// says (see [`super::decoder`]).
-    pub fn start_with(
+impl PreparedKernel {
+    /// Prepares the kernel over a fresh zeroed mailbox. With `nic` (GPU-mapped pinned
+    /// memory, [`super::mapped_nic_region`]) it will send every response through that soft
+    /// NIC's send queue itself (GPU-initiated `regular` or `blueflame` doorbells); then
+    /// `warps_per_block = 0` means one warp per block: the system fence of each post waits
+    /// only for its own SM's host loads, not for those of the other poller warps
+    /// (docs/architecture.md: a fence's cost grows with the warps polling on its SM); and
+    /// each poll reads one more chunk, for the request's reply trailer. `decoders` (handler
+    /// device codes 2 and 3; at most one model per kind) are uploaded, and each poller
+    /// warp's `uf` state is placed as `placement` says (see [`super::decoder`]).
+    pub fn new(
         options: &GpuOptions,
         nic: Option<&DevicePosting>,
         decoders: &[Arc<Decoder>],
         placement: ScratchPlacement,
-    ) -> Result<PersistentKernel> {
+    ) -> Result<PreparedKernel> {
         options.validate()?;
         let layout = options.layout()?.with_reply(nic.is_some());
         let ctx = GpuContext::open(options.device)?;
@@ -108,15 +123,17 @@ impl PersistentKernel {
             &FORWARD
         };
         let module = Module::compile_and_load(&ctx, source)?;
-        let function = module.function(PERSISTENT_KERNEL)?;
+        let kernel = module.kernel::<PersistentParams>()?;
         let mut decoders = DeviceDecoders::upload(&ctx, decoders, options)?;
         let memory = MappedHostBuffer::new(&ctx, layout.total_bytes())?;
+        let base = memory.device_ptr();
+        let memory = memory.into_region()?;
         let nic = match nic {
             Some(posting) => {
                 let region = posting.region().clone();
                 let base = device_address_of(&ctx, region.host_addr(0), "the soft NIC's region")?;
                 let block = DeviceBuffer::zeroed(&ctx, BLOCK_BYTES)?;
-                block.write_u64s(&posting.block(base))?;
+                block.write_u64s(&posting.desc(base).to_u64_words())?;
                 Some((block, region))
             }
             None => None,
@@ -135,7 +152,8 @@ impl PersistentKernel {
         };
         // No more warps in a block than the kernel's registers allow (256 threads: its
         // __launch_bounds__): more pollers go to more blocks.
-        let warps_per_block = warps_per_block.min(function.max_threads_per_block(&ctx)? / 32);
+        let warps_per_block =
+            warps_per_block.min(kernel.function().max_threads_per_block(&ctx)? / 32);
         let blocks = pollers.div_ceil(warps_per_block);
         let mut shared =
             warps_per_block * (layout.req_slot_bytes() + layout.resp_slot_bytes()) as u32;
@@ -167,114 +185,175 @@ impl PersistentKernel {
                     ),
                 });
             }
-            function.allow_dynamic_shared(&ctx, shared)?;
+            kernel.function().allow_dynamic_shared(&ctx, shared)?;
         }
 
-        let base = memory.device_ptr();
-        let mut req_ring = base + layout.req_ring_offset() as u64;
-        let mut resp_ring = base + layout.resp_ring_offset() as u64;
-        let mut control = base + layout.control_offset() as u64;
-        let mut state_ptr = state.device_ptr();
-        let mut slots = layout.slots() as u32;
-        let mut req_slot_bytes = layout.req_slot_bytes() as u32;
-        let mut resp_slot_bytes = layout.resp_slot_bytes() as u32;
-        let mut rx_inline = u32::from(layout.rx() == RxCompletion::Inline);
-        // The reply trailer adds one chunk to a request: read one more per poll, so a
-        // request that arrives in one read without it still does.
-        let mut poll_chunks = if nic.is_some() {
-            (options.poll_chunks + 1).min(32)
-        } else {
-            options.poll_chunks
-        };
-        let mut pollers_param = pollers;
-        let mut pollers_per_slot = options.pollers_per_slot;
-        // Groups that lie within one block keep their claim ticket in shared memory.
-        let mut claim_in_block = u32::from(warps_per_block % pollers_per_slot == 0);
-        let mut nic_ptr = nic.as_ref().map_or(0, |(block, _)| block.device_ptr());
-        let mut params: [*mut c_void; 13] = [
-            &mut req_ring as *mut u64 as *mut c_void,
-            &mut resp_ring as *mut u64 as *mut c_void,
-            &mut control as *mut u64 as *mut c_void,
-            &mut state_ptr as *mut u64 as *mut c_void,
-            &mut slots as *mut u32 as *mut c_void,
-            &mut req_slot_bytes as *mut u32 as *mut c_void,
-            &mut resp_slot_bytes as *mut u32 as *mut c_void,
-            &mut rx_inline as *mut u32 as *mut c_void,
-            &mut poll_chunks as *mut u32 as *mut c_void,
-            &mut pollers_param as *mut u32 as *mut c_void,
-            &mut pollers_per_slot as *mut u32 as *mut c_void,
-            &mut claim_in_block as *mut u32 as *mut c_void,
-            &mut nic_ptr as *mut u64 as *mut c_void,
-        ];
-        let mut kernel = PersistentKernel {
-            stream: None,
-            module: None,
-            state: None,
-            memory: None,
-            nic: None,
-            decoders: None,
-            ctx: Arc::clone(&ctx),
-            layout,
+        let params = PersistentParams {
+            req_ring: base + layout.req_ring_offset() as u64,
+            resp_ring: base + layout.resp_ring_offset() as u64,
+            control: base + layout.control_offset() as u64,
+            state: state.device_ptr(),
+            nic: nic.as_ref().map_or(0, |(block, _)| block.device_ptr()),
+            slots: layout.slots() as u32,
+            req_slot_bytes: layout.req_slot_bytes() as u32,
+            resp_slot_bytes: layout.resp_slot_bytes() as u32,
+            rx_inline: u32::from(layout.rx() == RxCompletion::Inline),
+            // The reply trailer adds one chunk to a request: read one more per poll, so a
+            // request that arrives in one read without it still does.
+            poll_chunks: if nic.is_some() {
+                (options.poll_chunks + 1).min(32)
+            } else {
+                options.poll_chunks
+            },
             pollers,
-            running: false,
-            counters: Vec::new(),
-            nic_counters: None,
+            pollers_per_slot: options.pollers_per_slot,
+            // Groups that lie within one block keep their claim ticket in shared memory.
+            claim_in_block: u32::from(warps_per_block % options.pollers_per_slot == 0),
         };
-        // SAFETY: the 13 params match `qfwd_persistent(u64 x4, u32 x8, u64)` in order and
-        // size; the addresses are of `memory`, `state` and the NIC block and region, which
-        // `kernel` owns from here on and frees only after the kernel stopped (or leaks, see
-        // Drop).
+        Ok(PreparedKernel {
+            resources: Resources {
+                stream,
+                _module: module,
+                state,
+                memory,
+                nic,
+                decoders,
+            },
+            kernel,
+            params,
+            blocks,
+            warps_per_block,
+            shared,
+            ctx,
+            layout,
+            device: options.device,
+        })
+    }
+
+    /// The parameters the kernel will be launched with.
+    pub fn params(&self) -> &PersistentParams {
+        &self.params
+    }
+
+    /// Launches the kernel; it runs until [`PersistentKernel::stop`].
+    pub fn launch(self) -> Result<PersistentKernel> {
+        let PreparedKernel {
+            resources,
+            kernel,
+            params,
+            blocks,
+            warps_per_block,
+            shared,
+            ctx,
+            layout,
+            device,
+        } = self;
+        // SAFETY: the addresses in `params` are of `resources` (mailbox, state, posting
+        // block and NIC region), which the running kernel below owns and frees only after
+        // the kernel stopped (or leaks, see Drop). On a launch error nothing runs.
         unsafe {
-            function.launch(
+            kernel.launch(
                 &ctx,
-                &stream,
+                &resources.stream,
                 blocks,
                 warps_per_block * 32,
                 shared,
-                &mut params,
+                &params,
             )
         }?;
-        kernel.stream = Some(stream);
-        kernel.module = Some(module);
-        kernel.state = Some(state);
-        kernel.memory = Some(memory);
-        kernel.nic = nic;
-        kernel.decoders = decoders;
-        kernel.running = true;
+        let mut running = PersistentKernel {
+            resources: Some(resources),
+            ctx,
+            layout,
+            pollers: params.pollers,
+            phase: Phase::Running,
+        };
         // A kernel that cannot run (bad launch resources, a fault) shows up at once.
         std::thread::sleep(Duration::from_millis(1));
-        match kernel.stream().query() {
-            Ok(false) => Ok(kernel),
+        match running.resources().stream.query() {
+            Ok(false) => Ok(running),
             Ok(true) => {
-                kernel.running = false;
+                running.phase = Phase::ended();
                 Err(Error::GpuUnavailable {
                     detail: format!(
-                        "{PERSISTENT_KERNEL} on GPU {} exited right after its launch",
-                        options.device
+                        "{PERSISTENT_KERNEL} on GPU {device} exited right after its launch"
                     ),
                 })
             }
             Err(source) => {
-                kernel.running = false;
+                running.phase = Phase::ended();
                 Err(Error::KernelFault {
-                    device: options.device,
+                    device,
                     kernel: PERSISTENT_KERNEL,
                     source,
                 })
             }
         }
     }
+}
 
-    fn stream(&self) -> &Stream {
-        self.stream
-            .as_ref()
-            .expect("a started kernel has its stream")
+/// Where a launched kernel is in its life.
+enum Phase {
+    Running,
+    /// Seen to finish (or to fault); what its pollers and posters counted.
+    Ended {
+        counters: Vec<PollerCounters>,
+        nic: Option<DevicePostCounters>,
+    },
+}
+
+impl Phase {
+    fn ended() -> Phase {
+        Phase::Ended {
+            counters: Vec::new(),
+            nic: None,
+        }
+    }
+}
+
+/// A launched persistent kernel serving a mailbox. Stop it with [`PersistentKernel::stop`]
+/// and [`PersistentKernel::wait`] (or through
+/// [`crate::mailbox::MailboxBackend::shutdown`]); dropping it does both, and if the kernel
+/// does not stop, leaks the memory it uses rather than free it under a running kernel.
+pub struct PersistentKernel {
+    /// `None` only once leaked by `Drop`.
+    resources: Option<Resources>,
+    ctx: Arc<GpuContext>,
+    layout: Layout,
+    pollers: u32,
+    phase: Phase,
+}
+
+impl PersistentKernel {
+    /// Prepares and launches the kernel over a fresh zeroed mailbox.
+    pub fn start(options: &GpuOptions) -> Result<PersistentKernel> {
+        PersistentKernel::start_with_nic(options, None)
     }
 
-    fn memory(&self) -> &MappedHostBuffer {
-        self.memory
+    /// [`PersistentKernel::start`]; with `nic`, the kernel sends every response through
+    /// that soft NIC's send queue itself (see [`PreparedKernel::new`]).
+    pub fn start_with_nic(
+        options: &GpuOptions,
+        nic: Option<&DevicePosting>,
+    ) -> Result<PersistentKernel> {
+        PersistentKernel::start_with(options, nic, &[], ScratchPlacement::Auto)
+    }
+
+    /// [`PersistentKernel::start_with_nic`], serving `decoders` too (see
+    /// [`PreparedKernel::new`]).
+    pub fn start_with(
+        options: &GpuOptions,
+        nic: Option<&DevicePosting>,
+        decoders: &[Arc<Decoder>],
+        placement: ScratchPlacement,
+    ) -> Result<PersistentKernel> {
+        PreparedKernel::new(options, nic, decoders, placement)?.launch()
+    }
+
+    fn resources(&self) -> &Resources {
+        self.resources
             .as_ref()
-            .expect("a started kernel has its memory")
+            .expect("a kernel's resources live until it is dropped")
     }
 
     pub fn device_index(&self) -> usize {
@@ -287,43 +366,53 @@ impl PersistentKernel {
 
     /// Where the poller warps' `uf` decoder state lives (`None` without a `uf` decoder).
     pub fn decoder_placement(&self) -> Option<ScratchPlacement> {
-        self.decoders.as_ref().and_then(DeviceDecoders::placement)
+        self.resources()
+            .decoders
+            .as_ref()
+            .and_then(DeviceDecoders::placement)
     }
 
     /// Whether each block holds the `uf` split path's arrays in its shared memory
     /// ([`DeviceDecoders::place`]).
     pub fn decoder_staged(&self) -> bool {
-        self.decoders.as_ref().is_some_and(DeviceDecoders::staged)
+        self.resources()
+            .decoders
+            .as_ref()
+            .is_some_and(DeviceDecoders::staged)
     }
 
     /// Whether each block holds the `uf` graph in its shared memory
     /// ([`DeviceDecoders::place`]).
     pub fn decoder_graph_staged(&self) -> bool {
-        self.decoders
+        self.resources()
+            .decoders
             .as_ref()
             .is_some_and(DeviceDecoders::graph_staged)
     }
 
     /// Whether the kernel sends responses through a soft NIC itself.
     pub fn posts_to_nic(&self) -> bool {
-        self.nic.is_some()
+        self.resources().nic.is_some()
     }
 
     /// What the kernel's posters counted, once it stopped (`None` before, or without a NIC).
     pub fn nic_counters(&self) -> Option<DevicePostCounters> {
-        self.nic_counters
+        match &self.phase {
+            Phase::Ended { nic, .. } => *nic,
+            Phase::Running => None,
+        }
     }
 
     /// True while the kernel has not been seen to finish.
     pub fn is_running(&self) -> bool {
-        self.running
+        matches!(self.phase, Phase::Running)
     }
 
     /// Writes the stop sentinel into every request slot (where the pollers already look)
     /// and releases stalls. Returns at once; [`PersistentKernel::wait`] for the end.
     pub fn stop(&mut self) {
-        if let Some(memory) = &self.memory {
-            let region = memory.region();
+        if let Some(r) = &self.resources {
+            let region = &r.memory;
             protocol::write_stop(region, &self.layout);
             protocol::release_stalls(region, &self.layout);
         }
@@ -333,13 +422,14 @@ impl PersistentKernel {
     /// counters. `KernelDidNotStop` names the kernel if it is still running then.
     pub fn wait(&mut self, deadline: Instant) -> Result<Vec<PollerCounters>> {
         let start = Instant::now();
-        while self.running {
+        while self.is_running() {
             self.ctx.bind()?;
-            match self.stream().query() {
+            match self.resources().stream.query() {
                 Ok(true) => {
-                    self.running = false;
-                    self.counters = self.read_counters()?;
-                    self.nic_counters = self.read_nic_counters()?;
+                    self.phase = Phase::Ended {
+                        counters: self.read_counters()?,
+                        nic: self.read_nic_counters()?,
+                    };
                 }
                 Ok(false) => {
                     if Instant::now() >= deadline {
@@ -353,7 +443,7 @@ impl PersistentKernel {
                     std::thread::sleep(Duration::from_micros(100));
                 }
                 Err(source) => {
-                    self.running = false;
+                    self.phase = Phase::ended();
                     return Err(Error::KernelFault {
                         device: self.ctx.index(),
                         kernel: PERSISTENT_KERNEL,
@@ -362,16 +452,16 @@ impl PersistentKernel {
                 }
             }
         }
-        Ok(self.counters.clone())
+        match &self.phase {
+            Phase::Ended { counters, .. } => Ok(counters.clone()),
+            Phase::Running => Ok(Vec::new()),
+        }
     }
 
     fn read_counters(&self) -> Result<Vec<PollerCounters>> {
-        let Some(state) = &self.state else {
-            return Ok(Vec::new());
-        };
         let skip = STATE_COUNTERS_OFFSET / 8;
         let mut words = vec![0u64; skip + self.pollers as usize * COUNTERS_PER_POLLER];
-        state.read_u64s(&mut words)?;
+        self.resources().state.read_u64s(&mut words)?;
         Ok(words[skip..]
             .chunks_exact(COUNTERS_PER_POLLER)
             .map(|c| PollerCounters {
@@ -382,11 +472,9 @@ impl PersistentKernel {
             })
             .collect())
     }
-}
 
-impl PersistentKernel {
     fn read_nic_counters(&self) -> Result<Option<DevicePostCounters>> {
-        let Some((block, _)) = &self.nic else {
+        let Some((block, _)) = &self.resources().nic else {
             return Ok(None);
         };
         let mut words = vec![0u64; COUNTERS_OFFSET / 8 + COUNTERS];
@@ -398,8 +486,8 @@ impl PersistentKernel {
 }
 
 impl MailboxDevice for PersistentKernel {
-    fn region(&self) -> Region<'_> {
-        self.memory().region()
+    fn region(&self) -> &SharedRegion {
+        &self.resources().memory
     }
 
     fn layout(&self) -> Layout {
@@ -421,24 +509,19 @@ impl MailboxDevice for PersistentKernel {
 
 impl Drop for PersistentKernel {
     fn drop(&mut self) {
-        if !self.running {
+        if !self.is_running() {
             return;
         }
         self.stop();
         if let Err(Error::KernelDidNotStop { .. }) = self.wait(Instant::now() + DROP_STOP_TIMEOUT) {
             // Freeing (or unloading) under a running kernel is worse than a leak.
-            eprintln!(
-                "qfwd: {PERSISTENT_KERNEL} on GPU {} did not stop within {:?}; leaking its \
-                 buffers, module and stream",
+            tracing::error!(
+                "{PERSISTENT_KERNEL} on GPU {} did not stop within {:?}; leaking its buffers, \
+                 module and stream",
                 self.ctx.index(),
                 DROP_STOP_TIMEOUT
             );
-            std::mem::forget(self.memory.take());
-            std::mem::forget(self.state.take());
-            std::mem::forget(self.nic.take());
-            std::mem::forget(self.decoders.take());
-            std::mem::forget(self.module.take());
-            std::mem::forget(self.stream.take());
+            std::mem::forget(self.resources.take());
         }
     }
 }

@@ -12,13 +12,12 @@
 //!
 //! [`StreamDecoder`]: crate::decode::window::StreamDecoder
 
-use std::ffi::c_void;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::context::GpuContext;
 use super::memory::DeviceBuffer;
-use super::module::{Function, Module, Stream};
+use super::module::{Kernel, Module, Stream};
 use super::nvrtc::WINDOW;
 use crate::abi::{
     self, StreamCommitDesc, StreamModelDesc, StreamStateDesc, WindowBatchParams, WindowGraphDesc,
@@ -27,7 +26,7 @@ use crate::decode::window::{Commit, MatchLimits, StreamModel};
 use crate::{Error, Result};
 
 /// The batch kernel in `device/window.cu`.
-pub const BATCH_KERNEL: &str = "qfwd_window_batch";
+pub const BATCH_KERNEL: &str = <WindowBatchParams as abi::KernelParams>::KERNEL;
 /// Shared memory a block may use without opting in.
 const DEFAULT_SHARED_LIMIT: usize = 48 * 1024;
 /// Most dynamic shared memory a block of an sm_90 device may take.
@@ -271,7 +270,7 @@ pub struct BatchTimes {
 
 /// What a batch kernel may be using: freed on drop, leaked if a kernel did not finish.
 struct Resources {
-    function: Function,
+    kernel: Kernel<WindowBatchParams>,
     _module: Module,
     model: DeviceModel,
     states: DeviceBuffer,
@@ -329,7 +328,7 @@ impl GpuStreams {
         }
         let ctx = GpuContext::open(device)?;
         let module = Module::compile_and_load(&ctx, &WINDOW)?;
-        let function = module.function(BATCH_KERNEL)?;
+        let kernel = module.kernel::<WindowBatchParams>()?;
         let model = DeviceModel::upload(&ctx, model)?;
         let p = &model.packed;
         // Each block's scratch: in dynamic shared memory when it fits (opting in above
@@ -343,7 +342,9 @@ impl GpuStreams {
         }) as u32;
         let (shared_bytes, scratch) = if in_shared {
             if p.scratch_bytes() > DEFAULT_SHARED_LIMIT {
-                function.allow_dynamic_shared(&ctx, p.scratch_bytes() as u32)?;
+                kernel
+                    .function()
+                    .allow_dynamic_shared(&ctx, p.scratch_bytes() as u32)?;
             }
             (p.scratch_bytes() as u32, None)
         } else {
@@ -357,7 +358,7 @@ impl GpuStreams {
         Ok(GpuStreams {
             stream,
             res: Some(Resources {
-                function,
+                kernel,
                 _module: module,
                 model,
                 states,
@@ -460,7 +461,7 @@ impl GpuStreams {
             .as_ref()
             .expect("allocated above")
             .write_bytes(0, events)?;
-        let mut params = WindowBatchParams {
+        let params = WindowBatchParams {
             model: res.model.desc_ptr(),
             states: res.states.device_ptr(),
             rows: res.rows.device_ptr(),
@@ -475,19 +476,17 @@ impl GpuStreams {
             commits_per_stream: per_stream,
         };
         let t_launch = Instant::now();
-        let mut args: [*mut c_void; 1] = [&mut params as *mut WindowBatchParams as *mut c_void];
-        // SAFETY: the kernel takes one QfwdWindowBatch by value, whose layout
-        // `device/qfwd_abi.h` (generated from `WindowBatchParams`) asserts; every address
-        // in it is a live allocation of this context, sized for `streams` and `inputs` as
-        // the kernel reads them, and kept until the kernel finished (waited for below).
+        // SAFETY: every address in `params` is a live allocation of this context, sized
+        // for `streams` and `inputs` as the kernel reads them, and kept until the kernel
+        // finished (waited for below), or leaked if it does not (`stuck`).
         unsafe {
-            res.function.launch(
+            res.kernel.launch(
                 &ctx,
                 &self.stream,
                 self.grid,
                 self.threads,
                 self.shared_bytes,
-                &mut args,
+                &params,
             )?;
         }
         if let Err(e) = self.wait() {

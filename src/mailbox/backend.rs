@@ -7,10 +7,10 @@ use std::time::{Duration, Instant};
 
 use super::layout::{device_code, Layout};
 use super::protocol::{self, ReplyTo};
-use super::region::Region;
 use super::ring::SlotRing;
 use crate::backend::{Backend, Completion, Topology};
 use crate::handler::Handler;
+use crate::shm::SharedRegion;
 use crate::wire::{status, RequestHeader};
 use crate::Result;
 
@@ -43,7 +43,7 @@ impl PollerCounters {
 /// The device side of a mailbox: owns the shared memory and whatever serves it.
 pub trait MailboxDevice {
     /// The shared memory, laid out as [`MailboxDevice::layout`] says.
-    fn region(&self) -> Region<'_>;
+    fn region(&self) -> &SharedRegion;
 
     fn layout(&self) -> Layout;
 

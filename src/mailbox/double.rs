@@ -38,12 +38,12 @@ use crossbeam_utils::CachePadded;
 use super::backend::{MailboxDevice, PollerCounters};
 use super::layout::{device_code, tag_for, Layout, HEADER_BYTES, MAX_STALL_US, STOP_TAG};
 use super::protocol::{self, RequestRead};
-use super::region::{HostRegion, Region};
 use super::RxCompletion;
 use crate::backend::Topology;
 use crate::decode::{Decoder, DecoderKind};
 use crate::handler;
-use crate::softnic::{DevicePostCounters, DevicePosting, SendQueue};
+use crate::queues::{DevicePostCounters, DevicePosting, SendQueue};
+use crate::shm::SharedRegion;
 use crate::wire::status;
 use crate::{Error, Result};
 
@@ -111,7 +111,7 @@ impl DoubleDecoders {
 
 /// Host threads standing in for the persistent kernel.
 pub struct CpuDouble {
-    memory: Arc<HostRegion>,
+    memory: SharedRegion,
     layout: Layout,
     tickets: Arc<Tickets>,
     nic: Option<Arc<DoubleNic>>,
@@ -186,7 +186,7 @@ impl CpuDouble {
             });
         }
         let groups = pollers / pollers_per_slot;
-        let memory = Arc::new(HostRegion::zeroed(layout.total_bytes()));
+        let memory = SharedRegion::heap(layout.total_bytes())?;
         let tickets = Arc::new(Tickets {
             groups: (0..groups)
                 .map(|_| CachePadded::new(AtomicU64::new(0)))
@@ -200,7 +200,7 @@ impl CpuDouble {
             threads: Vec::new(),
         };
         for i in 0..pollers {
-            let memory = Arc::clone(&double.memory);
+            let memory = double.memory.clone();
             let tickets = Arc::clone(&double.tickets);
             let nic = double.nic.clone();
             let decoders = Arc::clone(&decoders);
@@ -256,8 +256,8 @@ impl CpuDouble {
 }
 
 impl MailboxDevice for CpuDouble {
-    fn region(&self) -> Region<'_> {
-        self.memory.region()
+    fn region(&self) -> &SharedRegion {
+        &self.memory
     }
 
     fn layout(&self) -> Layout {
@@ -270,7 +270,7 @@ impl MailboxDevice for CpuDouble {
     }
 
     fn stop(&mut self) {
-        let region = self.memory.region();
+        let region = &self.memory;
         protocol::write_stop(region, &self.layout);
         protocol::release_stalls(region, &self.layout);
     }
@@ -298,21 +298,21 @@ impl Drop for CpuDouble {
     fn drop(&mut self) {
         self.stop();
         // Bounded: a poller ends within one poll of the sentinel, a stall on release. If one
-        // did not, it keeps its Arc of the memory: leaked, never freed under it.
+        // did not, it keeps its clone of the region: leaked, never freed under it.
         let _ = self.wait(Instant::now() + Duration::from_secs(5));
     }
 }
 
 /// One poller: the CPU rendering of one warp of `qfwd_persistent`.
 fn run_poller(
-    memory: &HostRegion,
+    memory: &SharedRegion,
     layout: Layout,
     tickets: &Tickets,
     group: usize,
     nic: Option<&DoubleNic>,
     decoders: &DoubleDecoders,
 ) -> PollerCounters {
-    let region = memory.region();
+    let region = memory;
     let mut datagram = vec![0u8; crate::wire::HEADER_LEN + layout.max_result_len()];
     let slots = layout.slots();
     let groups = tickets.groups.len();
@@ -443,7 +443,7 @@ fn dispatch(
     code: u32,
     arg: &[u8],
     out: &mut [u8],
-    region: Region<'_>,
+    region: &SharedRegion,
     layout: &Layout,
     decoders: &DoubleDecoders,
 ) -> (i32, usize) {

@@ -1,11 +1,11 @@
 //! The host <-> device mailbox: request and response rings of fixed-size slots in one
 //! shared memory region, and the slot protocol both sides follow (docs/architecture.md).
 //!
-//! - [`layout`]: where everything sits, the sequence tags, the constants the kernel
-//!   mirrors.
-//! - [`region`]: the shared memory (a base pointer and a length) and the 16-byte chunk
-//!   accesses the protocol is made of; [`HostRegion`] is an ordinary heap region for the
-//!   CPU double (the GPU path uses mapped pinned memory from [`crate::gpu`]).
+//! - [`layout`]: where everything sits, the sequence tags, the constants the kernel gets
+//!   through [`crate::abi`].
+//! - The shared memory is a [`crate::shm::SharedRegion`] (its 16-byte chunk accesses are
+//!   what the protocol is made of): a heap region for the CPU double, mapped pinned memory
+//!   from [`crate::gpu`] for the kernels.
 //! - [`protocol`]: writing requests, reading responses (host side) and the same the other
 //!   way round (device side), stop sentinel, stall release.
 //! - [`MailboxBackend`]: the host side as a [`crate::backend::Backend`], generic over the
@@ -13,13 +13,14 @@
 //! - [`CpuDouble`]: host threads that follow the kernel's protocol exactly, so CI tests
 //!   the protocol without a GPU.
 //!
-//! Only this module and [`crate::gpu`] contain `unsafe`.
+//! No `unsafe` here: the one home of the shared-memory accesses is [`crate::shm`].
+
+#![forbid(unsafe_code)]
 
 pub mod backend;
 pub mod double;
 pub mod layout;
 pub mod protocol;
-pub mod region;
 pub(crate) mod ring;
 
 use std::fmt;
@@ -29,7 +30,6 @@ pub use backend::{MailboxBackend, MailboxDevice, PollerCounters};
 pub use double::CpuDouble;
 pub use layout::Layout;
 pub use protocol::ReplyTo;
-pub use region::{HostRegion, Region};
 
 /// How the consumer of a request learns that it is there (`rx_completion`,
 /// docs/architecture.md).

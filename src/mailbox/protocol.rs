@@ -1,4 +1,4 @@
-//! The slot protocol of [`super::layout`], as functions on a [`Region`]: what the host
+//! The slot protocol of [`super::layout`], as functions on a [`SharedRegion`]: what the host
 //! writes and reads, and what the device side (the CPU double; the kernel mirrors it in
 //! `device/forward.cu`) reads and writes.
 //!
@@ -13,8 +13,8 @@ use super::layout::{
     inline_chunks, Layout, CHUNK_BYTES, DEVICE_SENT, HEADER_BYTES, INLINE_DATA_BYTES, STOP_TAG,
     TAG_WORD_OFFSET,
 };
-use super::region::Region;
 use super::RxCompletion;
+use crate::shm::SharedRegion;
 use crate::wire::status;
 
 /// Word `i` of `bytes` (little-endian), zero-padded past the end.
@@ -86,7 +86,7 @@ impl RequestStream<'_> {
 /// chunks beyond the stream carry zeros), those for which `write(k)` says so.
 #[inline]
 fn write_tagged_stream(
-    region: Region<'_>,
+    region: &SharedRegion,
     base: usize,
     tag: u32,
     head: [u32; 2],
@@ -97,7 +97,7 @@ fn write_tagged_stream(
     for k in 0..chunks {
         if write(k) {
             let j = 3 * k;
-            region.store_chunk(
+            region.store_words(
                 base + k * CHUNK_BYTES,
                 [
                     stream_word(head, body, j),
@@ -133,7 +133,7 @@ fn copy_body_words(out: &mut [u8], j: usize, words: &[u32]) {
 /// layout the trailer is zero (see [`write_request_to`]).
 #[inline]
 pub fn write_request(
-    region: Region<'_>,
+    region: &SharedRegion,
     layout: &Layout,
     slot: usize,
     tag: u32,
@@ -147,7 +147,7 @@ pub fn write_request(
 /// in the trailer (other layouts ignore it).
 #[inline]
 pub fn write_request_to(
-    region: Region<'_>,
+    region: &SharedRegion,
     layout: &Layout,
     slot: usize,
     tag: u32,
@@ -161,7 +161,7 @@ pub fn write_request_to(
 /// [`write_request`], writing only the chunks `write(k)` selects (inline mode: chunk k of
 /// the slot; buffer mode: payload chunk k, and `write(usize::MAX)` for the flag).
 pub fn write_request_chunks(
-    region: Region<'_>,
+    region: &SharedRegion,
     layout: &Layout,
     slot: usize,
     tag: u32,
@@ -184,7 +184,7 @@ pub fn write_request_chunks(
 #[allow(clippy::too_many_arguments)]
 #[inline]
 fn write_request_stream(
-    region: Region<'_>,
+    region: &SharedRegion,
     layout: &Layout,
     slot: usize,
     tag: u32,
@@ -214,7 +214,7 @@ fn write_request_stream(
             for k in 0..chunks {
                 if write(k) {
                     let j = 3 * k;
-                    region.store_chunk(
+                    region.store_words(
                         base + k * CHUNK_BYTES,
                         [stream.word(j), stream.word(j + 1), stream.word(j + 2), tag],
                     );
@@ -229,7 +229,7 @@ fn write_request_stream(
             for k in 0..chunks {
                 if write(k) {
                     let j = 4 * k;
-                    region.store_chunk(
+                    region.store_words(
                         payload + k * CHUNK_BYTES,
                         [
                             stream.word(j),
@@ -256,7 +256,7 @@ fn write_request_stream(
 /// reads as `(status, 0)` (see [`read_completion`]).
 #[inline]
 pub fn read_response(
-    region: Region<'_>,
+    region: &SharedRegion,
     layout: &Layout,
     slot: usize,
     tag: u32,
@@ -280,14 +280,14 @@ pub struct SlotCompletion {
 /// [`DEVICE_SENT`] in its length word) from a response the host must send.
 #[inline]
 pub fn read_completion(
-    region: Region<'_>,
+    region: &SharedRegion,
     layout: &Layout,
     slot: usize,
     tag: u32,
     out: &mut [u8],
 ) -> Option<SlotCompletion> {
     let base = layout.resp_offset(slot);
-    let first = region.load_chunk(base);
+    let first = region.load_words(base);
     if first[3] != tag {
         return None;
     }
@@ -314,7 +314,7 @@ pub fn read_completion(
     let out = &mut out[..len];
     copy_body_words(out, 0, &first[..3]);
     for k in 1..inline_chunks(HEADER_BYTES + len) {
-        let chunk = region.load_chunk(base + k * CHUNK_BYTES);
+        let chunk = region.load_words(base + k * CHUNK_BYTES);
         if chunk[3] != tag {
             return None;
         }
@@ -324,7 +324,7 @@ pub fn read_completion(
 }
 
 /// Host: stop sentinel into chunk 0 of every request slot, where every poller looks.
-pub fn write_stop(region: Region<'_>, layout: &Layout) {
+pub fn write_stop(region: &SharedRegion, layout: &Layout) {
     for slot in 0..layout.slots() {
         region.store_u32(
             layout.req_offset(slot) + TAG_WORD_OFFSET,
@@ -335,7 +335,7 @@ pub fn write_stop(region: Region<'_>, layout: &Layout) {
 }
 
 /// Host: ends every debug stall in progress (bumps the release generation).
-pub fn release_stalls(region: Region<'_>, layout: &Layout) {
+pub fn release_stalls(region: &SharedRegion, layout: &Layout) {
     region.fetch_add_u32(layout.release_word_offset(), 1, Ordering::AcqRel);
 }
 
@@ -344,7 +344,7 @@ pub fn release_stalls(region: Region<'_>, layout: &Layout) {
 /// Device: the tag word of chunk 0 of `slot` (inline: the first chunk's tag; buffer: the
 /// flag). Acquire, so that the payload read after it is the one written before it.
 #[inline]
-pub fn poll_request_tag(region: Region<'_>, layout: &Layout, slot: usize) -> u32 {
+pub fn poll_request_tag(region: &SharedRegion, layout: &Layout, slot: usize) -> u32 {
     region.load_u32(layout.req_offset(slot) + TAG_WORD_OFFSET, Ordering::Acquire)
 }
 
@@ -362,14 +362,14 @@ pub enum RequestRead {
 /// Device, inline mode: reads the request in `slot` whose chunk 0 carries `tag`, and
 /// rebuilds its stream in `stage` (at least `req_slot_bytes` bytes).
 pub fn read_inline_request(
-    region: Region<'_>,
+    region: &SharedRegion,
     layout: &Layout,
     slot: usize,
     tag: u32,
     stage: &mut [u8],
 ) -> RequestRead {
     let base = layout.req_offset(slot);
-    let first = region.load_chunk(base);
+    let first = region.load_words(base);
     if first[3] != tag {
         return RequestRead::Torn;
     }
@@ -385,7 +385,7 @@ pub fn read_inline_request(
         let chunk = if k == 0 {
             first
         } else {
-            region.load_chunk(base + k * CHUNK_BYTES)
+            region.load_words(base + k * CHUNK_BYTES)
         };
         if chunk[3] != tag {
             return RequestRead::Torn;
@@ -400,13 +400,13 @@ pub fn read_inline_request(
 
 /// Device, buffer mode: reads the payload of `slot` after its flag was seen, into `stage`.
 pub fn read_buffer_request(
-    region: Region<'_>,
+    region: &SharedRegion,
     layout: &Layout,
     slot: usize,
     stage: &mut [u8],
 ) -> RequestRead {
     let payload = layout.req_offset(slot) + CHUNK_BYTES;
-    let head = region.load_chunk(payload);
+    let head = region.load_words(payload);
     let (code, arg_len) = (head[0], head[1] as usize);
     if arg_len > layout.max_arg_len() {
         return RequestRead::Oversized { code };
@@ -419,7 +419,7 @@ pub fn read_buffer_request(
         let chunk = if k == 0 {
             head
         } else {
-            region.load_chunk(payload + k * CHUNK_BYTES)
+            region.load_words(payload + k * CHUNK_BYTES)
         };
         for (i, w) in chunk.iter().enumerate() {
             let at = k * CHUNK_BYTES + 4 * i;
@@ -448,7 +448,7 @@ pub fn staged_reply_to(stage: &[u8], arg_len: usize) -> ReplyTo {
 /// the first lap of a tag cycle, as any response).
 #[inline]
 pub fn write_sent_completion(
-    region: Region<'_>,
+    region: &SharedRegion,
     layout: &Layout,
     slot: usize,
     tag: u32,
@@ -463,7 +463,7 @@ pub fn write_sent_completion(
         } else {
             [0, 0, 0, tag]
         };
-        region.store_chunk(base + k * CHUNK_BYTES, words);
+        region.store_words(base + k * CHUNK_BYTES, words);
     }
 }
 
@@ -471,7 +471,7 @@ pub fn write_sent_completion(
 /// (the kernel's `st.volatile.global.v4.u32`, no fence).
 #[inline]
 pub fn write_response(
-    region: Region<'_>,
+    region: &SharedRegion,
     layout: &Layout,
     slot: usize,
     tag: u32,
@@ -483,7 +483,7 @@ pub fn write_response(
 
 /// [`write_response`], writing only the chunks `write(k)` selects.
 pub fn write_response_chunks(
-    region: Region<'_>,
+    region: &SharedRegion,
     layout: &Layout,
     slot: usize,
     tag: u32,
@@ -513,7 +513,7 @@ pub fn write_response_chunks(
 mod tests {
     use super::*;
     use crate::mailbox::layout::{device_code, tag_for};
-    use crate::mailbox::HostRegion;
+    use crate::shm::SharedRegion;
 
     fn layout(rx: RxCompletion) -> Layout {
         Layout::new(4, 256, 64, rx).unwrap()
@@ -523,8 +523,8 @@ mod tests {
     fn request_round_trips_in_both_modes() {
         for rx in RxCompletion::ALL {
             let l = layout(rx);
-            let mem = HostRegion::zeroed(l.total_bytes());
-            let r = mem.region();
+            let mem = SharedRegion::heap(l.total_bytes()).unwrap();
+            let r = &mem;
             let mut stage = vec![0u8; l.req_slot_bytes()];
             for len in [0usize, 1, 3, 4, 5, 11, 12, 13, 100, l.max_arg_len()] {
                 let arg: Vec<u8> = (0..len).map(|i| (i * 7 + 1) as u8).collect();
@@ -551,8 +551,8 @@ mod tests {
     #[test]
     fn response_round_trips_and_partial_ones_are_refused() {
         let l = layout(RxCompletion::Inline);
-        let mem = HostRegion::zeroed(l.total_bytes());
-        let r = mem.region();
+        let mem = SharedRegion::heap(l.total_bytes()).unwrap();
+        let r = &mem;
         let mut out = vec![0u8; l.max_result_len()];
         let result: Vec<u8> = (0..l.max_result_len() as u8).collect();
         assert_eq!(read_response(r, &l, 2, 3, &mut out), None);
@@ -578,27 +578,27 @@ mod tests {
     #[test]
     fn first_lap_of_a_cycle_rewrites_the_whole_slot() {
         let l = layout(RxCompletion::Inline);
-        let mem = HostRegion::zeroed(l.total_bytes());
-        let r = mem.region();
+        let mem = SharedRegion::heap(l.total_bytes()).unwrap();
+        let r = &mem;
         write_request(r, &l, 0, 1, device_code::PARITY, &[1]);
         for k in 0..l.req_chunks() {
-            assert_eq!(r.load_chunk(l.req_offset(0) + k * CHUNK_BYTES)[3], 1);
+            assert_eq!(r.load_words(l.req_offset(0) + k * CHUNK_BYTES)[3], 1);
         }
         write_response(r, &l, 0, 1, 0, &[1]);
         for k in 0..l.resp_chunks() {
-            assert_eq!(r.load_chunk(l.resp_offset(0) + k * CHUNK_BYTES)[3], 1);
+            assert_eq!(r.load_words(l.resp_offset(0) + k * CHUNK_BYTES)[3], 1);
         }
         // Other laps write only what the stream needs.
         write_request(r, &l, 1, 2, device_code::PARITY, &[1]);
-        assert_eq!(r.load_chunk(l.req_offset(1) + CHUNK_BYTES)[3], 0);
+        assert_eq!(r.load_words(l.req_offset(1) + CHUNK_BYTES)[3], 0);
     }
 
     #[test]
     fn reply_layouts_carry_the_wire_identity_after_the_argument() {
         for rx in RxCompletion::ALL {
             let l = layout(rx).with_reply(true);
-            let mem = HostRegion::zeroed(l.total_bytes());
-            let r = mem.region();
+            let mem = SharedRegion::heap(l.total_bytes()).unwrap();
+            let r = &mem;
             let mut stage = vec![0u8; l.req_slot_bytes()];
             for len in [0usize, 1, 3, 4, 5, 13, l.max_arg_len()] {
                 let arg: Vec<u8> = (0..len).map(|i| (i * 5 + 3) as u8).collect();
@@ -642,8 +642,8 @@ mod tests {
     #[test]
     fn sent_completions_read_as_sent_and_rewrite_the_slot_on_tag_one() {
         let l = layout(RxCompletion::Inline).with_reply(true);
-        let mem = HostRegion::zeroed(l.total_bytes());
-        let r = mem.region();
+        let mem = SharedRegion::heap(l.total_bytes()).unwrap();
+        let r = &mem;
         let mut out = vec![0u8; l.max_result_len()];
         write_response(r, &l, 3, 5, 0, &[1; 20]);
         write_sent_completion(r, &l, 3, 6, status::UNKNOWN_FUNCTION, 0);
@@ -660,10 +660,10 @@ mod tests {
             Some((status::UNKNOWN_FUNCTION, 0))
         );
         // Only chunk 0 is written on other laps.
-        assert_eq!(r.load_chunk(l.resp_offset(3) + CHUNK_BYTES)[3], 5);
+        assert_eq!(r.load_words(l.resp_offset(3) + CHUNK_BYTES)[3], 5);
         write_sent_completion(r, &l, 3, 1, 0, 1);
         for k in 0..l.resp_chunks() {
-            assert_eq!(r.load_chunk(l.resp_offset(3) + k * CHUNK_BYTES)[3], 1);
+            assert_eq!(r.load_words(l.resp_offset(3) + k * CHUNK_BYTES)[3], 1);
         }
         assert!(
             read_completion(r, &l, 3, 1, &mut out)
@@ -685,8 +685,8 @@ mod tests {
     fn stop_reaches_every_slot_and_release_bumps() {
         for rx in RxCompletion::ALL {
             let l = layout(rx);
-            let mem = HostRegion::zeroed(l.total_bytes());
-            let r = mem.region();
+            let mem = SharedRegion::heap(l.total_bytes()).unwrap();
+            let r = &mem;
             write_stop(r, &l);
             for s in 0..l.slots() {
                 assert_eq!(poll_request_tag(r, &l, s), STOP_TAG);

@@ -14,7 +14,7 @@
 //!   not bind.
 //!
 //! Everything here except `dv` is plain byte arithmetic, shared by the host poster, the
-//! soft NIC, the real verbs path and (mirrored by hand) `device/doorbell.cu`.
+//! soft NIC, the real verbs path and (through the constants of [`crate::abi`]) the kernels.
 #![cfg_attr(not(feature = "rdma"), forbid(unsafe_code))]
 
 use std::fmt;
@@ -58,12 +58,12 @@ impl Doorbell {
         Doorbell::BlueFlame,
     ];
 
-    /// The code `device/doorbell.cu` uses for this mode (`QFWD_DB_MODE_*`).
+    /// The code the kernels use for this mode (`QFWD_DB_MODE_*` of `qfwd_abi.h`).
     pub fn device_code(&self) -> u32 {
         match self {
-            Doorbell::CpuAssisted => 0,
-            Doorbell::Regular => 1,
-            Doorbell::BlueFlame => 2,
+            Doorbell::CpuAssisted => crate::abi::DB_MODE_CPU_ASSISTED,
+            Doorbell::Regular => crate::abi::DB_MODE_REGULAR,
+            Doorbell::BlueFlame => crate::abi::DB_MODE_BLUEFLAME,
         }
     }
 

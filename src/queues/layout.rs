@@ -19,6 +19,7 @@
 
 use std::time::Duration;
 
+use crate::abi::DoorbellSendsParams;
 use crate::idle::IdlePolicy;
 use crate::mlx5::layout::{cqe, uar, WQEBB};
 use crate::mlx5::Doorbell;
@@ -316,9 +317,10 @@ impl NicLayout {
     }
 }
 
-/// The parameter block of `device/doorbell.cu`'s test kernel `qfwd_doorbell_post_sends`
-/// for a soft NIC whose region the GPU sees at `device_base`: `n` SENDs of `payload_len`
-/// bytes with doorbell `mode`; `scratch` is device memory of at least 236 bytes.
+/// The parameters of `device/doorbell.cu`'s test kernel `qfwd_doorbell_post_sends` for a
+/// soft NIC whose region the GPU sees at `device_base`: `n` SENDs of `payload_len` bytes
+/// with doorbell `mode`; `scratch` is device memory of at least
+/// [`crate::abi::MAX_INLINE`] bytes, `result` of 4 u32.
 pub fn device_params(
     layout: &NicLayout,
     device_base: u64,
@@ -326,86 +328,43 @@ pub fn device_params(
     n: u32,
     payload_len: u32,
     scratch: u64,
-) -> [u64; 18] {
+    result: u64,
+) -> DoorbellSendsParams {
     let at = |off: usize| device_base + off as u64;
-    [
-        at(layout.sq),
-        at(QP_DBREC),
-        at(BF_HALVES[0]),
-        at(layout.tx_cq),
-        at(TX_CQ_DBREC),
-        at(layout.resp_ring),
-        at(RESP_CI),
+    DoorbellSendsParams {
+        sq: at(layout.sq),
+        qp_dbrec: at(QP_DBREC),
+        bf: at(BF_HALVES[0]),
+        cq: at(layout.tx_cq),
+        cq_dbrec: at(TX_CQ_DBREC),
+        resp_ring: at(layout.resp_ring),
+        resp_ci: at(RESP_CI),
         scratch,
-        layout.sq_wqebbs as u64,
-        layout.tx_cqes as u64,
-        layout.qpn as u64,
-        uar::BF_SIZE as u64,
-        0, // reserved
-        mode.device_code() as u64,
-        n as u64,
-        payload_len as u64,
-        layout.resp_slots as u64,
-        layout.resp_slot_bytes as u64,
-    ]
+        result,
+        wqe_cnt: layout.sq_wqebbs,
+        cqe_cnt: layout.tx_cqes,
+        qpn: layout.qpn,
+        bf_size: uar::BF_SIZE as u32,
+        mode: mode.device_code(),
+        n,
+        payload_len,
+        resp_slots: layout.resp_slots,
+        resp_slot_bytes: layout.resp_slot_bytes as u32,
+        reserved: 0,
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    /// `device/doorbell.cu` mirrors these constants by hand.
     #[test]
-    fn device_code_mirrors_the_rust_constants() {
-        use crate::mlx5::layout::{ctrl, inline, opcodes};
-        use crate::mlx5::wqe::MAX_SEND_INLINE;
-        let src = include_str!("../../device/doorbell.cu");
-        let define = |name: &str| -> u64 {
-            let line = src
-                .lines()
-                .find(|l| l.starts_with(&format!("#define {name} ")))
-                .unwrap_or_else(|| panic!("doorbell.cu has no #define {name}"));
-            let v = line
-                .split_whitespace()
-                .nth(2)
-                .unwrap()
-                .trim_end_matches("ull")
-                .trim_end_matches('u');
-            match v.strip_prefix("0x") {
-                Some(h) => u64::from_str_radix(h, 16).unwrap(),
-                None => v.parse().unwrap(),
-            }
-        };
-        assert_eq!(define("QFWD_DB_WQEBB"), WQEBB as u64);
-        assert_eq!(define("QFWD_DB_OPCODE_SEND"), opcodes::SEND as u64);
-        assert_eq!(define("QFWD_DB_CTRL_CQ_UPDATE"), ctrl::CQ_UPDATE as u64);
-        assert_eq!(define("QFWD_DB_INLINE_SEG"), inline::FLAG as u64);
-        assert_eq!(define("QFWD_DB_MAX_INLINE"), MAX_SEND_INLINE as u64);
-        assert_eq!(define("QFWD_DB_BF_POISON"), BF_POISON);
-        assert_eq!(
-            define("QFWD_DB_RESP_FIRST_DATA"),
-            RESP_FIRST_CHUNK_DATA as u64
-        );
-        assert_eq!(define("QFWD_DB_RESP_CHUNK_DATA"), RESP_CHUNK_DATA as u64);
-        assert_eq!(
-            define("QFWD_DB_CQE_OPCODE_REQ_ERR"),
-            crate::mlx5::CqeOpcode::ReqErr as u64
-        );
-        assert_eq!(
-            define("QFWD_DB_CQE_OPCODE_INVALID"),
-            crate::mlx5::CqeOpcode::Invalid as u64
-        );
-        for d in Doorbell::ALL {
-            let name = format!(
-                "QFWD_DB_MODE_{}",
-                d.as_str().replace('-', "_").to_uppercase()
-            );
-            assert_eq!(define(&name), d.device_code() as u64, "{name}");
-        }
+    fn doorbell_test_params_describe_the_queues() {
         let l = NicLayout::new(&SoftNicConfig::default()).unwrap();
-        let p = device_params(&l, 0x1000_0000, Doorbell::BlueFlame, 5, 32, 0x42);
-        assert_eq!(p[2], 0x1000_0000 + 0x800);
-        assert_eq!(p[13], 2);
+        let p = device_params(&l, 0x1000_0000, Doorbell::BlueFlame, 5, 32, 0x42, 0x80);
+        assert_eq!(p.bf, 0x1000_0000 + 0x800);
+        assert_eq!(p.mode, crate::abi::DB_MODE_BLUEFLAME);
+        assert_eq!((p.scratch, p.result, p.n), (0x42, 0x80, 5));
     }
 
     #[test]

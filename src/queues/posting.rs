@@ -8,32 +8,33 @@
 //! through the NIC's host path instead (see [`super::SoftNicTransport::start_device_posted`]).
 //!
 //! The kernel's view of the SQ is a block of device memory ([`BLOCK_BYTES`]): the
-//! description words ([`DevicePosting::block`]) then the posters' shared state (lock,
+//! description ([`DevicePosting::desc`], an [`abi::PostingDesc`]) then the posters' shared
+//! state (lock,
 //! producer counter, BlueFlame half, CQ consumer index) and counters
-//! ([`DevicePostCounters`]). The offsets are mirrored by hand in `device/doorbell.cu`.
+//! ([`DevicePostCounters`]); `device/doorbell.cu` gets the offsets from `qfwd_abi.h`
+//! ([`crate::abi`]).
 #![forbid(unsafe_code)]
 
 use super::host::SendQueue;
 use super::layout::{NicLayout, SoftNicConfig, BF_HALVES, QP_DBREC, TX_CQ_DBREC};
+use crate::abi::PostingDesc;
 use crate::mlx5::layout::uar;
 use crate::mlx5::Doorbell;
 use crate::shm::SharedRegion;
 use crate::{Error, Result};
 
-/// Description words at the start of the device block.
-pub const BLOCK_WORDS: usize = 12;
-/// Byte offset of the posting lock (u32) in the device block (`QFWD_DB_NIC_LOCK`).
+/// Byte offset of the posting lock (u32) in the device block (`QFWD_POSTING_LOCK`).
 pub const LOCK_OFFSET: usize = 256;
-/// Byte offset of the posters' state: u32 pi, half, ci, done, posts (`QFWD_DB_NIC_STATE`).
+/// Byte offset of the posters' state: u32 pi, half, ci, done, posts (`QFWD_POSTING_STATE`).
 pub const STATE_OFFSET: usize = 384;
-/// Byte offset of the u64 counters (`QFWD_DB_NIC_COUNTERS`).
+/// Byte offset of the u64 counters (`QFWD_POSTING_COUNTERS`).
 pub const COUNTERS_OFFSET: usize = 512;
 /// Number of u64 counters.
 pub const COUNTERS: usize = 6;
-/// Bytes of the whole device block (`QFWD_DB_NIC_BYTES`).
+/// Bytes of the whole device block (`QFWD_POSTING_BYTES`).
 pub const BLOCK_BYTES: usize = 640;
 
-const _: () = assert!(BLOCK_WORDS * 8 <= LOCK_OFFSET);
+const _: () = assert!(std::mem::size_of::<PostingDesc>() <= LOCK_OFFSET);
 const _: () = assert!(COUNTERS_OFFSET + COUNTERS * 8 <= BLOCK_BYTES);
 
 /// A soft NIC whose send queue a device side posts to: its memory and settings.
@@ -80,25 +81,24 @@ impl DevicePosting {
         self.config.doorbell
     }
 
-    /// The description words of the device block for a device that addresses the region
-    /// at `device_base` (a GPU: the mapped pointer of the pinned memory).
-    pub fn block(&self, device_base: u64) -> [u64; BLOCK_WORDS] {
+    /// The description at the start of the device block, for a device that addresses the
+    /// region at `device_base` (a GPU: the mapped pointer of the pinned memory).
+    pub fn desc(&self, device_base: u64) -> PostingDesc {
         let at = |off: usize| device_base + off as u64;
         let l = &self.layout;
-        [
-            at(l.sq),
-            at(QP_DBREC),
-            at(BF_HALVES[0]),
-            at(l.tx_cq),
-            at(TX_CQ_DBREC),
-            l.sq_wqebbs as u64,
-            l.tx_cqes as u64,
-            l.qpn as u64,
-            uar::BF_SIZE as u64,
-            0, // reserved
-            self.config.doorbell.device_code() as u64,
-            self.config.signal_every as u64,
-        ]
+        PostingDesc {
+            sq: at(l.sq),
+            qp_dbrec: at(QP_DBREC),
+            bf: at(BF_HALVES[0]),
+            cq: at(l.tx_cq),
+            cq_dbrec: at(TX_CQ_DBREC),
+            wqe_cnt: l.sq_wqebbs,
+            cqe_cnt: l.tx_cqes,
+            qpn: l.qpn,
+            bf_size: uar::BF_SIZE as u32,
+            mode: self.config.doorbell.device_code(),
+            signal_every: self.config.signal_every,
+        }
     }
 
     /// A host poster on this SQ with the configured doorbell: what the CPU double posts
@@ -128,7 +128,7 @@ pub struct DevicePostCounters {
 }
 
 impl DevicePostCounters {
-    /// From the block's counter words (`COUNTERS` of them, in `QFWD_DB_CTR_*` order).
+    /// From the block's counter words (`COUNTERS` of them, in `QFWD_POST_CTR_*` order).
     pub fn from_words(w: &[u64]) -> DevicePostCounters {
         let at = |i: usize| w.get(i).copied().unwrap_or(0);
         DevicePostCounters {
@@ -158,43 +158,13 @@ impl DevicePostCounters {
 mod tests {
     use super::*;
 
-    /// `device/doorbell.cu` mirrors the block's offsets by hand.
     #[test]
-    fn device_code_mirrors_the_block_layout() {
-        let src = include_str!("../../device/doorbell.cu");
-        let define = |name: &str| -> u64 {
-            let line = src
-                .lines()
-                .find(|l| l.starts_with(&format!("#define {name} ")))
-                .unwrap_or_else(|| panic!("doorbell.cu has no #define {name}"));
-            let v = line
-                .split_whitespace()
-                .nth(2)
-                .unwrap()
-                .trim_end_matches('u');
-            match v.strip_prefix("0x") {
-                Some(h) => u64::from_str_radix(h, 16).unwrap(),
-                None => v.parse().unwrap(),
-            }
-        };
-        assert_eq!(define("QFWD_DB_NIC_LOCK"), LOCK_OFFSET as u64);
-        assert_eq!(define("QFWD_DB_NIC_STATE"), STATE_OFFSET as u64);
-        assert_eq!(define("QFWD_DB_NIC_COUNTERS"), COUNTERS_OFFSET as u64);
-        assert_eq!(define("QFWD_DB_NIC_BYTES"), BLOCK_BYTES as u64);
-        let names = [
-            "POSTED",
-            "FALLBACKS",
-            "LOCK_SPINS",
-            "ROOM_WAITS",
-            "CQES",
-            "ERROR_CQES",
-        ];
-        for (i, n) in names.iter().enumerate() {
-            assert_eq!(define(&format!("QFWD_DB_CTR_{n}")), i as u64, "{n}");
-        }
+    fn counters_come_in_the_device_order() {
         let c = DevicePostCounters::from_words(&[1, 2, 3, 4, 5, 6]);
         assert_eq!(c.pairs()[5], ("error_cqes", 6));
         assert_eq!(c.fallbacks, 2);
+        assert_eq!(crate::abi::POST_CTR_FALLBACKS, 1);
+        assert_eq!(crate::abi::POST_CTR_ERROR_CQES as usize, COUNTERS - 1);
     }
 
     #[test]
@@ -203,11 +173,15 @@ mod tests {
         let l = NicLayout::new(&cfg).unwrap();
         let region = SharedRegion::heap(l.len).unwrap();
         let p = DevicePosting::new(region.clone(), &cfg).unwrap();
-        let b = p.block(0x7000_0000);
-        assert_eq!(b[0], 0x7000_0000 + l.sq as u64);
-        assert_eq!(b[2], 0x7000_0000 + 0x800);
-        assert_eq!(b[10], 2);
-        assert_eq!(b[11], cfg.signal_every as u64);
+        let d = p.desc(0x7000_0000);
+        assert_eq!(d.sq, 0x7000_0000 + l.sq as u64);
+        assert_eq!(d.bf, 0x7000_0000 + 0x800);
+        assert_eq!(d.mode, crate::abi::DB_MODE_BLUEFLAME);
+        assert_eq!(d.signal_every, cfg.signal_every);
+        assert_eq!(
+            d.to_u64_words().len() * 8,
+            std::mem::size_of::<PostingDesc>()
+        );
         assert!(p.send_queue().is_ok());
         assert!(DevicePosting::new(region, &SoftNicConfig::new(Doorbell::CpuAssisted)).is_err());
     }

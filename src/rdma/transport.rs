@@ -18,7 +18,7 @@ use rdma_sys::ibv_wc_opcode;
 
 use super::control::{ControlSocket, Endpoint};
 use super::verbs::{Context, Cq, Mr, Pd, Qp, QpKind};
-use crate::softnic::SharedRegion;
+use crate::shm::SharedRegion;
 use crate::transport::{Client, Transport};
 use crate::{Error, Result};
 

@@ -17,7 +17,7 @@ use rdma_sys::*;
 
 use super::control::Endpoint;
 use super::sysfs;
-use crate::softnic::SharedRegion;
+use crate::shm::SharedRegion;
 use crate::{Error, Result};
 
 /// The error of a verbs call that returned `ret` (an errno, or -1 with errno set).

@@ -12,15 +12,15 @@
 //!   QPU side.
 //! - [`SendQueue`], [`CqConsumer`], [`RespProducer`]/[`RespConsumer`]: the host side of
 //!   the queues, the same sequences libmlx5 runs against hardware.
-//! - [`SoftNicTransport`]: the forwarder's end, a [`crate::transport::Transport`];
-//!   [`inproc`] and [`udp`] build one with its emulator-facing wire ([`inproc_in`] and
-//!   [`udp_in`] in memory the caller allocated, e.g. GPU-mapped).
+//! - [`SoftNicTransport`]: the forwarder's end, a [`crate::transport::Transport`], over a
+//!   NIC whose QPU-facing wire is any transport ([`crate::serve::wiring`] builds the
+//!   in-process and UDP ones).
 //! - [`DevicePosting`]: the send queue handed to a device side that posts its own
 //!   responses (GPU-initiated doorbells); the host then answers through the NIC's host
 //!   path.
 //!
-//! Threads yield when idle and stop (bounded wait) when their owner is dropped. Only
-//! [`region`] contains `unsafe` code.
+//! Threads yield when idle and stop (bounded wait) when their owner is dropped. No `unsafe`
+//! here: the memory accesses are [`crate::shm`]'s.
 
 mod nic;
 mod transport;
@@ -30,4 +30,4 @@ pub use crate::queues::layout::{device_params, ErrorPolicy, NicLayout, SoftNicCo
 pub use crate::queues::posting::{DevicePostCounters, DevicePosting};
 pub use crate::shm::SharedRegion;
 pub use nic::{NicCounters, NicEngine, NicStats, SoftNic};
-pub use transport::{inproc, inproc_in, udp, udp_in, SoftNicTransport, TransportCounters};
+pub use transport::{SoftNicTransport, TransportCounters};

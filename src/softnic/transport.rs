@@ -14,11 +14,11 @@
 //!   (the forwarder's own answers: malformed, overload, watchdog) writes into the response
 //!   ring, which the NIC thread drains itself (its host path, a second QP on a ConnectX).
 //!
-//! The QPU side is the NIC's wire: an in-process ring ([`inproc`]) or a UDP socket
-//! ([`udp`]); the emulator talks to it with the matching [`crate::transport::Client`].
+//! The QPU side is the NIC's wire, any [`Transport`]: an in-process ring or a UDP socket,
+//! chosen where a service is assembled ([`crate::serve::wiring`]); the emulator talks to it
+//! with the matching [`crate::transport::Client`].
 #![forbid(unsafe_code)]
 
-use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -31,8 +31,6 @@ use crate::queues::host::{CqConsumer, RespConsumer, RespProducer, SendCounters, 
 use crate::queues::layout::{NicLayout, SoftNicConfig, QP_DBREC};
 use crate::queues::posting::DevicePosting;
 use crate::shm::SharedRegion;
-use crate::transport::inproc::{self, InprocClient};
-use crate::transport::udp::{AllowedPeer, UdpTransport};
 use crate::transport::{Transport, TransportDrops};
 use crate::worker::Worker;
 use crate::{Error, Result};
@@ -412,67 +410,4 @@ fn proxy_loop(
 
 fn ring_capacity(_ring: &RespConsumer) -> usize {
     crate::wire::MAX_DATAGRAM + 1
-}
-
-/// A soft NIC in a fresh heap region whose wire is an in-process ring: returns the
-/// emulator's client and the forwarder's transport.
-pub fn inproc(config: &SoftNicConfig) -> Result<(InprocClient, SoftNicTransport)> {
-    let layout = NicLayout::new(config)?;
-    inproc_in(config, SharedRegion::heap(layout.len)?, false)
-}
-
-/// [`inproc()`] in `region` (at least [`NicLayout::len`] bytes: GPU-mapped memory for a
-/// kernel that posts), with the send queue handed to a device side when `device_posted`
-/// (see [`SoftNicTransport::start_device_posted`]).
-pub fn inproc_in(
-    config: &SoftNicConfig,
-    region: SharedRegion,
-    device_posted: bool,
-) -> Result<(InprocClient, SoftNicTransport)> {
-    let layout = NicLayout::new(config)?;
-    let slot = layout.rx_slot_bytes.max(config.max_response_bytes as usize);
-    let (client, wire) = inproc::channel(2 * layout.rx_slots as usize, slot)?;
-    let transport = if device_posted {
-        SoftNicTransport::start_device_posted(config, region, wire)?
-    } else {
-        SoftNicTransport::start(config, region, wire)?
-    };
-    Ok((client, transport))
-}
-
-/// A soft NIC in a fresh heap region whose wire is a UDP socket bound to `listen`:
-/// returns the bound address (for the emulator's `UdpClient`) and the transport. The QP
-/// connects to the first allowed peer that sends a CUQR request; datagrams from other peers
-/// are dropped and counted ([`TransportDrops`]).
-pub fn udp(
-    config: &SoftNicConfig,
-    listen: SocketAddr,
-    allowlist: Vec<AllowedPeer>,
-) -> Result<(SocketAddr, SoftNicTransport)> {
-    let layout = NicLayout::new(config)?;
-    udp_in(
-        config,
-        listen,
-        allowlist,
-        SharedRegion::heap(layout.len)?,
-        false,
-    )
-}
-
-/// [`udp`] in `region`, with the send queue handed to a device side when `device_posted`.
-pub fn udp_in(
-    config: &SoftNicConfig,
-    listen: SocketAddr,
-    allowlist: Vec<AllowedPeer>,
-    region: SharedRegion,
-    device_posted: bool,
-) -> Result<(SocketAddr, SoftNicTransport)> {
-    let wire = UdpTransport::bind(listen, allowlist)?;
-    let local = wire.local_addr();
-    let transport = if device_posted {
-        SoftNicTransport::start_device_posted(config, region, wire)?
-    } else {
-        SoftNicTransport::start(config, region, wire)?
-    };
-    Ok((local, transport))
 }

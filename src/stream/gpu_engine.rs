@@ -37,7 +37,6 @@ use super::state::RoundCounts;
 use super::worker::{Outgoing, WorkerCounts};
 use crate::idle::IdleWait;
 use crate::transport::inproc::{self, Consumer, InprocServer};
-use crate::transport::udp::{AllowedPeer, UdpTransport};
 use crate::transport::Transport;
 use crate::wire::{self, HEADER_LEN};
 use crate::{Error, Result};
@@ -738,19 +737,22 @@ pub fn spawn_batched_inproc(
     spawn_batched(server, opts, model, decoder, None, description)
 }
 
-/// Binds `listen` and serves it with a batched engine (whatever the settings' `engine`
-/// says).
-pub fn spawn_batched_udp(
+/// Serves `transport` (reached at `local_addr`, described as `on`: `udp ADDR`) with a
+/// batched engine (whatever the settings' `engine` says).
+pub fn spawn_batched_on<T>(
+    transport: T,
     opts: &ServiceOptions,
     model: Arc<StreamModel>,
-    listen: SocketAddr,
-    allowlist: Vec<AllowedPeer>,
+    local_addr: Option<SocketAddr>,
+    on: &str,
     which: BatchedDecoder,
-) -> Result<RunningStreams> {
+) -> Result<RunningStreams>
+where
+    T: Transport + Send + 'static,
+    T::Peer: PeerBytes,
+{
     opts.settings.validate()?;
     let decoder = which.build(&model, opts.settings.streams)?;
-    let transport = UdpTransport::bind(listen, allowlist)?;
-    let local = transport.local_addr();
-    let description = describe(opts, &model, decoder.as_ref(), &format!("udp {local}"));
-    spawn_batched(transport, opts, model, decoder, Some(local), description)
+    let description = describe(opts, &model, decoder.as_ref(), on);
+    spawn_batched(transport, opts, model, decoder, local_addr, description)
 }

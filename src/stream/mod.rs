@@ -21,9 +21,9 @@ pub mod state;
 pub mod worker;
 
 pub use gpu_engine::{
-    spawn_batched_inproc, spawn_batched_udp, BatchedCounts, BatchedDecoder, GpuEngineOptions,
+    spawn_batched_inproc, spawn_batched_on, BatchedCounts, BatchedDecoder, GpuEngineOptions,
 };
 pub use service::{
-    load_model, spawn, spawn_inproc, spawn_udp, RunningStreams, ServiceOptions, StreamEngine,
-    StreamSettings, StreamStats,
+    batched_engine, describe, load_model, spawn, spawn_inproc, RunningStreams, ServiceOptions,
+    StreamEngine, StreamSettings, StreamStats,
 };

@@ -1,7 +1,8 @@
 //! The CPU stream service: a dispatcher thread on the transport and a pool of decoder
 //! threads (by default one per core left), the streams dealt to them in contiguous
-//! ranges. [`spawn_udp`] serves `qfwd run --streams`; [`spawn_inproc`] serves the
-//! harness's in-process ring.
+//! ranges, on any [`Transport`] ([`spawn`]): `qfwd run --streams` gets a UDP socket from
+//! `crate::serve` (where wires are chosen); [`spawn_inproc`] serves the harness's
+//! in-process ring.
 #![forbid(unsafe_code)]
 
 use std::fmt;
@@ -21,7 +22,6 @@ use super::state::RoundCounts;
 use super::worker::{Worker, WorkerCounts};
 use crate::idle::IdlePolicy;
 use crate::transport::inproc::{self, InprocServer};
-use crate::transport::udp::{AllowedPeer, UdpTransport};
 use crate::transport::Transport;
 use crate::wire::HEADER_LEN;
 use crate::{Error, Result};
@@ -348,31 +348,15 @@ pub fn spawn_inproc(
     model: Arc<StreamModel>,
     server: InprocServer,
 ) -> Result<RunningStreams> {
-    if let Some(which) = batched(&opts.settings) {
+    if let Some(which) = batched_engine(&opts.settings) {
         return super::gpu_engine::spawn_batched_inproc(opts, model, server, which);
     }
     let description = describe(opts, &model, "an inproc ring");
     spawn(server, opts, model, None, description)
 }
 
-/// Binds `listen` and serves it (with the engine the settings name).
-pub fn spawn_udp(
-    opts: &ServiceOptions,
-    model: Arc<StreamModel>,
-    listen: SocketAddr,
-    allowlist: Vec<AllowedPeer>,
-) -> Result<RunningStreams> {
-    if let Some(which) = batched(&opts.settings) {
-        return super::gpu_engine::spawn_batched_udp(opts, model, listen, allowlist, which);
-    }
-    let transport = UdpTransport::bind(listen, allowlist)?;
-    let local = transport.local_addr();
-    let description = describe(opts, &model, &format!("udp {local}"));
-    spawn(transport, opts, model, Some(local), description)
-}
-
-/// The batched engine's decoder, when the settings ask for one.
-fn batched(s: &StreamSettings) -> Option<super::gpu_engine::BatchedDecoder> {
+/// The batched engine's decoder, when the settings ask for one (`None`: the CPU pool).
+pub fn batched_engine(s: &StreamSettings) -> Option<super::gpu_engine::BatchedDecoder> {
     use super::gpu_engine::{BatchedDecoder, GpuEngineOptions};
     match s.engine {
         StreamEngine::Cpu => None,
@@ -384,7 +368,8 @@ fn batched(s: &StreamSettings) -> Option<super::gpu_engine::BatchedDecoder> {
     }
 }
 
-fn describe(opts: &ServiceOptions, model: &StreamModel, on: &str) -> String {
+/// The start-up line of a stream service on `on` (a wire's words: `udp ADDR`, ...).
+pub fn describe(opts: &ServiceOptions, model: &StreamModel, on: &str) -> String {
     let s = &opts.settings;
     format!(
         "{} streams of {} ({} bits a round), windows of {} rounds committing {}, \

@@ -267,7 +267,7 @@ pub fn measure(
     };
     let (outcome, stats) = match point.transport {
         TransportKind::Udp => {
-            let running = qfwd::stream::spawn_udp(
+            let running = qfwd::serve::wiring::streams_udp(
                 &opts,
                 model,
                 "127.0.0.1:0".parse().expect("literal"),

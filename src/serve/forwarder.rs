@@ -1,9 +1,8 @@
-//! Starting a forwarder: pick the transport and backend a [`RunConfig`] names, pin a
-//! thread, run the loop, hand back the counters. Used by `qfwd run` and by the
-//! latency harness (which runs forwarders in-process).
+//! The `cpu-forwarded` data path: the forwarding loop on its own (pinned) thread, over the
+//! backend the topology names (cpu, gpu-launch, gpu-graph, gpu-persistent, several GPUs
+//! routed by function); the thread reports live intervals and returns the final counters.
 #![forbid(unsafe_code)]
 
-use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc};
 use std::thread::JoinHandle;
@@ -11,68 +10,51 @@ use std::time::{Duration, Instant};
 
 use crate::backend::{Backend, CpuBackend, Topology};
 use crate::config::RunConfig;
-use crate::direct::DirectService;
 use crate::forward::{Forwarder, StopWhen};
 use crate::gpu;
 use crate::handler::Registry;
+use crate::queues::DevicePosting;
 use crate::route::{RouteBackend, RouteCounters, RouteMap};
-use crate::softnic::DevicePosting;
 use crate::stats::{Interval, Stats};
-use crate::transport::inproc::InprocServer;
-use crate::transport::udp::UdpTransport;
 use crate::transport::Transport;
 use crate::{Error, Result};
 
-/// A forwarder running on its own thread.
-pub struct Running {
+/// A forwarding loop running on its own thread.
+pub(super) struct ForwarderThread {
     stop: Arc<AtomicBool>,
     thread: Option<JoinHandle<Result<Stats>>>,
-    local_addr: Option<SocketAddr>,
-    description: String,
     /// Live interval reports (every `stats_interval_s`), oldest first.
     intervals: mpsc::Receiver<Interval>,
 }
 
-impl Running {
-    /// The UDP address it listens on (None for inproc).
-    pub fn local_addr(&self) -> Option<SocketAddr> {
-        self.local_addr
-    }
-
-    /// One line saying what is served, where, and how (the start-up line).
-    pub fn description(&self) -> &str {
-        &self.description
-    }
-
-    /// The flag that stops it (signal handlers set it).
-    pub fn stop_flag(&self) -> Arc<AtomicBool> {
+impl ForwarderThread {
+    pub(super) fn stop_flag(&self) -> Arc<AtomicBool> {
         self.stop.clone()
     }
 
-    /// The interval reports made since the last call (none when `stats_interval_s` is 0):
-    /// the caller prints them, as text or JSON.
-    pub fn intervals(&self) -> impl Iterator<Item = Interval> + '_ {
-        self.intervals.try_iter()
+    /// The interval reports made since the last call.
+    pub(super) fn intervals(&self) -> Vec<Interval> {
+        self.intervals.try_iter().collect()
     }
 
     /// Whether the loop has ended (duration elapsed, or an error).
-    pub fn is_finished(&self) -> bool {
+    pub(super) fn is_finished(&self) -> bool {
         self.thread.as_ref().is_none_or(|t| t.is_finished())
     }
 
     /// Asks it to stop; it drains in-flight requests, then exits.
-    pub fn stop(&self) {
+    pub(super) fn stop(&self) {
         self.stop.store(true, Ordering::Relaxed);
     }
 
     /// Waits for it to end and returns its counters.
-    pub fn join(mut self) -> Result<Stats> {
+    pub(super) fn join(mut self) -> Result<Stats> {
         let t = self.thread.take().ok_or(Error::ThreadPanicked)?;
         t.join().map_err(|_| Error::ThreadPanicked)?
     }
 }
 
-impl Drop for Running {
+impl Drop for ForwarderThread {
     fn drop(&mut self) {
         if let Some(t) = self.thread.take() {
             self.stop.store(true, Ordering::Relaxed);
@@ -81,196 +63,9 @@ impl Drop for Running {
     }
 }
 
-/// Binds the UDP socket (so the address is known and errors surface here), then
-/// starts the loop on its own thread.
-pub fn spawn_udp(config: &RunConfig) -> Result<Running> {
-    config.validate()?;
-    let transport = UdpTransport::bind(config.listen, config.allowlist()?)?;
-    let local = transport.local_addr();
-    let description = format!("udp {local}; {}", allow_description(transport.allowlist()));
-    spawn(transport, config, Some(local), description, None)
-}
-
-/// The start-up line's words on who may send requests.
-fn allow_description(allowlist: &[crate::transport::udp::AllowedPeer]) -> String {
-    if allowlist.is_empty() {
-        "no allowlist: accepting requests from every peer".to_string()
-    } else {
-        let list: Vec<String> = allowlist.iter().map(|a| a.to_string()).collect();
-        format!("allowing only {}", list.join(", "))
-    }
-}
-
-/// Starts a soft NIC whose wire is a UDP socket, and the loop behind it. With
-/// `gpu-persistent` and a `regular` or `blueflame` doorbell the kernel rings the NIC
-/// itself ([`RunConfig::device_posts`]).
-pub fn spawn_softnic_udp(config: &RunConfig) -> Result<Running> {
-    config.validate()?;
-    let nic = config.softnic_config();
-    let region = softnic_region(config, &nic)?;
-    let (local, transport) = crate::softnic::udp_in(
-        &nic,
-        config.listen,
-        config.allowlist()?,
-        region,
-        config.device_posts(),
-    )?;
-    let description = format!(
-        "soft NIC ({}) on udp {local}; {}; its queue pair connects to the first of them \
-         that sends a request",
-        softnic_doorbell(config),
-        allow_description(&config.allowlist()?)
-    );
-    let posting = transport.device_posting();
-    spawn(transport, config, Some(local), description, posting)
-}
-
-/// Starts the loop behind a soft NIC whose wire is an in-process ring; returns the
-/// emulator's end of the ring too. Device posting as in [`spawn_softnic_udp`].
-pub fn spawn_softnic_inproc(
-    config: &RunConfig,
-) -> Result<(crate::transport::inproc::InprocClient, Running)> {
-    config.validate()?;
-    let nic = config.softnic_config();
-    let region = softnic_region(config, &nic)?;
-    let (client, transport) = crate::softnic::inproc_in(&nic, region, config.device_posts())?;
-    let description = format!("soft NIC ({}) on an inproc ring", softnic_doorbell(config));
-    let posting = transport.device_posting();
-    Ok((
-        client,
-        spawn(transport, config, None, description, posting)?,
-    ))
-}
-
-/// The soft NIC's memory: GPU-mapped pinned memory when the kernel posts to it, the heap
-/// otherwise.
-fn softnic_region(
-    config: &RunConfig,
-    nic: &crate::softnic::SoftNicConfig,
-) -> Result<crate::softnic::SharedRegion> {
-    let len = crate::softnic::NicLayout::new(nic)?.len;
-    if config.device_posts() {
-        // A clear error (no GPU) before anything starts.
-        gpu_for(config)?;
-        gpu::mapped_nic_region(config.gpu_device, len)
-    } else {
-        crate::softnic::SharedRegion::heap(len)
-    }
-}
-
-fn softnic_doorbell(config: &RunConfig) -> String {
-    if config.device_posts() {
-        format!("{} doorbell rung by the GPU", config.doorbell)
-    } else {
-        format!("{} doorbell", config.doorbell)
-    }
-}
-
-/// Waits for the QPU side on the RDMA control plane (`listen`), connects the queue pair,
-/// then starts the loop. Needs the `rdma` feature and a RoCE-capable device.
-pub fn spawn_rdma(config: &RunConfig) -> Result<Running> {
-    config.validate()?;
-    #[cfg(feature = "rdma")]
-    {
-        let cfg = crate::rdma::RdmaConfig {
-            control: config.listen,
-            slot_bytes: (crate::wire::HEADER_LEN + config.max_request_bytes).next_multiple_of(64)
-                as u32,
-            ..crate::rdma::RdmaConfig::default()
-        };
-        let listener = crate::rdma::RdmaListener::bind(&cfg)?;
-        tracing::info!(
-            "RDMA control plane on udp {}; waiting for the QPU side (handshake timeout {:?})",
-            config.listen,
-            cfg.handshake_timeout
-        );
-        let transport = listener.accept()?;
-        let description = format!(
-            "rdma on {} (peer control {})",
-            transport.device(),
-            transport.peer().1
-        );
-        spawn(transport, config, None, description, None)
-    }
-    #[cfg(not(feature = "rdma"))]
-    {
-        Err(Error::InvalidSetting {
-            key: "transport",
-            detail: "rdma needs a build with `--features rdma` (libibverbs-dev, librdmacm-dev, \
-                     libclang-dev, pkg-config) and a RoCE-capable NIC; `qfwd doctor` lists what \
-                     this host has"
-                .to_string(),
-        })
-    }
-}
-
-/// Starts the `gpu-direct` data path behind UDP: the device side (the GPU kernel, or the
-/// CPU stand-in with topology `cpu`) on `config.links` links, each with a soft NIC thread
-/// whose wire is a UDP socket on `listen`'s port + i. Returns the service and the bound
-/// addresses. No forwarding thread runs.
-pub fn start_direct_udp(config: &RunConfig) -> Result<(DirectService, Vec<SocketAddr>)> {
-    config.validate()?;
-    if config.topology == Topology::GpuPersistent {
-        // A clear error (no GPU) before anything starts.
-        gpu_for(config)?;
-    }
-    let registry = config.registry()?;
-    let mut service = DirectService::start(&config.direct_options(), &registry)?;
-    let addrs = service.serve_udp(config.listen, &config.allowlist()?)?;
-    Ok((service, addrs))
-}
-
-/// Starts the `gpu-direct` kernel on ConnectX links: `config.links` queue sets on the RDMA
-/// device (`QFWD_RDMA_DEVICE` etc.: [`crate::direct::connectx::ConnectxOptions::from_env`]),
-/// each connected to the QPU side that says HELLO on the control plane at `listen`. Needs
-/// the `rdma` feature, a ConnectX and a GPU. No forwarding thread runs.
-pub fn start_direct_rdma(config: &RunConfig) -> Result<DirectService> {
-    config.validate()?;
-    #[cfg(feature = "rdma")]
-    {
-        // A clear error (no GPU) before anything starts.
-        if let Some(why) = gpu::unavailable_reason() {
-            return Err(Error::GpuUnavailable {
-                detail: format!(
-                    "gpu-direct on a ConnectX runs the GPU kernel ({})",
-                    why.trim_start_matches("no usable GPU: ")
-                ),
-            });
-        }
-        let registry = config.registry()?;
-        let nic =
-            crate::direct::connectx::ConnectxOptions::from_env(config.listen, config.rx_memory)?;
-        DirectService::start_rdma(&config.direct_options(), &registry, &nic)
-    }
-    #[cfg(not(feature = "rdma"))]
-    {
-        Err(Error::InvalidSetting {
-            key: "transport",
-            detail: "gpu-direct over rdma needs a build with `--features rdma`, a ConnectX and \
-                     a GPU (docs/lab-gpu-direct.md)"
-                .to_string(),
-        })
-    }
-}
-
-/// Starts the loop on its own thread, serving the forwarder end of an in-process
-/// channel.
-pub fn spawn_inproc(config: &RunConfig, server: InprocServer) -> Result<Running> {
-    config.validate()?;
-    spawn(server, config, None, "inproc ring".to_string(), None)
-}
-
-fn spawn<T>(
-    transport: T,
-    config: &RunConfig,
-    local_addr: Option<SocketAddr>,
-    where_: String,
-    nic: Option<DevicePosting>,
-) -> Result<Running>
-where
-    T: Transport + Send + 'static,
-    T::Peer: Send,
-{
+/// The start-up line of a forwarder serving on `where_`: handlers, topology, GPUs, routes
+/// and the core it is pinned to.
+pub(super) fn describe(config: &RunConfig, where_: &str) -> Result<String> {
     let registry = config.registry()?;
     let handlers: Vec<String> = registry
         .entries()
@@ -307,7 +102,7 @@ where
             map.describe()
         ));
     }
-    let description = format!(
+    Ok(format!(
         "serving {} on {}; topology {}; {}",
         handlers.join(", "),
         where_,
@@ -316,7 +111,22 @@ where
             Some(c) => format!("pinned to core {c}"),
             None => "not pinned".to_string(),
         }
-    );
+    ))
+}
+
+/// Starts the forwarding loop on its own thread over `transport` (with `nic`, the soft
+/// NIC's send queue a `gpu-persistent` kernel rings itself); returns once the backend runs.
+pub(super) fn spawn<T>(
+    transport: T,
+    config: &RunConfig,
+    nic: Option<DevicePosting>,
+) -> Result<ForwarderThread>
+where
+    T: Transport + Send + 'static,
+    T::Peer: Send,
+{
+    let registry = config.registry()?;
+    let core = config.cores.first().copied();
     if let Some(c) = core {
         // The machine's online cores, not this thread's mask: a caller pinned elsewhere
         // (the harness pins its emulator) may still start a forwarder on another core.
@@ -341,7 +151,7 @@ where
                     });
                 }
             }
-            serve_with_nic(transport, registry, &config, &flag, nic.as_ref())
+            serve(transport, registry, &config, &flag, nic.as_ref())
         })
         .map_err(|source| Error::Io {
             what: "spawning the forwarding thread".to_string(),
@@ -373,11 +183,9 @@ where
             Err(_) => {}
         }
     }
-    Ok(Running {
+    Ok(ForwarderThread {
         stop,
         thread: Some(thread),
-        local_addr,
-        description,
         intervals,
     })
 }
@@ -394,20 +202,11 @@ thread_local! {
         const { std::cell::RefCell::new(None) };
 }
 
-/// Runs the loop on the calling thread until `stop` or the configured duration.
-pub fn serve_on_this_thread<T: Transport>(
-    transport: T,
-    registry: Registry,
-    config: &RunConfig,
-    stop: &AtomicBool,
-) -> Result<Stats> {
-    serve_with_nic(transport, registry, config, stop, None)
-}
-
-/// [`serve_on_this_thread`]; with `nic` (the soft NIC's send queue, from
+/// Runs the loop on the calling thread until `stop` or the configured duration, over the
+/// backend the topology names; with `nic` (the soft NIC's send queue, from
 /// [`crate::softnic::SoftNicTransport::device_posting`]) the `gpu-persistent` kernel sends
 /// every response through it itself.
-pub fn serve_with_nic<T: Transport>(
+fn serve<T: Transport>(
     transport: T,
     registry: Registry,
     config: &RunConfig,
@@ -623,7 +422,7 @@ fn run_loop<T: Transport, B: Backend>(
 }
 
 /// For GPU topologies: the GPU, described, or a clear error when there is none.
-fn gpu_for(config: &RunConfig) -> Result<Option<gpu::GpuInfo>> {
+pub(super) fn gpu_for(config: &RunConfig) -> Result<Option<gpu::GpuInfo>> {
     Ok(gpus_for(config)?.into_iter().next())
 }
 
@@ -688,24 +487,5 @@ fn gpus_for(config: &RunConfig) -> Result<Vec<gpu::GpuInfo>> {
                 gpu::unavailable_reason().unwrap_or_else(|| "none found".into())
             ),
         }),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn pinning_to_a_missing_core_is_a_clear_error() {
-        let cfg = RunConfig {
-            cores: vec![1000],
-            ..RunConfig::default()
-        };
-        let (_c, server) = crate::transport::inproc::channel(4, 64).unwrap();
-        let e = spawn_inproc(&cfg, server)
-            .err()
-            .expect("no such core")
-            .to_string();
-        assert!(e.contains("core 1000"), "{e}");
     }
 }
