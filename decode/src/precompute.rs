@@ -108,8 +108,8 @@ pub fn uf_table_for(
     };
     if k == 0 || graph.num_observables() == 0 {
         if max_defects.is_none() {
-            eprintln!(
-                "qfwd: uf table for {}: none ({n} detectors, {} edges: over the automatic \
+            tracing::info!(
+                "uf table for {}: none ({n} detectors, {} edges: over the automatic \
                  budget)",
                 graph.source(),
                 graph.num_edges()
@@ -143,8 +143,8 @@ pub fn uf_table_for(
     if !made {
         origin = "reused (built or read earlier in this process)".into();
     }
-    eprintln!(
-        "qfwd: uf table for {}: K = {k} ({how}), {} entries x {} B = {} B (+ {} B index), {origin}",
+    tracing::info!(
+        "uf table for {}: K = {k} ({how}), {} entries x {} B = {} B (+ {} B index), {origin}",
         graph.source(),
         table.len(),
         table.entry_bytes(),
@@ -172,8 +172,8 @@ pub fn uf_split_limit_for(
 ) -> usize {
     if let Some(m) = set {
         let m = (m as usize).min(uf_split::MAX_SPLIT_DEFECTS);
-        eprintln!(
-            "qfwd: uf split path for {}: tried up to {m} defects (set)",
+        tracing::info!(
+            "uf split path for {}: tried up to {m} defects (set)",
             graph.source()
         );
         return m;
@@ -190,8 +190,8 @@ pub fn uf_split_limit_for(
         );
         let tried: u32 = lim.tried.iter().sum();
         let answered: u32 = lim.answered.iter().sum();
-        eprintln!(
-            "qfwd: uf split path for {}: tried up to {} defects (automatic: of {} shots drawn \
+        tracing::info!(
+            "uf split path for {}: tried up to {} defects (automatic: of {} shots drawn \
              from the model, {tried} had more than K = {} defects, the split path answered \
              {answered}; {:.2} s)",
             graph.source(),

@@ -295,7 +295,7 @@ pub fn load_or_build(
         match load(path, graph, max_defects) {
             Ok(Some(t)) => return Ok((t, Origin::Read(path.clone()))),
             Ok(None) => {}
-            Err(e) => eprintln!("qfwd: {e}; building the table instead"),
+            Err(e) => tracing::warn!("{e}; building the table instead"),
         }
     }
     let t = build()?;
@@ -304,7 +304,7 @@ pub fn load_or_build(
         .and_then(|path| match save(&path, graph, &t) {
             Ok(()) => Some(path),
             Err(e) => {
-                eprintln!("qfwd: {e}; the next start builds the table again");
+                tracing::warn!("{e}; the next start builds the table again");
                 None
             }
         });

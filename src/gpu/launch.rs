@@ -370,8 +370,8 @@ impl Drop for LaunchBackend {
             }
         };
         if !idle {
-            eprintln!(
-                "qfwd: {SERVE_ONCE_KERNEL} work on GPU {} still running after {:?}; leaking \
+            tracing::warn!(
+                "{SERVE_ONCE_KERNEL} work on GPU {} still running after {:?}; leaking \
                  its buffers",
                 self.ctx.index(),
                 DROP_IDLE_TIMEOUT
