@@ -1016,7 +1016,17 @@ mod tests {
 
     #[test]
     fn open_loop_times_from_intended_send() {
-        let (mut client, fwd) = inproc_forwarder();
+        // A ring that holds the whole run and no queue deadline: on a loaded CI host the
+        // forwarder may be descheduled for tens of ms, which must not lose a request here.
+        let (mut client, server) = inproc::channel(4096, 2048).unwrap();
+        let cfg = RunConfig {
+            idle: IdlePolicy::Yield,
+            stats_interval_s: 0.0,
+            queue_deadline_us: 0,
+            transport: qfwd::transport::TransportKind::Inproc,
+            ..Default::default()
+        };
+        let fwd = qfwd::serve::start(&cfg, qfwd::serve::Wiring::Ring(server)).unwrap();
         let w = Workload::parity("parity", 64, 64, 2);
         let o = run(&mut client, &w, &load(Mode::OpenLoop), |_| {}).unwrap();
         assert_eq!((o.sent, o.ok, o.lost), (2_100, 2_100, 0), "{o}");
