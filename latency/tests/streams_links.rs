@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use qfwd::decode::window::StreamModel;
 use qfwd::forward::IdlePolicy;
-use qfwd::stream::{ServiceOptions, StreamSettings, StreamStats};
+use qfwd::stream::{ServiceOptions, StreamEngine, StreamSettings, StreamStats};
 use qfwd::transport::inproc;
 use qfwd::transport::udp::UdpClient;
 use qfwd::wire::HEADER_LEN;
@@ -22,9 +22,10 @@ fn base() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/stream/surface_d5_r100_z_p001")
 }
 
-fn settings(streams: u32) -> StreamSettings {
+fn settings(streams: u32, engine: StreamEngine) -> StreamSettings {
     StreamSettings {
         streams,
+        engine,
         window: 10,
         commit: 5,
         workers: 2,
@@ -62,7 +63,18 @@ enum Wire {
 
 /// Serves `streams` with the CPU pool and drives them over `links` links.
 fn run(streams: u32, links: u32, stagger: bool, wire: Wire) -> (StreamOutcome, StreamStats) {
-    let s = settings(streams);
+    run_on(StreamEngine::Cpu, streams, links, stagger, wire)
+}
+
+/// Serves `streams` with `engine` and drives them over `links` links.
+fn run_on(
+    engine: StreamEngine,
+    streams: u32,
+    links: u32,
+    stagger: bool,
+    wire: Wire,
+) -> (StreamOutcome, StreamStats) {
+    let s = settings(streams, engine);
     let model = model(&s);
     let shots = StreamShots::load(&base(), &model).unwrap();
     let opts = ServiceOptions {
@@ -185,4 +197,29 @@ fn staggered_links_account_for_every_round_over_udp_too() {
         assert_eq!(o.round_entries, sent);
         assert_accounted(&o, &stats, expect);
     }
+}
+
+#[test]
+fn the_batched_engine_answers_two_links_as_it_answers_one() {
+    let streams = 3;
+    let (one, one_stats) = run_on(StreamEngine::CpuBatched, streams, 1, true, Wire::Inproc);
+    let (two, two_stats) = run_on(StreamEngine::CpuBatched, streams, 2, true, Wire::Inproc);
+    for (o, s) in [(&one, &one_stats), (&two, &two_stats)] {
+        assert_eq!(o.refused_total(), 0, "{o:?}");
+        assert_eq!((o.windows_lost, o.unexpected, o.streams_broken), (0, 0, 0));
+        assert!(s.adds_up(), "{s}");
+        assert_eq!(s.rounds.received, o.round_entries, "{s}");
+        assert_eq!(s.rounds.committed, o.rounds_committed, "{s}");
+    }
+    // Staggered by link (2 streams a link: phases 0 and 2, against 0, 1 and 3 on one
+    // link), so compare each with what its own phases owe.
+    let owed = |phases: &[u64]| -> u64 {
+        phases
+            .iter()
+            .map(|&p| committed_rounds(101, p, ROUNDS))
+            .sum()
+    };
+    assert_eq!(one.rounds_committed, owed(&[0, 1, 3]));
+    assert_eq!(two.rounds_committed, owed(&[0, 2, 0]));
+    assert!(one.shots > 0 && two.shots > 0);
 }
