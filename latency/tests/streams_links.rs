@@ -127,7 +127,9 @@ fn committed_rounds(shot_rounds: u64, start: u64, cycles: u64) -> u64 {
             .sum::<u64>()
 }
 
-fn assert_accounted(o: &StreamOutcome, stats: &StreamStats, expect_committed: u64) {
+/// Everything sent was answered as owed; over `inproc` the service took every request (a
+/// socket cannot tell the emulator whether the last datagrams were read before the stop).
+fn assert_accounted(o: &StreamOutcome, stats: &StreamStats, expect_committed: u64, inproc: bool) {
     assert_eq!(o.refused_total(), 0, "{o:?}");
     assert_eq!(
         (
@@ -140,7 +142,11 @@ fn assert_accounted(o: &StreamOutcome, stats: &StreamStats, expect_committed: u6
         "{o:?}"
     );
     assert!(stats.adds_up(), "{stats}");
-    assert_eq!(stats.rounds.received, o.round_entries, "{stats}");
+    if inproc {
+        assert_eq!(stats.rounds.received, o.round_entries, "{stats}");
+    } else {
+        assert!(stats.rounds.received <= o.round_entries, "{stats}");
+    }
     assert_eq!(stats.rounds.committed, o.rounds_committed, "{stats}");
     assert_eq!(stats.rounds.windows, o.windows, "{stats}");
     assert_eq!(o.rounds_committed, expect_committed, "{o:?}");
@@ -169,7 +175,7 @@ fn two_links_answer_as_one_does_shot_for_shot() {
     let expect = u64::from(streams) * committed_rounds(shot_rounds, 0, ROUNDS);
     for (o, s) in [(&one, &one_stats), (&two, &two_stats)] {
         assert_eq!(o.round_entries, u64::from(streams) * ROUNDS);
-        assert_accounted(o, s, expect);
+        assert_accounted(o, s, expect, true);
     }
     assert_eq!(
         two_stats.dispatch.requests(),
@@ -192,10 +198,10 @@ fn staggered_links_account_for_every_round_over_udp_too() {
         .map(|s| committed_rounds(101, (s % 2) * 5 / 2, ROUNDS))
         .sum();
     let sent: u64 = (0..streams).map(|s| ROUNDS - (s % 2) * 5 / 2).sum();
-    for wire in [Wire::Inproc, Wire::Udp] {
+    for (wire, inproc) in [(Wire::Inproc, true), (Wire::Udp, false)] {
         let (o, stats) = run(streams as u32, 2, true, wire);
         assert_eq!(o.round_entries, sent);
-        assert_accounted(&o, &stats, expect);
+        assert_accounted(&o, &stats, expect, inproc);
     }
 }
 

@@ -136,6 +136,12 @@ impl Producer {
         Ok(true)
     }
 
+    /// Messages pushed that the consumer has not popped yet.
+    pub fn pending(&self) -> usize {
+        self.tail
+            .wrapping_sub(self.ring.head.load(Ordering::Acquire))
+    }
+
     /// Largest message a slot holds.
     pub fn slot_bytes(&self) -> usize {
         self.ring.slot_bytes
@@ -249,6 +255,10 @@ impl Client for InprocClient {
     fn describe(&self) -> String {
         "inproc".to_string()
     }
+
+    fn unread(&self) -> Option<usize> {
+        Some(self.requests.pending())
+    }
 }
 
 /// A link of [`InprocLinks`]: which ring pair a request came in on.
@@ -350,12 +360,14 @@ mod tests {
         assert_eq!(c.pop(&mut buf), None);
         assert!(p.push(b"a").unwrap());
         assert!(p.push(b"bc").unwrap());
+        assert_eq!(p.pending(), 2);
         assert!(
             !p.push(b"d").unwrap(),
             "third push into two slots must fail"
         );
         assert_eq!(c.pop(&mut buf), Some(1));
         assert_eq!(&buf[..1], b"a");
+        assert_eq!(p.pending(), 1);
         assert!(p.push(b"d").unwrap());
         assert_eq!(c.pop(&mut buf), Some(2));
         assert_eq!(&buf[..2], b"bc");

@@ -203,6 +203,10 @@ pub struct StreamOutcome {
     pub send_late_max_ns: u64,
     /// Cycles sent more than [`LATE_NS`] after they were due.
     pub send_late_cycles: u64,
+    /// Requests that found their wire full (the service not taking them), and the time
+    /// spent waiting for room, summed over links.
+    pub sends_blocked: u64,
+    pub send_blocked_ns: u64,
     pub shots: u64,
     pub mistakes: u64,
     pub elapsed: Duration,
@@ -256,7 +260,14 @@ impl Book<'_> {
 
     /// Sends one request, retrying while the transport is full (answering meanwhile).
     fn send(&mut self, client: &mut impl Client, bytes: &[u8]) -> Result<()> {
-        let deadline = Instant::now() + Duration::from_secs(10);
+        if client.send(bytes)? {
+            return Ok(());
+        }
+        // The service is not taking requests as fast as they are due: time the wait, so
+        // a late emulator can be told from one held back by the service.
+        let since = Instant::now();
+        let deadline = since + Duration::from_secs(10);
+        self.out.sends_blocked += 1;
         while !client.send(bytes)? {
             if Instant::now() > deadline {
                 return Err(Error::Emulator {
@@ -266,6 +277,7 @@ impl Book<'_> {
             }
             self.receive(client)?;
         }
+        self.out.send_blocked_ns += since.elapsed().as_nanos() as u64;
         Ok(())
     }
 
@@ -328,6 +340,8 @@ impl StreamOutcome {
             behind_end_ns: 0,
             send_late_max_ns: 0,
             send_late_cycles: 0,
+            sends_blocked: 0,
+            send_blocked_ns: 0,
             shots: 0,
             mistakes: 0,
             elapsed: Duration::ZERO,
@@ -354,6 +368,8 @@ impl StreamOutcome {
         self.backlog_max_rounds = self.backlog_max_rounds.max(o.backlog_max_rounds);
         self.behind_end_ns = self.behind_end_ns.max(o.behind_end_ns);
         self.send_late_max_ns = self.send_late_max_ns.max(o.send_late_max_ns);
+        self.sends_blocked += o.sends_blocked;
+        self.send_blocked_ns += o.send_blocked_ns;
         self.shots += o.shots;
         self.mistakes += o.mistakes;
         self.elapsed = self.elapsed.max(o.elapsed);
@@ -564,7 +580,9 @@ impl LinkRun<'_> {
 }
 
 /// After the last cycle: notes how far behind the answers were, waits up to the drain
-/// time for the windows still owed, and counts those that never came as lost.
+/// time for the windows still owed (and, where the wire can tell, for the service to take
+/// every request, so none is still on the wire when it stops), and counts the windows that
+/// never came as lost.
 fn drain(mut book: Book<'_>, client: &mut impl Client) -> Result<StreamOutcome> {
     let now = book.now();
     book.out.behind_end_ns = book
@@ -574,7 +592,10 @@ fn drain(mut book: Book<'_>, client: &mut impl Client) -> Result<StreamOutcome> 
         .max()
         .unwrap_or(0);
     let deadline = Instant::now() + book.load.drain;
-    while book.streams.iter().any(|s| !s.owed.is_empty()) && Instant::now() < deadline {
+    while (book.streams.iter().any(|s| !s.owed.is_empty())
+        || client.unread().is_some_and(|n| n > 0))
+        && Instant::now() < deadline
+    {
         if !book.receive(client)? {
             std::thread::yield_now();
         }

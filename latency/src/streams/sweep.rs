@@ -188,6 +188,14 @@ fn point_report(
         r.send_late_max_us,
         r.send_late_cycles,
     );
+    if o.sends_blocked > 0 {
+        s.push_str(&format!(
+            "\n  the service held the emulator back: {} requests found their wire full, \
+             waiting {:.1} ms in all",
+            o.sends_blocked,
+            o.send_blocked_ns as f64 / 1e6
+        ));
+    }
     if !r.kept_up || stats.rounds.received != o.round_entries {
         s.push_str(&format!(
             "\n  emulator: sent {} rounds, committed {}, refused {}, windows lost {}, unexpected {}, \
