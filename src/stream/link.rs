@@ -22,6 +22,18 @@ impl PeerBytes for () {
     }
 }
 
+/// Bytes 0..4: the link's index.
+impl PeerBytes for crate::transport::inproc::Link {
+    fn put(&self, out: &mut [u8; PEER_BYTES]) {
+        out.fill(0);
+        out[..4].copy_from_slice(&self.0.to_le_bytes());
+    }
+    fn get(b: &[u8]) -> Option<Self> {
+        let w: [u8; 4] = b.get(..4)?.try_into().ok()?;
+        Some(crate::transport::inproc::Link(u32::from_le_bytes(w)))
+    }
+}
+
 /// Byte 0: 4 or 6; bytes 2..4: port; bytes 4..20: the address (IPv4 in the first 4).
 impl PeerBytes for SocketAddr {
     fn put(&self, out: &mut [u8; PEER_BYTES]) {
@@ -64,6 +76,7 @@ pub fn split(item: &[u8]) -> Option<(&[u8], &[u8])> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::transport::inproc::Link;
 
     #[test]
     fn peers_round_trip() {
@@ -75,5 +88,8 @@ mod tests {
         }
         assert_eq!(SocketAddr::get(&[0u8; PEER_BYTES]), None);
         assert_eq!(split(&[1, 2]), None);
+        let mut b = [0u8; PEER_BYTES];
+        Link(70_000).put(&mut b);
+        assert_eq!(Link::get(&b), Some(Link(70_000)));
     }
 }

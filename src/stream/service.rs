@@ -2,7 +2,7 @@
 //! threads (by default one per core left), the streams dealt to them in contiguous
 //! ranges, on any [`Transport`] ([`spawn`]): `qfwd run --streams` gets a UDP socket from
 //! `crate::serve` (where wires are chosen); [`spawn_inproc`] serves the harness's
-//! in-process ring.
+//! in-process ring, [`spawn_inproc_links`] one ring per emulator link.
 #![forbid(unsafe_code)]
 
 use std::fmt;
@@ -21,7 +21,7 @@ use super::protocol::refusal;
 use super::state::RoundCounts;
 use super::worker::{Worker, WorkerCounts};
 use crate::idle::IdlePolicy;
-use crate::transport::inproc::{self, InprocServer};
+use crate::transport::inproc::{self, InprocLinks, InprocServer};
 use crate::transport::Transport;
 use crate::wire::HEADER_LEN;
 use crate::{Error, Result};
@@ -352,6 +352,26 @@ pub fn spawn_inproc(
         return super::gpu_engine::spawn_batched_inproc(opts, model, server, which);
     }
     let description = describe(opts, &model, "an inproc ring");
+    spawn(server, opts, model, None, description)
+}
+
+/// Serves several in-process rings, one per link (the harness's emulator threads), as
+/// one wire (with the engine the settings name): each response goes back on the ring its
+/// request came in on.
+pub fn spawn_inproc_links(
+    opts: &ServiceOptions,
+    model: Arc<StreamModel>,
+    server: InprocLinks,
+) -> Result<RunningStreams> {
+    let on = format!(
+        "{} inproc ring{}",
+        server.len(),
+        if server.len() == 1 { "" } else { "s" }
+    );
+    if let Some(which) = batched_engine(&opts.settings) {
+        return super::gpu_engine::spawn_batched_on(server, opts, model, None, &on, which);
+    }
+    let description = describe(opts, &model, &on);
     spawn(server, opts, model, None, description)
 }
 

@@ -136,6 +136,12 @@ impl Producer {
         Ok(true)
     }
 
+    /// Messages pushed that the consumer has not popped yet.
+    pub fn pending(&self) -> usize {
+        self.tail
+            .wrapping_sub(self.ring.head.load(Ordering::Acquire))
+    }
+
     /// Largest message a slot holds.
     pub fn slot_bytes(&self) -> usize {
         self.ring.slot_bytes
@@ -249,6 +255,97 @@ impl Client for InprocClient {
     fn describe(&self) -> String {
         "inproc".to_string()
     }
+
+    fn unread(&self) -> Option<usize> {
+        Some(self.requests.pending())
+    }
+}
+
+/// A link of [`InprocLinks`]: which ring pair a request came in on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Link(pub u32);
+
+/// The server's end of several in-process channels, one per link (an emulator thread
+/// each): requests are taken from the links in turn, so none starves another, and each
+/// response goes back on the link its request came in on.
+pub struct InprocLinks {
+    links: Vec<InprocServer>,
+    /// The link polled first next time.
+    next: usize,
+}
+
+/// `links` channels ([`channel`]) served as one transport: the clients (link `i` at
+/// index `i`) and the server end.
+pub fn links(
+    links: usize,
+    slots: usize,
+    slot_bytes: usize,
+) -> Result<(Vec<InprocClient>, InprocLinks)> {
+    if links == 0 {
+        return Err(Error::Inproc("a set of links needs at least one"));
+    }
+    let mut clients = Vec::with_capacity(links);
+    let mut servers = Vec::with_capacity(links);
+    for _ in 0..links {
+        let (c, s) = channel(slots, slot_bytes)?;
+        clients.push(c);
+        servers.push(s);
+    }
+    Ok((
+        clients,
+        InprocLinks {
+            links: servers,
+            next: 0,
+        },
+    ))
+}
+
+impl InprocLinks {
+    pub fn len(&self) -> usize {
+        self.links.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.links.is_empty()
+    }
+
+    /// Responses refused because their link's response ring was full, all links together.
+    pub fn response_ring_full(&self) -> u64 {
+        self.links.iter().map(|l| l.response_ring_full).sum()
+    }
+}
+
+impl Transport for InprocLinks {
+    type Peer = Link;
+
+    fn name(&self) -> &'static str {
+        "inproc"
+    }
+
+    #[inline]
+    fn try_recv(&mut self, buf: &mut [u8]) -> Result<Option<(usize, Link)>> {
+        let n = self.links.len();
+        for k in 0..n {
+            let i = (self.next + k) % n;
+            if let Some(len) = self.links[i].requests.pop(buf) {
+                self.next = (i + 1) % n;
+                return Ok(Some((len, Link(i as u32))));
+            }
+        }
+        Ok(None)
+    }
+
+    fn is_allowed(&self, peer: &Link) -> bool {
+        (peer.0 as usize) < self.links.len()
+    }
+
+    #[inline]
+    fn send(&mut self, peer: Link, bytes: &[u8]) -> Result<()> {
+        match self.links.get_mut(peer.0 as usize) {
+            Some(l) => l.send((), bytes),
+            None => Err(Error::Inproc("response for a link that does not exist")),
+        }
+    }
 }
 
 #[cfg(test)]
@@ -263,12 +360,14 @@ mod tests {
         assert_eq!(c.pop(&mut buf), None);
         assert!(p.push(b"a").unwrap());
         assert!(p.push(b"bc").unwrap());
+        assert_eq!(p.pending(), 2);
         assert!(
             !p.push(b"d").unwrap(),
             "third push into two slots must fail"
         );
         assert_eq!(c.pop(&mut buf), Some(1));
         assert_eq!(&buf[..1], b"a");
+        assert_eq!(p.pending(), 1);
         assert!(p.push(b"d").unwrap());
         assert_eq!(c.pop(&mut buf), Some(2));
         assert_eq!(&buf[..2], b"bc");
@@ -321,6 +420,41 @@ mod tests {
         }
         producer.join().unwrap();
         assert_eq!(c.pop(&mut buf), None);
+    }
+
+    #[test]
+    fn links_take_turns_and_answer_on_the_link_asked() {
+        let (mut clients, mut server) = links(3, 4, 16).unwrap();
+        assert!(links(0, 4, 16).is_err());
+        assert_eq!(server.len(), 3);
+        // Link 0 has two requests waiting, link 2 one: link 0, link 2, then link 0 again.
+        assert!(clients[0].send(b"a0").unwrap());
+        assert!(clients[0].send(b"a1").unwrap());
+        assert!(clients[2].send(b"c0").unwrap());
+        let mut buf = [0u8; 16];
+        let mut order = Vec::new();
+        while let Some((n, peer)) = server.try_recv(&mut buf).unwrap() {
+            assert!(server.is_allowed(&peer));
+            order.push((peer, buf[..n].to_vec()));
+            server.send(peer, &buf[..n]).unwrap();
+        }
+        assert_eq!(
+            order,
+            vec![
+                (Link(0), b"a0".to_vec()),
+                (Link(2), b"c0".to_vec()),
+                (Link(0), b"a1".to_vec())
+            ]
+        );
+        assert_eq!(clients[0].try_recv(&mut buf).unwrap(), Some(2));
+        assert_eq!(&buf[..2], b"a0");
+        assert_eq!(clients[0].try_recv(&mut buf).unwrap(), Some(2));
+        assert_eq!(clients[1].try_recv(&mut buf).unwrap(), None);
+        assert_eq!(clients[2].try_recv(&mut buf).unwrap(), Some(2));
+        assert_eq!(&buf[..2], b"c0");
+        assert!(!server.is_allowed(&Link(3)));
+        assert!(server.send(Link(3), b"x").is_err());
+        assert_eq!(server.response_ring_full(), 0);
     }
 
     proptest! {

@@ -158,6 +158,11 @@ pub trait Client {
     fn try_recv(&mut self, buf: &mut [u8]) -> Result<Option<usize>>;
     /// Where the requests go, for messages and CSV rows.
     fn describe(&self) -> String;
+    /// Requests sent that the server has not taken yet, where the transport can tell
+    /// (inproc); `None` where it cannot (a socket).
+    fn unread(&self) -> Option<usize> {
+        None
+    }
 }
 
 #[cfg(test)]

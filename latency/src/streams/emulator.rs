@@ -2,6 +2,12 @@
 //! in one request per link per cycle; every answer checked against what the stream was
 //! owed.
 //!
+//! Each link is a thread of its own with a wire of its own, and owns a contiguous range
+//! of the streams ([`link_streams`]): link `i` of L carries streams `i * ceil(N / L) ..`.
+//! Every link's cycle `k` is due at the same instant; at the end the links' measurements
+//! merge into one [`StreamOutcome`] (counts add, highs take the highest, and a cycle late
+//! on any link counts once).
+//!
 //! Each stream plays Stim shots of a long memory experiment back to back (stream `s` plays
 //! shots `s`, `s + N`, ... of the fixture, cycling): round 0 of each shot carries the reset
 //! flag, its last round the final flag. Cycle `k` is due at `start + k * round_ns`; a
@@ -20,6 +26,8 @@
 
 use std::collections::VecDeque;
 use std::path::Path;
+use std::sync::atomic::AtomicU64;
+use std::sync::atomic::Ordering::Relaxed;
 use std::time::{Duration, Instant};
 
 use hdrhistogram::Histogram;
@@ -195,6 +203,10 @@ pub struct StreamOutcome {
     pub send_late_max_ns: u64,
     /// Cycles sent more than [`LATE_NS`] after they were due.
     pub send_late_cycles: u64,
+    /// Requests that found their wire full (the service not taking them), and the time
+    /// spent waiting for room, summed over links.
+    pub sends_blocked: u64,
+    pub send_blocked_ns: u64,
     pub shots: u64,
     pub mistakes: u64,
     pub elapsed: Duration,
@@ -227,9 +239,11 @@ pub fn windows_of_shot(shot_rounds: u64, w: u64, c: u64) -> Vec<(u64, u64, u64)>
     v
 }
 
-/// The emulator's view of every stream and what it measured so far.
+/// The emulator's view of one link's streams and what it measured so far.
 struct Book<'a> {
+    /// The link's streams: ids `first ..`.
     streams: Vec<StreamSide>,
+    first: u32,
     shots: &'a StreamShots,
     load: &'a StreamLoad,
     out: StreamOutcome,
@@ -246,7 +260,14 @@ impl Book<'_> {
 
     /// Sends one request, retrying while the transport is full (answering meanwhile).
     fn send(&mut self, client: &mut impl Client, bytes: &[u8]) -> Result<()> {
-        let deadline = Instant::now() + Duration::from_secs(10);
+        if client.send(bytes)? {
+            return Ok(());
+        }
+        // The service is not taking requests as fast as they are due: time the wait, so
+        // a late emulator can be told from one held back by the service.
+        let since = Instant::now();
+        let deadline = since + Duration::from_secs(10);
+        self.out.sends_blocked += 1;
         while !client.send(bytes)? {
             if Instant::now() > deadline {
                 return Err(Error::Emulator {
@@ -256,6 +277,7 @@ impl Book<'_> {
             }
             self.receive(client)?;
         }
+        self.out.send_blocked_ns += since.elapsed().as_nanos() as u64;
         Ok(())
     }
 
@@ -289,6 +311,7 @@ impl Book<'_> {
             match r {
                 Ok(r) => take_record(
                     r,
+                    self.first,
                     &mut self.streams,
                     self.shots,
                     self.load,
@@ -301,41 +324,9 @@ impl Book<'_> {
     }
 }
 
-/// Runs the load against a service behind `client`; `progress` gets cycles sent.
-pub fn run(
-    client: &mut impl Client,
-    shots: &StreamShots,
-    load: &StreamLoad,
-    mut progress: impl FnMut(u64),
-) -> Result<StreamOutcome> {
-    let n = load.streams as usize;
-    let links = load.links.clamp(1, load.streams) as usize;
-    let per_link = n.div_ceil(links);
-    // Per round of a shot: the window it completes (first round, rounds), if any.
-    let mut windows = vec![None; shots.shot_rounds];
-    for (first, rounds, last) in windows_of_shot(
-        shots.shot_rounds as u64,
-        load.window.into(),
-        load.commit.into(),
-    ) {
-        windows[last as usize] = Some((first, rounds));
-    }
-    let streams: Vec<StreamSide> = (0..n)
-        .map(|s| StreamSide {
-            // Contiguous groups share a phase, so a link's request has few blocks.
-            shot_start: if load.stagger {
-                ((s % per_link) * load.commit as usize / per_link) as u64
-            } else {
-                0
-            },
-            ..StreamSide::default()
-        })
-        .collect();
-    let mut book = Book {
-        streams,
-        shots,
-        load,
-        out: StreamOutcome {
+impl StreamOutcome {
+    fn empty() -> StreamOutcome {
+        StreamOutcome {
             reaction: Histogram::new_with_bounds(1, 60_000_000_000, 3).expect("static bounds"),
             round_entries: 0,
             rounds_committed: 0,
@@ -349,45 +340,208 @@ pub fn run(
             behind_end_ns: 0,
             send_late_max_ns: 0,
             send_late_cycles: 0,
+            sends_blocked: 0,
+            send_blocked_ns: 0,
             shots: 0,
             mistakes: 0,
             elapsed: Duration::ZERO,
-        },
-        rx: vec![0u8; wire::MAX_DATAGRAM],
-        start: Instant::now() + Duration::from_millis(1),
-    };
-    let rb = shots.round_bytes;
-    // Per link: the batch header, every stream's round, a block header per phase.
-    let max_arg = 16 + per_link * rb + 16 * (load.commit as usize + 4) * 2 + 16;
-    let mut arg = vec![0u8; max_arg];
-    let mut datagram = vec![0u8; wire::HEADER_LEN + max_arg];
-    let mut data = Vec::with_capacity(per_link * rb);
-    let mut request_id: u32 = 0;
-    for cycle in 0..load.rounds {
-        let due = cycle * load.round_ns;
-        // Wait for the cycle, answering what comes meanwhile.
-        loop {
-            let now = book.now();
-            if now >= due {
-                book.out.send_late_max_ns = book.out.send_late_max_ns.max(now - due);
-                book.out.send_late_cycles += u64::from(now - due > LATE_NS);
-                break;
-            }
-            if !book.receive(client)? && load.yield_when_idle {
-                std::thread::yield_now();
-            }
         }
-        for l in 0..links {
-            let lo = l * per_link;
-            let hi = ((l + 1) * per_link).min(n);
-            if lo >= hi {
-                continue;
+    }
+
+    /// Adds another link's measurements: counts add, highs take the higher. Late cycles
+    /// are not added here (a cycle late on two links is one late cycle): the caller
+    /// counts them across links.
+    fn merge(&mut self, o: &StreamOutcome) {
+        self.reaction
+            .add(&o.reaction)
+            .expect("histograms of the same bounds");
+        self.round_entries += o.round_entries;
+        self.rounds_committed += o.rounds_committed;
+        for (a, b) in self.refused.iter_mut().zip(o.refused) {
+            *a += b;
+        }
+        self.windows += o.windows;
+        self.windows_lost += o.windows_lost;
+        self.unexpected += o.unexpected;
+        self.streams_broken += o.streams_broken;
+        self.request_errors += o.request_errors;
+        self.backlog_max_rounds = self.backlog_max_rounds.max(o.backlog_max_rounds);
+        self.behind_end_ns = self.behind_end_ns.max(o.behind_end_ns);
+        self.send_late_max_ns = self.send_late_max_ns.max(o.send_late_max_ns);
+        self.sends_blocked += o.sends_blocked;
+        self.send_blocked_ns += o.send_blocked_ns;
+        self.shots += o.shots;
+        self.mistakes += o.mistakes;
+        self.elapsed = self.elapsed.max(o.elapsed);
+    }
+}
+
+/// The streams link `link` of `links` carries: contiguous ranges of `ceil(N / links)`.
+pub fn link_streams(streams: u32, links: u32, link: u32) -> std::ops::Range<u32> {
+    let per_link = streams.div_ceil(links.clamp(1, streams.max(1)));
+    let lo = (link * per_link).min(streams);
+    lo..((link + 1) * per_link).min(streams)
+}
+
+/// Runs the load against a service: link `i` sends over `clients[i]` from a thread of its
+/// own, pinned to `cores[i]` when `cores` is not empty (the caller's mask unchanged).
+/// `progress` gets cycles sent (as link 0 sends them).
+pub fn run<C: Client + Send>(
+    clients: &mut [C],
+    cores: &[usize],
+    shots: &StreamShots,
+    load: &StreamLoad,
+    mut progress: impl FnMut(u64) + Send,
+) -> Result<StreamOutcome> {
+    let links = load.links.clamp(1, load.streams);
+    if clients.len() != links as usize || (!cores.is_empty() && cores.len() < clients.len()) {
+        return Err(Error::Emulator {
+            target: "stream emulator".into(),
+            detail: format!(
+                "{} links need a client each (got {}) and, when pinned, a core each (got {})",
+                links,
+                clients.len(),
+                cores.len()
+            ),
+        });
+    }
+    // Every link's cycle k is due at the same instant; a cycle late on any link is late.
+    let start = Instant::now() + Duration::from_millis(5);
+    let late: Vec<AtomicU64> = (0..load.rounds.div_ceil(64))
+        .map(|_| AtomicU64::new(0))
+        .collect();
+    let progress: &mut (dyn FnMut(u64) + Send) = &mut progress;
+    let mut progress = Some(progress);
+    let outcomes: Vec<Result<StreamOutcome>> = std::thread::scope(|scope| {
+        let handles: Vec<_> = clients
+            .iter_mut()
+            .enumerate()
+            .map(|(i, client)| {
+                let core = cores.get(i).copied();
+                let link = LinkRun {
+                    streams: link_streams(load.streams, links, i as u32),
+                    shots,
+                    load,
+                    start,
+                    late: &late,
+                    progress: progress.take(),
+                };
+                std::thread::Builder::new()
+                    .name(format!("qfwd-emu-link-{i}"))
+                    .spawn_scoped(scope, move || {
+                        if let Some(c) = core {
+                            if !core_affinity::set_for_current(core_affinity::CoreId { id: c }) {
+                                return Err(Error::Emulator {
+                                    target: "local".into(),
+                                    detail: format!("cannot pin emulator link {i} to core {c}"),
+                                });
+                            }
+                        }
+                        link.run(client)
+                    })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| {
+                h.map_err(|e| Error::Emulator {
+                    target: "local".into(),
+                    detail: format!("cannot start an emulator thread: {e}"),
+                })?
+                .join()
+                .map_err(|_| Error::Emulator {
+                    target: "local".into(),
+                    detail: "a stream emulator thread panicked".into(),
+                })?
+            })
+            .collect()
+    });
+    let mut out = StreamOutcome::empty();
+    for o in outcomes {
+        out.merge(&o?);
+    }
+    out.send_late_cycles = late
+        .iter()
+        .map(|w| u64::from(w.load(Relaxed).count_ones()))
+        .sum();
+    Ok(out)
+}
+
+/// One link's share of the run: its streams, on a thread of its own.
+struct LinkRun<'a> {
+    streams: std::ops::Range<u32>,
+    shots: &'a StreamShots,
+    load: &'a StreamLoad,
+    start: Instant,
+    /// A bit per cycle: sent more than [`LATE_NS`] after it was due on some link.
+    late: &'a [AtomicU64],
+    progress: Option<&'a mut (dyn FnMut(u64) + Send)>,
+}
+
+impl LinkRun<'_> {
+    fn run(mut self, client: &mut impl Client) -> Result<StreamOutcome> {
+        let (shots, load) = (self.shots, self.load);
+        let per_link = load.streams.div_ceil(load.links.clamp(1, load.streams)) as usize;
+        // Per round of a shot: the window it completes (first round, rounds), if any.
+        let mut windows = vec![None; shots.shot_rounds];
+        for (first, rounds, last) in windows_of_shot(
+            shots.shot_rounds as u64,
+            load.window.into(),
+            load.commit.into(),
+        ) {
+            windows[last as usize] = Some((first, rounds));
+        }
+        let streams: Vec<StreamSide> = self
+            .streams
+            .clone()
+            .map(|s| StreamSide {
+                // Contiguous groups share a phase, so a link's request has few blocks.
+                shot_start: if load.stagger {
+                    ((s as usize % per_link) * load.commit as usize / per_link) as u64
+                } else {
+                    0
+                },
+                ..StreamSide::default()
+            })
+            .collect();
+        let mut book = Book {
+            streams,
+            first: self.streams.start,
+            shots,
+            load,
+            out: StreamOutcome::empty(),
+            rx: vec![0u8; wire::MAX_DATAGRAM],
+            start: self.start,
+        };
+        let rb = shots.round_bytes;
+        // The batch header, every stream's round, a block header per phase.
+        let max_arg = 16 + per_link * rb + 16 * (load.commit as usize + 4) * 2 + 16;
+        let mut arg = vec![0u8; max_arg];
+        let mut datagram = vec![0u8; wire::HEADER_LEN + max_arg];
+        let mut data = Vec::with_capacity(per_link * rb);
+        let mut request_id: u32 = 0;
+        for cycle in 0..load.rounds {
+            let due = cycle * load.round_ns;
+            // Wait for the cycle, answering what comes meanwhile.
+            loop {
+                let now = book.now();
+                if now >= due {
+                    book.out.send_late_max_ns = book.out.send_late_max_ns.max(now - due);
+                    if now - due > LATE_NS {
+                        self.late[(cycle / 64) as usize].fetch_or(1 << (cycle % 64), Relaxed);
+                    }
+                    break;
+                }
+                if !book.receive(client)? && load.yield_when_idle {
+                    std::thread::yield_now();
+                }
             }
+            let first = book.first;
             let len = build_request(
                 &mut arg,
                 &mut data,
-                &mut book.streams[lo..hi],
-                lo as u32,
+                &mut book.streams,
+                first,
                 cycle,
                 shots,
                 load,
@@ -395,29 +549,41 @@ pub fn run(
                 due,
                 &mut book.out,
             )?;
-            if len == 0 {
-                continue;
+            if len > 0 {
+                request_id = request_id.wrapping_add(1);
+                let total = wire::write_request(
+                    &mut datagram,
+                    protocol::ENQUEUE_SYNDROMES_ID,
+                    request_id,
+                    due,
+                    &arg[..len],
+                )
+                .map_err(|e| Error::Emulator {
+                    target: client.describe(),
+                    detail: e.to_string(),
+                })?;
+                book.send(client, &datagram[..total])?;
             }
-            request_id = request_id.wrapping_add(1);
-            let total = wire::write_request(
-                &mut datagram,
-                protocol::ENQUEUE_SYNDROMES_ID,
-                request_id,
-                due,
-                &arg[..len],
-            )
-            .map_err(|e| Error::Emulator {
-                target: client.describe(),
-                detail: e.to_string(),
-            })?;
-            book.send(client, &datagram[..total])?;
+            if cycle % 4096 == 0 {
+                if let Some(p) = self.progress.as_mut() {
+                    p(cycle);
+                }
+            }
+            book.receive(client)?;
         }
-        if cycle % 4096 == 0 {
-            progress(cycle);
+        let out = drain(book, client)?;
+        if let Some(p) = self.progress.as_mut() {
+            p(load.rounds);
         }
-        book.receive(client)?;
+        Ok(out)
     }
-    // Behind at the end: the oldest window still owed.
+}
+
+/// After the last cycle: notes how far behind the answers were, waits up to the drain
+/// time for the windows still owed (and, where the wire can tell, for the service to take
+/// every request, so none is still on the wire when it stops), and counts the windows that
+/// never came as lost.
+fn drain(mut book: Book<'_>, client: &mut impl Client) -> Result<StreamOutcome> {
     let now = book.now();
     book.out.behind_end_ns = book
         .streams
@@ -425,8 +591,11 @@ pub fn run(
         .filter_map(|s| s.owed.front().map(|o| now.saturating_sub(o.due_ns)))
         .max()
         .unwrap_or(0);
-    let deadline = Instant::now() + load.drain;
-    while book.streams.iter().any(|s| !s.owed.is_empty()) && Instant::now() < deadline {
+    let deadline = Instant::now() + book.load.drain;
+    while (book.streams.iter().any(|s| !s.owed.is_empty())
+        || client.unread().is_some_and(|n| n > 0))
+        && Instant::now() < deadline
+    {
         if !book.receive(client)? {
             std::thread::yield_now();
         }
@@ -438,7 +607,6 @@ pub fn run(
         .map(|s| s.owed.len() as u64)
         .sum::<u64>();
     out.elapsed = book.start.elapsed();
-    progress(load.rounds);
     Ok(out)
 }
 
@@ -535,15 +703,21 @@ fn emulator_error(e: protocol::ProtocolError) -> Error {
     }
 }
 
+#[allow(clippy::too_many_arguments)]
 fn take_record(
     r: Record,
+    first: u32,
     streams: &mut [StreamSide],
     shots: &StreamShots,
     load: &StreamLoad,
     out: &mut StreamOutcome,
     now: u64,
 ) {
-    let Some(s) = streams.get_mut(r.stream as usize) else {
+    let Some(s) = r
+        .stream
+        .checked_sub(first)
+        .and_then(|i| streams.get_mut(i as usize))
+    else {
         out.unexpected += 1;
         return;
     };

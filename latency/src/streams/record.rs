@@ -19,6 +19,7 @@ pub struct StreamRow {
     pub engine: String,
     pub transport: String,
     pub streams: u32,
+    /// Links: an emulator thread and a wire each, carrying a contiguous range of streams.
     pub links: u32,
     pub distance: u32,
     pub window: u32,
@@ -50,10 +51,12 @@ pub struct StreamRow {
     pub backlog_max_rounds: u64,
     pub behind_end_us: f64,
     pub kept_up: bool,
-    /// The latest the emulator sent a cycle after it was due: above a few µs, the emulator
-    /// itself did not keep the cadence (its lateness is in the reaction times).
+    /// The latest any link's emulator thread sent a cycle after it was due: above a few
+    /// µs, the emulator itself did not keep the cadence (its lateness is in the reaction
+    /// times).
     pub send_late_max_us: f64,
-    /// Cycles sent more than 50 µs after they were due (the emulator's thread stalled).
+    /// Cycles some link sent more than 50 µs after they were due (an emulator thread
+    /// stalled or fell behind); each cycle counts once, whatever the links.
     pub send_late_cycles: u64,
     pub shots: u64,
     pub mistakes: u64,

@@ -109,8 +109,13 @@ pub struct StreamPoint {
     /// After the last cycle, how long to wait for the commits still owed.
     #[serde(default = "d_drain_ms")]
     pub drain_ms: u64,
+    /// Pins the emulator's link threads to consecutive cores from this one (link i on
+    /// `emulator_core + i`).
     #[serde(default)]
     pub emulator_core: Option<usize>,
+    /// Pins link i's emulator thread to `emulator_cores[i]` (at least one core per link).
+    #[serde(default)]
+    pub emulator_cores: Vec<usize>,
     #[serde(default)]
     pub emulator_idle: IdlePolicy,
 }
@@ -180,6 +185,7 @@ pub const STREAM_KEYS: &[&str] = &[
     "behind_limit_us",
     "drain_ms",
     "emulator_core",
+    "emulator_cores",
     "emulator_idle",
 ];
 
@@ -206,6 +212,15 @@ impl StreamPoint {
         }
     }
 
+    /// The cores of the emulator's link threads, link i on the i-th (empty: unpinned).
+    pub fn emulator_core_list(&self) -> Vec<usize> {
+        match self.emulator_core {
+            _ if !self.emulator_cores.is_empty() => self.emulator_cores.clone(),
+            Some(c) => (c..c + self.links as usize).collect(),
+            None => Vec::new(),
+        }
+    }
+
     /// The shots' path prefix for this point's distance.
     pub fn shots_base(&self) -> PathBuf {
         PathBuf::from(self.shots.replace("{distance}", &self.distance.to_string()))
@@ -229,6 +244,16 @@ impl StreamPoint {
             return Err(format!(
                 "links {} is not in 1 ..= streams ({})",
                 self.links, self.streams
+            ));
+        }
+        if self.emulator_core.is_some() && !self.emulator_cores.is_empty() {
+            return Err("emulator_core and emulator_cores: give one of them".into());
+        }
+        if !self.emulator_cores.is_empty() && self.emulator_cores.len() < self.links as usize {
+            return Err(format!(
+                "emulator_cores lists {} cores for {} links: one core per link thread",
+                self.emulator_cores.len(),
+                self.links
             ));
         }
         if !(100..=1_000_000_000).contains(&self.round_ns) {
@@ -442,6 +467,14 @@ mod tests {
             ),
             ("[service]\nwindow = 5\ncommit = 5\n[streams]\n", "commit"),
             ("[service]\nengine = \"fpga\"\n[streams]\n", "point"),
+            (
+                "[streams]\nstreams = 4\nlinks = 2\nemulator_cores = [3]\n",
+                "emulator_cores",
+            ),
+            (
+                "[streams]\nemulator_core = 1\nemulator_cores = [3]\n",
+                "emulator_cores",
+            ),
         ] {
             let e = parse(text).unwrap_err().to_string();
             assert!(
@@ -449,6 +482,21 @@ mod tests {
                 "want {key:?} in {e}"
             );
         }
+    }
+
+    #[test]
+    fn emulator_cores_give_each_link_thread_its_own() {
+        let s = parse(
+            "[streams]\nstreams = 8\nlinks = 3\nemulator_core = 4\n[[sweep]]\nemulator_cores = [[1, 2, 5]]\n",
+        );
+        // A sweep key cannot be given twice over: emulator_core from [streams] stays.
+        assert!(s.unwrap_err().to_string().contains("emulator_cores"));
+        let s = parse("[streams]\nstreams = 8\nlinks = 3\nemulator_core = 4\n").unwrap();
+        assert_eq!(s.points[0].emulator_core_list(), vec![4, 5, 6]);
+        let s = parse("[streams]\nstreams = 8\nlinks = 2\nemulator_cores = [9, 1, 7]\n").unwrap();
+        assert_eq!(s.points[0].emulator_core_list(), vec![9, 1, 7]);
+        let s = parse("[streams]\nstreams = 8\nlinks = 2\n").unwrap();
+        assert!(s.points[0].emulator_core_list().is_empty());
     }
 
     #[test]

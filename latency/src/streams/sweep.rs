@@ -9,7 +9,7 @@ use std::time::Duration;
 use indicatif::{ProgressBar, ProgressStyle};
 use qfwd::stream::{ServiceOptions, StreamEngine, StreamSettings, StreamStats};
 use qfwd::transport::udp::UdpClient;
-use qfwd::transport::{inproc, Client, TransportKind};
+use qfwd::transport::{inproc, TransportKind};
 use qfwd::wire::HEADER_LEN;
 
 use super::emulator::{self, StreamLoad, StreamOutcome, StreamShots};
@@ -67,6 +67,7 @@ pub fn run(args: &SweepArgs) -> Result<Vec<StreamRow>> {
         if args.unpinned {
             p.cores.clear();
             p.emulator_core = None;
+            p.emulator_cores.clear();
             p.idle = qfwd::forward::IdlePolicy::Yield;
             p.emulator_idle = qfwd::forward::IdlePolicy::Yield;
         }
@@ -75,7 +76,9 @@ pub fn run(args: &SweepArgs) -> Result<Vec<StreamRow>> {
                 Some(c) => *c = service,
                 None => p.cores.push(service),
             }
+            // The emulator's links take consecutive cores from EMU.
             p.emulator_core = Some(emu);
+            p.emulator_cores.clear();
         }
     }
     let out = args
@@ -185,6 +188,14 @@ fn point_report(
         r.send_late_max_us,
         r.send_late_cycles,
     );
+    if o.sends_blocked > 0 {
+        s.push_str(&format!(
+            "\n  the service held the emulator back: {} requests found their wire full, \
+             waiting {:.1} ms in all",
+            o.sends_blocked,
+            o.send_blocked_ns as f64 / 1e6
+        ));
+    }
     if !r.kept_up || stats.rounds.received != o.round_entries {
         s.push_str(&format!(
             "\n  emulator: sent {} rounds, committed {}, refused {}, windows lost {}, unexpected {}, \
@@ -265,6 +276,8 @@ pub fn measure(
         idle: point.idle,
         batch: 32,
     };
+    let links = point.links.clamp(1, point.streams) as usize;
+    let cores = point.emulator_core_list();
     let (outcome, stats) = match point.transport {
         TransportKind::Udp => {
             let running = qfwd::serve::wiring::streams_udp(
@@ -273,17 +286,21 @@ pub fn measure(
                 "127.0.0.1:0".parse().expect("literal"),
                 Vec::new(),
             )?;
-            let mut client = UdpClient::connect(running.local_addr().expect("udp has an address"))?;
-            let outcome = run_emulator(point.emulator_core, &mut client, &shots, &load, progress);
+            let at = running.local_addr().expect("udp has an address");
+            // A socket per link: the service answers each request to the port it came from.
+            let mut clients = (0..links)
+                .map(|_| UdpClient::connect(at))
+                .collect::<std::result::Result<Vec<_>, _>>()?;
+            let outcome = emulator::run(&mut clients, &cores, &shots, &load, progress);
             running.stop();
             (outcome?, running.join()?)
         }
         _ => {
             // Requests, and the largest response a decoder thread writes.
             let slot = HEADER_LEN + settings.max_request_bytes + 1024;
-            let (mut client, server) = inproc::channel(4096, slot)?;
-            let running = qfwd::stream::spawn_inproc(&opts, model, server)?;
-            let outcome = run_emulator(point.emulator_core, &mut client, &shots, &load, progress);
+            let (mut clients, server) = inproc::links(links, 4096, slot)?;
+            let running = qfwd::stream::spawn_inproc_links(&opts, model, server)?;
+            let outcome = emulator::run(&mut clients, &cores, &shots, &load, progress);
             running.stop();
             (outcome?, running.join()?)
         }
@@ -307,9 +324,11 @@ fn settings(point: &StreamPoint) -> Result<StreamSettings> {
             ),
         });
     }
-    // One core each for the dispatcher and the emulator; the rest decode.
+    // One core for the dispatcher and one per emulator link; the rest decode.
     let workers = match point.workers {
-        0 => qfwd::host::online_core_count().saturating_sub(2).max(1),
+        0 => qfwd::host::online_core_count()
+            .saturating_sub(1 + point.links as usize)
+            .max(1),
         n => n,
     };
     let s = StreamSettings {
@@ -327,35 +346,6 @@ fn settings(point: &StreamPoint) -> Result<StreamSettings> {
     };
     s.validate()?;
     Ok(s)
-}
-
-/// Runs the emulator on its own thread, pinned to `core` (the caller's mask unchanged).
-fn run_emulator<C: Client + Send>(
-    core: Option<usize>,
-    client: &mut C,
-    shots: &StreamShots,
-    load: &StreamLoad,
-    progress: impl FnMut(u64) + Send,
-) -> Result<StreamOutcome> {
-    std::thread::scope(|scope| {
-        scope
-            .spawn(move || {
-                if let Some(c) = core {
-                    if !core_affinity::set_for_current(core_affinity::CoreId { id: c }) {
-                        return Err(Error::Emulator {
-                            target: "local".into(),
-                            detail: format!("cannot pin the emulator to core {c}"),
-                        });
-                    }
-                }
-                emulator::run(client, shots, load, progress)
-            })
-            .join()
-            .map_err(|_| Error::Emulator {
-                target: "local".into(),
-                detail: "the stream emulator thread panicked".into(),
-            })?
-    })
 }
 
 fn row(
