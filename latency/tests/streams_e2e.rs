@@ -116,5 +116,5 @@ fn a_gpu_stream_scenario_stops_before_measuring_without_a_gpu_engine() {
     ]);
     let listed = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success());
-    assert_eq!(listed.lines().count(), 8, "{listed}");
+    assert_eq!(listed.lines().count(), 16, "{listed}");
 }
