@@ -279,7 +279,12 @@ where
             }
             Err(e) => {
                 self.counts.send_failures += 1;
-                tracing::warn!(error = %e, "stream dispatcher: send failed");
+                // Counted always; told at the 1st, 2nd, 4th, ... so a peer that stops
+                // reading cannot flood the log (the summary has the total).
+                let n = self.counts.send_failures;
+                if n.is_power_of_two() {
+                    tracing::warn!(error = %e, failures = n, "stream dispatcher: send failed");
+                }
             }
         }
     }

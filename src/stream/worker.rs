@@ -258,9 +258,13 @@ impl Outgoing {
                 Ok(false) if Instant::now() < deadline => std::thread::yield_now(),
                 _ => {
                     self.dropped += 1;
-                    tracing::warn!(
-                        "stream worker: response queue full past its deadline; response dropped"
-                    );
+                    // Told at the 1st, 2nd, 4th, ... drop; the summary has the total.
+                    if self.dropped.is_power_of_two() {
+                        tracing::warn!(
+                            dropped = self.dropped,
+                            "stream worker: response queue full past its deadline; response dropped"
+                        );
+                    }
                     break;
                 }
             }
