@@ -86,14 +86,35 @@ pub fn reaction_vs_streams(rows: &[StreamRow], path: &Path) -> Result<()> {
             .y_label_formatter(&|v| format!("{v}"))
             .draw()
             .map_err(|e| plot_err(path, e))?;
-        for (i, (label, points)) in series.values().enumerate() {
+        // Colour by (distance, cadence), the same for both engines; the line says the
+        // engine (solid: CPU pool, dashed: anything else), so no two series look alike.
+        let shapes: Vec<(u32, u64)> = {
+            let mut v: Vec<(u32, u64)> = series.keys().map(|k| (k.1, k.2)).collect();
+            v.sort_unstable();
+            v.dedup();
+            v
+        };
+        for ((engine, distance, round_ns), (label, points)) in &series {
+            let i = shapes
+                .iter()
+                .position(|s| *s == (*distance, *round_ns))
+                .unwrap_or(0);
             let color = PALETTE[i % PALETTE.len()];
             let style = color.stroke_width(2);
-            chart
-                .draw_series(LineSeries::new(points.iter().map(|p| (p.0, p.1)), style))
+            let xy = points.iter().map(|p| (p.0, p.1));
+            let drawn = if engine == "cpu-pool" {
+                chart.draw_series(LineSeries::new(xy, style))
+            } else {
+                chart.draw_series(DashedLineSeries::new(xy, 8, 5, style))
+            };
+            let dashed = engine != "cpu-pool";
+            drawn
                 .map_err(|e| plot_err(path, e))?
                 .label(label.as_str())
-                .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], style));
+                .legend(move |(x, y)| {
+                    let to = if dashed { x + 8 } else { x + 20 };
+                    PathElement::new(vec![(x, y), (to, y)], style)
+                });
             chart
                 .draw_series(points.iter().map(|&(x, y, kept)| {
                     if kept {

@@ -226,16 +226,24 @@ pub fn table(rows: &[StreamRow]) -> String {
         "| engine | d | streams | round | reaction p50 | p99 | p99.9 | backlog max | kept up | LER |\n\
          |---|---|---|---|---|---|---|---|---|---|\n",
     );
+    // No reaction sample (no window committed): a dash, not 0 µs.
+    let us = |r: &StreamRow, x: f64| {
+        if r.reaction_samples == 0 {
+            "-".to_string()
+        } else {
+            format!("{x:.2} µs")
+        }
+    };
     for r in rows {
         s.push_str(&format!(
-            "| {} | {} | {} | {} µs | {:.2} µs | {:.2} µs | {:.2} µs | {} rounds | {} | {} |\n",
+            "| {} | {} | {} | {} µs | {} | {} | {} | {} rounds | {} | {} |\n",
             r.engine,
             r.distance,
             r.streams,
             r.round_ns as f64 / 1e3,
-            r.reaction_p50_us,
-            r.reaction_p99_us,
-            r.reaction_p99_9_us,
+            us(r, r.reaction_p50_us),
+            us(r, r.reaction_p99_us),
+            us(r, r.reaction_p99_9_us),
             r.backlog_max_rounds,
             if r.kept_up { "yes" } else { "no" },
             fmt_ler(r.ler)
