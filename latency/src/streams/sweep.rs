@@ -85,7 +85,7 @@ pub fn run(args: &SweepArgs) -> Result<Vec<StreamRow>> {
         .out
         .clone()
         .unwrap_or_else(|| PathBuf::from("results").join(format!("{}.csv", scenario.name)));
-    eprintln!(
+    tracing::info!(
         "{}: {} points -> {}",
         scenario.path.display(),
         scenario.points.len(),
@@ -108,7 +108,7 @@ pub fn run(args: &SweepArgs) -> Result<Vec<StreamRow>> {
         })?;
     }
     plot::reaction_vs_streams(&rows, &svg)?;
-    eprintln!("plot: {}", svg.display());
+    tracing::info!("plot: {}", svg.display());
     print!("{}", table(&rows));
     Ok(rows)
 }
@@ -150,7 +150,7 @@ pub fn run_scenario(scenario: &StreamScenario, out: &Path) -> Result<Vec<StreamR
         row.spectrum = format!("{rel}/{file}");
         csv.write(&row)?;
         bar.suspend(|| {
-            eprintln!(
+            tracing::info!(
                 "{}",
                 point_report(&row, &outcome, &stats, i, scenario.points.len(), &label)
             )
@@ -159,7 +159,7 @@ pub fn run_scenario(scenario: &StreamScenario, out: &Path) -> Result<Vec<StreamR
         rows.push(row);
     }
     bar.finish_and_clear();
-    eprintln!("wrote {} rows to {}", rows.len(), out.display());
+    tracing::info!("wrote {} rows to {}", rows.len(), out.display());
     Ok(rows)
 }
 
