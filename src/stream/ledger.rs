@@ -11,7 +11,7 @@
 #![forbid(unsafe_code)]
 
 use super::protocol::{refusal, BlockView, Record, RecordKind, EXPECTED_UNKNOWN};
-use super::state::RoundCounts;
+use super::state::{RefusalRun, RoundCounts};
 
 /// A record of a response, ready or waiting for the decoder.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -65,13 +65,6 @@ pub struct Windows {
     pub min_rounds: u32,
 }
 
-struct Refusal {
-    status: u16,
-    first: u64,
-    rounds: u32,
-    expected: u64,
-}
-
 impl Ledger {
     /// Rounds accepted and not yet committed.
     pub fn pending(&self) -> u64 {
@@ -91,7 +84,7 @@ impl Ledger {
         if block.resets() {
             self.reset(id, counts, sink);
         }
-        let mut refused: Option<Refusal> = None;
+        let mut refused = RefusalRun::default();
         let last = usize::from(block.rounds) - 1;
         for r in 0..=last {
             let round = block.first_round + r as u64;
@@ -104,27 +97,12 @@ impl Ledger {
                     self.take(w, id, round, is_final, sink);
                 }
                 Err(status) => {
-                    counts.refused[usize::from(status) - 1] += 1;
-                    match refused.as_mut() {
-                        Some(f) if f.status == status => f.rounds += 1,
-                        _ => {
-                            if let Some(f) = refused.take() {
-                                sink.record(refusal_record(id, &f));
-                            }
-                            refused = Some(Refusal {
-                                status,
-                                first: round,
-                                rounds: 1,
-                                expected: self.expected(),
-                            });
-                        }
-                    }
+                    let expected = self.expected();
+                    refused.refuse(id, status, round, expected, counts, |r| sink.record(r));
                 }
             }
         }
-        if let Some(f) = refused {
-            sink.record(refusal_record(id, &f));
-        }
+        refused.close(id, |r| sink.record(r));
     }
 
     /// The status a round gets, in the order the CPU's stream and decoder check them.
@@ -225,17 +203,5 @@ impl Ledger {
             },
             clear,
         );
-    }
-}
-
-fn refusal_record(id: u32, f: &Refusal) -> Record {
-    Record {
-        stream: id,
-        kind: RecordKind::Refused,
-        status: f.status,
-        first_round: f.first,
-        value: f.expected,
-        rounds: f.rounds,
-        window_rounds: 0,
     }
 }

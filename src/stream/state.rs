@@ -87,6 +87,48 @@ struct Refusal {
     expected: u64,
 }
 
+/// Consecutive rounds of a block refused with one status, answered as one record: what
+/// the CPU's [`StreamState`] and the batched engine's ledger both send.
+#[derive(Default)]
+pub(super) struct RefusalRun(Option<Refusal>);
+
+impl RefusalRun {
+    /// Round `round` of stream `id` refused with `status` (`expected`: the round the stream
+    /// waits for): counted, and added to the open run or sent after it as a new one.
+    pub(super) fn refuse(
+        &mut self,
+        id: u32,
+        status: u16,
+        round: u64,
+        expected: u64,
+        counts: &mut RoundCounts,
+        emit: impl FnOnce(Record),
+    ) {
+        counts.refused[usize::from(status) - 1] += 1;
+        match self.0.as_mut() {
+            Some(f) if f.status == status => f.rounds += 1,
+            _ => {
+                if let Some(f) = self.0.take() {
+                    emit(refusal_record(id, &f));
+                }
+                self.0 = Some(Refusal {
+                    status,
+                    first: round,
+                    rounds: 1,
+                    expected,
+                });
+            }
+        }
+    }
+
+    /// Sends the open run, if any (at the end of the block).
+    pub(super) fn close(self, id: u32, emit: impl FnOnce(Record)) {
+        if let Some(f) = self.0 {
+            emit(refusal_record(id, &f));
+        }
+    }
+}
+
 impl StreamState {
     pub fn new(model: &Arc<StreamModel>) -> StreamState {
         StreamState {
@@ -124,7 +166,7 @@ impl StreamState {
         if block.resets() {
             self.reset(id, counts, emit);
         }
-        let mut refused: Option<Refusal> = None;
+        let mut refused = RefusalRun::default();
         let last = usize::from(block.rounds) - 1;
         for r in 0..=last {
             let round = block.first_round + r as u64;
@@ -145,27 +187,12 @@ impl StreamState {
                     }
                 }
                 Err(status) => {
-                    counts.refused[usize::from(status) - 1] += 1;
-                    match refused.as_mut() {
-                        Some(f) if f.status == status => f.rounds += 1,
-                        _ => {
-                            if let Some(f) = refused.take() {
-                                emit(refusal_record(id, &f));
-                            }
-                            refused = Some(Refusal {
-                                status,
-                                first: round,
-                                rounds: 1,
-                                expected: self.expected(),
-                            });
-                        }
-                    }
+                    let expected = self.expected();
+                    refused.refuse(id, status, round, expected, counts, &mut *emit);
                 }
             }
         }
-        if let Some(f) = refused {
-            emit(refusal_record(id, &f));
-        }
+        refused.close(id, emit);
     }
 
     /// The final round `round`: checked for its index here (the decoder's `finish` takes
