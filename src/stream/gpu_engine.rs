@@ -32,13 +32,13 @@ use super::link::{self, PeerBytes, PEER_BYTES};
 use super::protocol::{
     self, BatchView, GetCorrections, Record, ResetDecoder, FLAG_RESET_CORRECTIONS,
 };
-use super::service::{RunningStreams, ServiceOptions, StreamStats};
+use super::service::{DecoderRings, RunningStreams, ServiceOptions, StreamStats};
 use super::state::RoundCounts;
 use super::worker::{Outgoing, WorkerCounts};
 use crate::idle::IdleWait;
-use crate::transport::inproc::{self, Consumer, InprocServer};
+use crate::transport::inproc::{Consumer, InprocServer};
 use crate::transport::Transport;
-use crate::wire::{self, HEADER_LEN};
+use crate::wire;
 use crate::{Error, Result};
 
 /// Which GPU, and the threads of each stream's block.
@@ -456,9 +456,11 @@ where
             ),
         });
     }
-    let slot = PEER_BYTES + HEADER_LEN + s.max_request_bytes + 1024;
-    let (q_tx, q_rx) = inproc::ring(s.queue_slots, slot)?;
-    let (r_tx, r_rx) = inproc::ring(s.queue_slots.clamp(64, 1024), slot)?;
+    let DecoderRings {
+        slot,
+        requests: (q_tx, q_rx),
+        responses: (r_tx, r_rx),
+    } = DecoderRings::new(s)?;
     let dispatcher = Dispatcher {
         transport,
         round_bytes: model.round_bytes(),

@@ -404,6 +404,27 @@ pub fn describe(opts: &ServiceOptions, model: &StreamModel, on: &str) -> String 
     )
 }
 
+/// The rings between the dispatcher and one decoding thread, sized from the settings.
+pub(super) struct DecoderRings {
+    /// Bytes a slot holds: the largest request, and the block headers its split can add.
+    pub slot: usize,
+    /// Requests to the decoding thread (`queue_slots` of them).
+    pub requests: (inproc::Producer, inproc::Consumer),
+    /// Its responses, drained every dispatcher poll (the thread waits for room).
+    pub responses: (inproc::Producer, inproc::Consumer),
+}
+
+impl DecoderRings {
+    pub(super) fn new(s: &StreamSettings) -> Result<DecoderRings> {
+        let slot = PEER_BYTES + HEADER_LEN + s.max_request_bytes + 1024;
+        Ok(DecoderRings {
+            slot,
+            requests: inproc::ring(s.queue_slots, slot)?,
+            responses: inproc::ring(s.queue_slots.clamp(64, 1024), slot)?,
+        })
+    }
+}
+
 /// Starts the dispatcher on `transport` and the decoder threads behind it.
 pub fn spawn<T>(
     transport: T,
@@ -422,15 +443,15 @@ where
     let chunk = s.streams.div_ceil(workers as u32);
     // The last workers may own nothing when `chunk` rounds up: drop them.
     let workers = s.streams.div_ceil(chunk) as usize;
-    // A queue slot holds the largest request, and the block headers its split can add.
-    let slot = PEER_BYTES + HEADER_LEN + s.max_request_bytes + 1024;
     let mut queues = Vec::new();
     let mut responses = Vec::new();
     let mut pool = Vec::new();
     for w in 0..workers {
-        let (q_tx, q_rx) = inproc::ring(s.queue_slots, slot)?;
-        // Responses are drained every dispatcher poll; a decoder thread waits for room.
-        let (r_tx, r_rx) = inproc::ring(s.queue_slots.clamp(64, 1024), slot)?;
+        let DecoderRings {
+            slot,
+            requests: (q_tx, q_rx),
+            responses: (r_tx, r_rx),
+        } = DecoderRings::new(s)?;
         queues.push(q_tx);
         responses.push(r_rx);
         let first = w as u32 * chunk;
