@@ -151,16 +151,20 @@ fn mismatched_inputs_are_clear_errors() {
     assert!(e.contains("nope.dem"), "{e}");
 }
 
-#[test]
-fn clap_parses_the_documented_command_line() {
-    use clap::Parser;
-    #[derive(Parser)]
+/// `qfwd decode ARGS` as its command line parses them (`args` without the program name).
+fn parse(args: &[&str]) -> Result<DecodeArgs, clap::Error> {
+    #[derive(clap::Parser)]
     struct Cli {
         #[command(flatten)]
         decode: DecodeArgs,
     }
-    let c = Cli::try_parse_from([
-        "qfwd",
+    let argv = std::iter::once("qfwd").chain(args.iter().copied());
+    <Cli as clap::Parser>::try_parse_from(argv).map(|c| c.decode)
+}
+
+#[test]
+fn clap_parses_the_documented_command_line() {
+    let c = parse(&[
         "--dem",
         "F.dem",
         "--dets",
@@ -175,11 +179,10 @@ fn clap_parses_the_documented_command_line() {
         "json",
     ])
     .unwrap();
-    assert_eq!(c.decode.decoder, DecoderKind::Lut);
-    assert_eq!(c.decode.backend, DecodeBackend::Gpu);
-    assert_eq!(c.decode.format, OutputFormat::Json);
-    let c = Cli::try_parse_from([
-        "qfwd",
+    assert_eq!(c.decoder, DecoderKind::Lut);
+    assert_eq!(c.backend, DecodeBackend::Gpu);
+    assert_eq!(c.format, OutputFormat::Json);
+    let c = parse(&[
         "--dem",
         "F.dem",
         "--dets",
@@ -192,9 +195,9 @@ fn clap_parses_the_documented_command_line() {
         "01",
     ])
     .unwrap();
-    assert_eq!(c.decode.backend, DecodeBackend::Cpu);
-    assert_eq!(c.decode.format, OutputFormat::Text);
-    assert!(Cli::try_parse_from(["qfwd", "--dem", "F.dem", "--decoder", "mwpm"]).is_err());
+    assert_eq!(c.backend, DecodeBackend::Cpu);
+    assert_eq!(c.format, OutputFormat::Text);
+    assert!(parse(&["--dem", "F.dem", "--decoder", "mwpm"]).is_err());
 }
 
 #[test]
@@ -491,14 +494,7 @@ fn models_past_64_observables_predict_and_count_every_observable() {
 
 #[test]
 fn pymatching_flag_names_parse_beside_qfwd_s() {
-    use clap::Parser;
-    #[derive(Parser)]
-    struct Cli {
-        #[command(flatten)]
-        decode: DecodeArgs,
-    }
-    let c = Cli::try_parse_from([
-        "qfwd",
+    let d = parse(&[
         "--dem",
         "F.dem",
         "--in",
@@ -518,7 +514,6 @@ fn pymatching_flag_names_parse_beside_qfwd_s() {
         "2",
     ])
     .unwrap();
-    let d = c.decode;
     assert_eq!(d.dets, PathBuf::from("-"));
     assert_eq!(d.dets_format, Some(ShotFormat::B8));
     assert_eq!(d.predictions, Some(PathBuf::from("P.b8")));
@@ -527,9 +522,7 @@ fn pymatching_flag_names_parse_beside_qfwd_s() {
     assert_eq!(d.obs_format, Some(ShotFormat::Zero1));
     assert!(d.appended_observables && d.counts_mistakes());
     assert_eq!((d.threads, d.decoder), (2, DecoderKind::Uf));
-    let c = Cli::try_parse_from(["qfwd", "--dem", "F.dem", "--in", "F.b8"]).unwrap();
-    assert!(!c.decode.counts_mistakes());
-    assert!(
-        Cli::try_parse_from(["qfwd", "--dem", "F.dem", "--in", "F.b8", "--threads", "0"]).is_err()
-    );
+    let c = parse(&["--dem", "F.dem", "--in", "F.b8"]).unwrap();
+    assert!(!c.counts_mistakes());
+    assert!(parse(&["--dem", "F.dem", "--in", "F.b8", "--threads", "0"]).is_err());
 }
