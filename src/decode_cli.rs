@@ -526,12 +526,9 @@ pub fn evaluate(args: &DecodeArgs) -> Result<DecodeReport> {
         });
     }
     let t0 = Instant::now();
-    let dec = io::load_decoder(args)?;
-    // The stream model needs the model's detector coordinates.
-    let dem = match args.window {
-        Some(_) => Some(Dem::from_path(&args.dem)?),
-        None => None,
-    };
+    let (dem, dec) = io::load_decoder(args)?;
+    // Only the stream model needs the model itself (its detector coordinates).
+    let dem = args.window.map(|_| dem);
     let setup_ms = t0.elapsed().as_secs_f64() * 1e3;
     let (mut dets, mut obs) = io::read_counting_inputs(args, &dec)?;
     if let Some(n) = args.shots {

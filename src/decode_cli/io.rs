@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use super::{DecodeArgs, DecodeBackend, GpuDecoder};
-use crate::decode::{self, Decoder, ShotFormat, ShotReader, ShotWriter, Shots};
+use crate::decode::{self, Decoder, Dem, ShotFormat, ShotReader, ShotWriter, Shots};
 use crate::gpu;
 use crate::{Error, Result};
 
@@ -77,8 +77,9 @@ fn write_error(path: &Path, e: std::io::Error) -> Error {
     .into()
 }
 
-/// The decoder of `args` (no request budget: offline decoding answers every shot).
-pub(super) fn load_decoder(args: &DecodeArgs) -> Result<Arc<Decoder>> {
+/// The model of `args` and its decoder (no request budget: offline decoding answers every
+/// shot). The model is parsed once; `--window` builds its stream model from it too.
+pub(super) fn load_decoder(args: &DecodeArgs) -> Result<(Dem, Arc<Decoder>)> {
     if args.backend == DecodeBackend::Gpu {
         if let Some(why) = gpu::unavailable_reason() {
             return Err(Error::Decode {
@@ -86,9 +87,10 @@ pub(super) fn load_decoder(args: &DecodeArgs) -> Result<Arc<Decoder>> {
             });
         }
     }
-    let mut dec = Decoder::from_dem_path(&args.dem, args.decoder)?;
+    let dem = Dem::from_path(&args.dem)?;
+    let mut dec = Decoder::from_graph(decode::MatchingGraph::from_dem(&dem)?, args.decoder)?;
     dec.set_max_defects(Some(0))?;
-    Ok(Arc::new(dec))
+    Ok((dem, Arc::new(dec)))
 }
 
 /// Every shot of `path` (`bits` each), at most `limit`.
@@ -196,7 +198,7 @@ pub(super) fn write_predictions(
 /// constant whatever the stream's length. Returns the shots decoded. A reader that goes
 /// away (a closed pipe) ends it quietly.
 pub fn predict(args: &DecodeArgs) -> Result<usize> {
-    let dec = load_decoder(args)?;
+    let (_, dec) = load_decoder(args)?;
     let (n, nb, rb) = (dec.num_detectors(), dec.detector_bytes(), dec.result_len());
     let dets_format = format_of(&args.dets, args.dets_format);
     let mut reader = ShotReader::new(open_input(&args.dets)?, n, dets_format);
