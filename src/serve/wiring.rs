@@ -128,10 +128,6 @@ pub fn streams_udp(
 ) -> Result<RunningStreams> {
     let transport = UdpTransport::bind(listen, allowlist)?;
     let local = transport.local_addr();
-    if let Some(which) = crate::stream::batched_engine(&opts.settings) {
-        let on = format!("udp {local}");
-        return crate::stream::spawn_batched_on(transport, opts, model, Some(local), &on, which);
-    }
-    let description = crate::stream::describe(opts, &model, &format!("udp {local}"));
-    crate::stream::spawn(transport, opts, model, Some(local), description)
+    let on = format!("udp {local}");
+    crate::stream::spawn_on(transport, opts, model, Some(local), &on)
 }

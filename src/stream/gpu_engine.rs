@@ -733,10 +733,7 @@ pub fn spawn_batched_inproc(
     server: InprocServer,
     which: BatchedDecoder,
 ) -> Result<RunningStreams> {
-    opts.settings.validate()?;
-    let decoder = which.build(&model, opts.settings.streams)?;
-    let description = describe(opts, &model, decoder.as_ref(), "an inproc ring");
-    spawn_batched(server, opts, model, decoder, None, description)
+    spawn_batched_on(server, opts, model, None, "an inproc ring", which)
 }
 
 /// Serves `transport` (reached at `local_addr`, described as `on`: `udp ADDR`) with a

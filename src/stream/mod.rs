@@ -24,6 +24,6 @@ pub use gpu_engine::{
     spawn_batched_inproc, spawn_batched_on, BatchedCounts, BatchedDecoder, GpuEngineOptions,
 };
 pub use service::{
-    batched_engine, describe, load_model, spawn, spawn_inproc, spawn_inproc_links, RunningStreams,
-    ServiceOptions, StreamEngine, StreamSettings, StreamStats,
+    batched_engine, describe, load_model, spawn, spawn_inproc, spawn_inproc_links, spawn_on,
+    RunningStreams, ServiceOptions, StreamEngine, StreamSettings, StreamStats,
 };

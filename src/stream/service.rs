@@ -348,11 +348,7 @@ pub fn spawn_inproc(
     model: Arc<StreamModel>,
     server: InprocServer,
 ) -> Result<RunningStreams> {
-    if let Some(which) = batched_engine(&opts.settings) {
-        return super::gpu_engine::spawn_batched_inproc(opts, model, server, which);
-    }
-    let description = describe(opts, &model, "an inproc ring");
-    spawn(server, opts, model, None, description)
+    spawn_on(server, opts, model, None, "an inproc ring")
 }
 
 /// Serves several in-process rings, one per link (the harness's emulator threads), as
@@ -368,11 +364,28 @@ pub fn spawn_inproc_links(
         server.len(),
         if server.len() == 1 { "" } else { "s" }
     );
+    spawn_on(server, opts, model, None, &on)
+}
+
+/// Serves `transport` (reached at `local_addr`; `on` names it in the start-up line:
+/// `udp ADDR`, `an inproc ring`) with the engine the settings name: the CPU pool, or the
+/// batched engine.
+pub fn spawn_on<T>(
+    transport: T,
+    opts: &ServiceOptions,
+    model: Arc<StreamModel>,
+    local_addr: Option<SocketAddr>,
+    on: &str,
+) -> Result<RunningStreams>
+where
+    T: Transport + Send + 'static,
+    T::Peer: PeerBytes,
+{
     if let Some(which) = batched_engine(&opts.settings) {
-        return super::gpu_engine::spawn_batched_on(server, opts, model, None, &on, which);
+        return super::gpu_engine::spawn_batched_on(transport, opts, model, local_addr, on, which);
     }
-    let description = describe(opts, &model, &on);
-    spawn(server, opts, model, None, description)
+    let description = describe(opts, &model, on);
+    spawn(transport, opts, model, local_addr, description)
 }
 
 /// The batched engine's decoder, when the settings ask for one (`None`: the CPU pool).
