@@ -589,7 +589,7 @@ impl Scenario {
                     format!("sweep.{k}")
                 }
             };
-            let mut axes: Vec<(String, Vec<Value>)> = Vec::new();
+            let mut axes: Axes = Vec::new();
             for (k, v) in block {
                 if !FORWARDER_KEYS.contains(&k.as_str()) && !LOAD_KEYS.contains(&k.as_str()) {
                     return Err(err(
@@ -618,24 +618,14 @@ impl Scenario {
                 }
                 axes.push((k.clone(), values.clone()));
             }
-            let count = axes
-                .iter()
-                .try_fold(1usize, |acc, (_, v)| acc.checked_mul(v.len()));
-            if count.is_none_or(|c| c > MAX_POINTS) {
+            let Some(count) = point_count(&axes) else {
                 return Err(err(
                     &at("*"),
                     format!("expands to more than {MAX_POINTS} points"),
                 ));
-            }
-            let count = count.unwrap_or(1);
+            };
             for n in 0..count {
-                // Mixed-radix digits of n: the first key listed varies slowest.
-                let mut index = vec![0usize; axes.len()];
-                let mut rest = n;
-                for (i, (_, values)) in axes.iter().enumerate().rev() {
-                    index[i] = rest % values.len();
-                    rest /= values.len();
-                }
+                let index = point_indices(&axes, n);
                 let mut t = base.clone();
                 for (i, (k, values)) in axes.iter().enumerate() {
                     t.insert(k.clone(), values[index[i]].clone());
@@ -676,6 +666,29 @@ impl Scenario {
             swept_keys,
         })
     }
+}
+
+/// A sweep block's keys and their lists of values, in the order the block lists them.
+pub(crate) type Axes = Vec<(String, Vec<Value>)>;
+
+/// The points `axes` expand to (the product of their lengths), or `None` past
+/// [`MAX_POINTS`].
+pub(crate) fn point_count(axes: &Axes) -> Option<usize> {
+    axes.iter()
+        .try_fold(1usize, |acc, (_, v)| acc.checked_mul(v.len()))
+        .filter(|&c| c <= MAX_POINTS)
+}
+
+/// Point `n` of `axes`: the index of each axis's value, the mixed-radix digits of `n`
+/// (the first key listed varies slowest).
+pub(crate) fn point_indices(axes: &Axes, n: usize) -> Vec<usize> {
+    let mut index = vec![0usize; axes.len()];
+    let mut rest = n;
+    for (i, (_, values)) in axes.iter().enumerate().rev() {
+        index[i] = rest % values.len();
+        rest /= values.len();
+    }
+    index
 }
 
 /// The key whose value does not fit its type: every field has a default, so each key

@@ -29,6 +29,7 @@ use qfwd::transport::TransportKind;
 use serde::{Deserialize, Serialize};
 use toml::{Table, Value};
 
+use crate::scenario::{point_count, point_indices, Axes};
 use crate::{Error, Result};
 
 /// What decodes the streams.
@@ -369,7 +370,7 @@ impl StreamScenario {
         let mut swept_keys = Vec::new();
         let mut points: Vec<StreamPoint> = Vec::new();
         for (b, block) in blocks.iter().enumerate() {
-            let mut axes: Vec<(String, Vec<Value>)> = Vec::new();
+            let mut axes: Axes = Vec::new();
             for (k, v) in block {
                 let at = format!("sweep[{}].{k}", b + 1);
                 if !SERVICE_KEYS.contains(&k.as_str()) && !STREAM_KEYS.contains(&k.as_str()) {
@@ -390,20 +391,16 @@ impl StreamScenario {
                     swept_keys.push(k.clone());
                 }
             }
-            let count: usize = axes.iter().map(|(_, v)| v.len()).product();
-            if count > crate::scenario::MAX_POINTS {
+            let Some(count) = point_count(&axes) else {
                 return Err(err(
                     &format!("sweep[{}]", b + 1),
                     "expands to too many points".into(),
                 ));
-            }
+            };
             for i in 0..count {
                 let mut t = base.clone();
-                let mut rest = i;
-                // The first key listed varies slowest.
-                for (k, values) in axes.iter().rev() {
-                    t.insert(k.clone(), values[rest % values.len()].clone());
-                    rest /= values.len();
+                for ((k, values), v) in axes.iter().zip(point_indices(&axes, i)) {
+                    t.insert(k.clone(), values[v].clone());
                 }
                 let p = StreamPoint::deserialize(Value::Table(t))
                     .map_err(|e| err("point", e.message().to_string()))?;
