@@ -901,10 +901,20 @@ mod tests {
     use qfwd::transport::inproc;
 
     fn inproc_forwarder() -> (inproc::InprocClient, qfwd::serve::Running) {
-        let (client, server) = inproc::channel(256, 2048).unwrap();
+        inproc_forwarder_with(256, RunConfig::default().queue_deadline_us)
+    }
+
+    /// A forwarder on a ring of `slots`, answering -6 to requests older than
+    /// `queue_deadline_us` (0: never).
+    fn inproc_forwarder_with(
+        slots: usize,
+        queue_deadline_us: u64,
+    ) -> (inproc::InprocClient, qfwd::serve::Running) {
+        let (client, server) = inproc::channel(slots, 2048).unwrap();
         let cfg = RunConfig {
             idle: IdlePolicy::Yield,
             stats_interval_s: 0.0,
+            queue_deadline_us,
             transport: qfwd::transport::TransportKind::Inproc,
             ..Default::default()
         };
@@ -1018,15 +1028,7 @@ mod tests {
     fn open_loop_times_from_intended_send() {
         // A ring that holds the whole run and no queue deadline: on a loaded CI host the
         // forwarder may be descheduled for tens of ms, which must not lose a request here.
-        let (mut client, server) = inproc::channel(4096, 2048).unwrap();
-        let cfg = RunConfig {
-            idle: IdlePolicy::Yield,
-            stats_interval_s: 0.0,
-            queue_deadline_us: 0,
-            transport: qfwd::transport::TransportKind::Inproc,
-            ..Default::default()
-        };
-        let fwd = qfwd::serve::start(&cfg, qfwd::serve::Wiring::Ring(server)).unwrap();
+        let (mut client, fwd) = inproc_forwarder_with(4096, 0);
         let w = Workload::parity("parity", 64, 64, 2);
         let o = run(&mut client, &w, &load(Mode::OpenLoop), |_| {}).unwrap();
         assert_eq!((o.sent, o.ok, o.lost), (2_100, 2_100, 0), "{o}");
