@@ -265,6 +265,8 @@ enum ShotDecoder {
         scratch: Box<decode::Scratch>,
     },
     Stream {
+        /// Writes the flips as the result row.
+        dec: Arc<Decoder>,
         /// Each shot split into its rounds, `rounds * round_bytes` bytes a shot.
         split: Vec<Vec<u8>>,
         round_bytes: usize,
@@ -305,6 +307,7 @@ impl ShotDecoder {
             .map(|i| exp.split(dets.row(i)).concat())
             .collect();
         Ok(ShotDecoder::Stream {
+            dec: Arc::clone(dec),
             split,
             round_bytes: model.round_bytes(),
             stream: Box::new(StreamDecoder::new(&model)),
@@ -317,6 +320,7 @@ impl ShotDecoder {
         match self {
             ShotDecoder::Whole { dec, scratch } => dec.decode_to(scratch, dets.row(i), out),
             ShotDecoder::Stream {
+                dec,
                 split,
                 round_bytes,
                 stream,
@@ -335,9 +339,7 @@ impl ShotDecoder {
                 *commits += 1;
                 flips ^= stream.finish(last).expect("a whole experiment").flips;
                 // A stream model has at most 64 observables: its flips are one mask.
-                for (b, o) in flips.to_le_bytes().iter().zip(out.iter_mut()) {
-                    *o = *b;
-                }
+                dec.write_result(flips, out);
             }
         }
     }

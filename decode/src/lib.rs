@@ -442,7 +442,7 @@ impl Decoder {
     /// Writes `mask` as the wire result (bit-packed, LSB first) into `out`: its 64 bits,
     /// then zeros up to the result's length. Returns the length.
     #[inline]
-    fn write_result(&self, mask: u64, out: &mut [u8]) -> usize {
+    pub fn write_result(&self, mask: u64, out: &mut [u8]) -> usize {
         let len = self.result_len();
         for (k, byte) in out[..len].iter_mut().enumerate() {
             *byte = mask.checked_shr(8 * k as u32).unwrap_or(0) as u8;
