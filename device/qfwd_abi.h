@@ -577,4 +577,83 @@ static_assert(sizeof(((struct QfwdWindowBatch*)0)->rounds) == 4, "QfwdWindowBatc
 static_assert(sizeof(((struct QfwdWindowBatch*)0)->finish) == 4, "QfwdWindowBatch.finish");
 static_assert(sizeof(((struct QfwdWindowBatch*)0)->commits_per_stream) == 4, "QfwdWindowBatch.commits_per_stream");
 
+// ---- the persistent stream kernel (device/stream.cu) ----
+#define QFWD_SERVE_SEQ_WORD 0u
+#define QFWD_SERVE_STOP_WORD 1u
+#define QFWD_SERVE_ENTRIES_WORD 2u
+#define QFWD_SERVE_JOBS_WORD 4u
+#define QFWD_SERVE_CLAIM_WORD 3u
+#define QFWD_SERVE_CONTROL_BYTES 64u
+#define QFWD_SERVE_RESET 1u
+#define QFWD_SERVE_FINISH 2u
+#define QFWD_SERVE_NO_NEXT 0xffffffffu
+#define QFWD_SERVE_PROF_IDLE 0u
+#define QFWD_SERVE_PROF_STAGE 1u
+#define QFWD_SERVE_PROF_DECODE 2u
+#define QFWD_SERVE_PROF_ENTRIES 3u
+#define QFWD_SERVE_PROF_ROUNDS 4u
+#define QFWD_SERVE_PROF_ANSWERS 5u
+#define QFWD_SERVE_PROF_WINDOWS 6u
+#define QFWD_SERVE_PROFILE_WORDS 8u
+
+struct QfwdServeEntry {
+    unsigned long long first_round;
+    unsigned int stream;
+    unsigned int flags;
+    unsigned int rounds;
+    unsigned int events_offset;
+    unsigned int commit_offset;
+    unsigned int commit_capacity;
+    unsigned int next;
+    unsigned int reserved;
+};
+static_assert(sizeof(struct QfwdServeEntry) == 40, "QfwdServeEntry size");
+static_assert(sizeof(((struct QfwdServeEntry*)0)->first_round) == 8, "QfwdServeEntry.first_round");
+static_assert(sizeof(((struct QfwdServeEntry*)0)->stream) == 4, "QfwdServeEntry.stream");
+static_assert(sizeof(((struct QfwdServeEntry*)0)->flags) == 4, "QfwdServeEntry.flags");
+static_assert(sizeof(((struct QfwdServeEntry*)0)->rounds) == 4, "QfwdServeEntry.rounds");
+static_assert(sizeof(((struct QfwdServeEntry*)0)->events_offset) == 4, "QfwdServeEntry.events_offset");
+static_assert(sizeof(((struct QfwdServeEntry*)0)->commit_offset) == 4, "QfwdServeEntry.commit_offset");
+static_assert(sizeof(((struct QfwdServeEntry*)0)->commit_capacity) == 4, "QfwdServeEntry.commit_capacity");
+static_assert(sizeof(((struct QfwdServeEntry*)0)->next) == 4, "QfwdServeEntry.next");
+static_assert(sizeof(((struct QfwdServeEntry*)0)->reserved) == 4, "QfwdServeEntry.reserved");
+
+struct QfwdStreamServe {
+    unsigned long long model;
+    unsigned long long states;
+    unsigned long long rows;
+    unsigned long long scratch;
+    unsigned long long stage;
+    unsigned long long relay;
+    unsigned long long control;
+    unsigned long long done;
+    unsigned long long entries;
+    unsigned long long events;
+    unsigned long long commits;
+    unsigned long long counts;
+    unsigned long long profile;
+    unsigned int streams;
+    unsigned int max_entries;
+    unsigned int stage_bytes;
+    unsigned int poll_ns;
+};
+static_assert(sizeof(struct QfwdStreamServe) == 120, "QfwdStreamServe size");
+static_assert(sizeof(((struct QfwdStreamServe*)0)->model) == 8, "QfwdStreamServe.model");
+static_assert(sizeof(((struct QfwdStreamServe*)0)->states) == 8, "QfwdStreamServe.states");
+static_assert(sizeof(((struct QfwdStreamServe*)0)->rows) == 8, "QfwdStreamServe.rows");
+static_assert(sizeof(((struct QfwdStreamServe*)0)->scratch) == 8, "QfwdStreamServe.scratch");
+static_assert(sizeof(((struct QfwdStreamServe*)0)->stage) == 8, "QfwdStreamServe.stage");
+static_assert(sizeof(((struct QfwdStreamServe*)0)->relay) == 8, "QfwdStreamServe.relay");
+static_assert(sizeof(((struct QfwdStreamServe*)0)->control) == 8, "QfwdStreamServe.control");
+static_assert(sizeof(((struct QfwdStreamServe*)0)->done) == 8, "QfwdStreamServe.done");
+static_assert(sizeof(((struct QfwdStreamServe*)0)->entries) == 8, "QfwdStreamServe.entries");
+static_assert(sizeof(((struct QfwdStreamServe*)0)->events) == 8, "QfwdStreamServe.events");
+static_assert(sizeof(((struct QfwdStreamServe*)0)->commits) == 8, "QfwdStreamServe.commits");
+static_assert(sizeof(((struct QfwdStreamServe*)0)->counts) == 8, "QfwdStreamServe.counts");
+static_assert(sizeof(((struct QfwdStreamServe*)0)->profile) == 8, "QfwdStreamServe.profile");
+static_assert(sizeof(((struct QfwdStreamServe*)0)->streams) == 4, "QfwdStreamServe.streams");
+static_assert(sizeof(((struct QfwdStreamServe*)0)->max_entries) == 4, "QfwdStreamServe.max_entries");
+static_assert(sizeof(((struct QfwdStreamServe*)0)->stage_bytes) == 4, "QfwdStreamServe.stage_bytes");
+static_assert(sizeof(((struct QfwdStreamServe*)0)->poll_ns) == 4, "QfwdStreamServe.poll_ns");
+
 #endif // QFWD_ABI_H

@@ -487,6 +487,7 @@ kernel_params! {
     NicPostsParams => "qfwd_doorbell_nic_posts";
     DirectParams => "qfwd_direct";
     WindowBatchParams => "qfwd_window_batch";
+    StreamServeParams => "qfwd_stream_serve";
 }
 
 abi_struct!(
@@ -707,6 +708,98 @@ abi_struct!(
     }
 );
 
+abi_consts!(render_stream_serve {
+    /// Words of the stream server's control block (`StreamServeParams::control`): the
+    /// submission number the host rang last, the stop flag, how many entries and how
+    /// many jobs that submission holds.
+    SERVE_SEQ_WORD: u32 = 0;
+    SERVE_STOP_WORD: u32 = 1;
+    SERVE_ENTRIES_WORD: u32 = 2;
+    SERVE_JOBS_WORD: u32 = 4;
+    /// Word of the device-side relay (`StreamServeParams::relay`) from which blocks claim
+    /// the submission's jobs after their first (block `b` starts with job `b`; block 0
+    /// sets it to the grid size before relaying a number).
+    SERVE_CLAIM_WORD: u32 = 3;
+    /// Bytes of the control block.
+    SERVE_CONTROL_BYTES: u32 = 64;
+    /// [`StreamServeEntryDesc::flags`]: reset the stream first; its last input is its
+    /// final round.
+    SERVE_RESET: u32 = 1;
+    SERVE_FINISH: u32 = 2;
+    /// [`StreamServeEntryDesc::next`] of a job's last entry.
+    SERVE_NO_NEXT: u32 = u32::MAX;
+    /// The kernel's counters, `SERVE_PROFILE_WORDS` u64s per block in `profile`, summed
+    /// over its life: clock cycles waiting for submissions, reading entries and staging
+    /// events, decoding (pushing rounds, finishing); entries, rounds and answers served;
+    /// the cycles of the calls that answered (decoded a window).
+    SERVE_PROF_IDLE: u32 = 0;
+    SERVE_PROF_STAGE: u32 = 1;
+    SERVE_PROF_DECODE: u32 = 2;
+    SERVE_PROF_ENTRIES: u32 = 3;
+    SERVE_PROF_ROUNDS: u32 = 4;
+    SERVE_PROF_ANSWERS: u32 = 5;
+    SERVE_PROF_WINDOWS: u32 = 6;
+    SERVE_PROFILE_WORDS: u32 = 8;
+});
+
+abi_struct!(
+    /// One piece of a stream's work in a submission to the persistent stream kernel: a
+    /// reset first (`SERVE_RESET`), `rounds` rounds from `first_round`, then its final
+    /// round (`SERVE_FINISH`). Its events start `events_offset` bytes into the events area
+    /// (a multiple of 4); its answers go to commit slots `commit_offset ..` (at most
+    /// `commit_capacity`), their number to the entry's count. A job (one stream's pieces,
+    /// served in order by one block) starts at one of the first `jobs` entries and goes
+    /// on at `next` (`SERVE_NO_NEXT`: its last).
+    StreamServeEntryDesc: "QfwdServeEntry" {
+        first_round: u64,
+        stream: u32,
+        flags: u32,
+        rounds: u32,
+        events_offset: u32,
+        commit_offset: u32,
+        commit_capacity: u32,
+        next: u32,
+        reserved: u32,
+    }
+);
+
+abi_struct!(
+    /// The persistent stream kernel's one parameter: every stream's state on the device,
+    /// and the submission block in mapped host memory (`src/mailbox/streams.rs`). The
+    /// blocks claim a submission's jobs one by one; block `b` then writes the
+    /// submission's number into `done[b]`.
+    StreamServeParams: "QfwdStreamServe" {
+        /// Device address of the [`StreamModelDesc`].
+        model: u64,
+        /// `streams` [`StreamStateDesc`]s and their rows, in device memory.
+        states: u64,
+        rows: u64,
+        /// Global scratch (`scratch_words` per block), or 0: dynamic shared memory.
+        scratch: u64,
+        /// Per block, `stage_bytes` of device memory the entry's events are copied into.
+        stage: u64,
+        /// Device memory where block 0 relays the control words to the other blocks
+        /// (`SERVE_CONTROL_BYTES`, zeroed).
+        relay: u64,
+        /// Mapped host memory: the control block, one done word per block, the entries
+        /// (the first `jobs` of them begin the jobs), the events, the commit slots
+        /// ([`StreamCommitDesc`]) and one count per entry.
+        control: u64,
+        done: u64,
+        entries: u64,
+        events: u64,
+        commits: u64,
+        counts: u64,
+        /// Mapped host memory: `SERVE_PROFILE_WORDS` u64 counters per block.
+        profile: u64,
+        streams: u32,
+        max_entries: u32,
+        stage_bytes: u32,
+        /// Pause between two polls of an idle control block (ns).
+        poll_ns: u32,
+    }
+);
+
 abi_struct!(
     /// The decoders' parameter block, in `device/decode.cu`'s constant memory (written by
     /// [`crate::gpu::decoder::DeviceDecoders::install`]). Addresses are device addresses
@@ -850,6 +943,12 @@ pub fn header() -> String {
         StreamCommitDesc::render,
         WindowBatchParams::render,
     ] {
+        out.push('\n');
+        render(&mut out);
+    }
+    out.push_str("\n// ---- the persistent stream kernel (device/stream.cu) ----\n");
+    render_stream_serve(&mut out);
+    for render in [StreamServeEntryDesc::render, StreamServeParams::render] {
         out.push('\n');
         render(&mut out);
     }

@@ -1,7 +1,9 @@
 //! The GPU stream decoder (`device/window.cu`, `qfwd::gpu::window`) on an NVIDIA GPU:
 //! the same commits as the CPU's `StreamDecoder` on thousands of windows (streams drawn
 //! from each model's own error model, fed in batches of C rounds as a stream arrives), and
-//! a throughput / latency benchmark at N = 1, 10, 100 and 1000 concurrent streams.
+//! a throughput / latency benchmark at N = 1, 10, 100 and 1000 concurrent streams: a
+//! launch per batch (`GpuStreams`), and a submission per batch to the persistent kernel
+//! (`served_*` columns), on the same rounds.
 //!
 //! ```text
 //! cargo test --release --test gpu_window -- --ignored --nocapture --test-threads=1
@@ -9,8 +11,10 @@
 //!
 //! Every test prints a notice and passes where there is no GPU. `QFWD_GPU` picks the device
 //! (default 0); `QFWD_WINDOW_THREADS` the threads per stream's block (default 256; the
-//! identity test also runs 128; the benchmark takes a list, e.g. `128,256,512,1024`); `QFWD_WINDOW_STREAMS` the streams of the identity test
-//! (default 256); `QFWD_WINDOW_LAUNCHES` the timed launches per benchmark row (default 200);
+//! identity test also runs 128; the benchmark takes a list, e.g. `128,256,512,1024`);
+//! `QFWD_WINDOW_STREAMS` the streams of the identity test
+//! (default 256); `QFWD_WINDOW_LAUNCHES` the timed launches per benchmark row (default 200),
+//! `QFWD_WINDOW_PER_LAUNCH` the windows of each stream a launch carries (default 1);
 //! `QFWD_WINDOW_CASES` the models to run, by distance (`5,7`; default: all).
 //! `tests/window_host.rs` runs the same device code on the CPU (no GPU needed).
 
@@ -24,6 +28,8 @@ use gpu_common::{gpu_index, gpu_or_skip};
 use qfwd::decode::window::{Commit, StreamDecoder, StreamModel, StreamSampler};
 use qfwd::decode::Dem;
 use qfwd::gpu::window::{Answer, GpuStreams};
+use qfwd::stream::batch::{BatchDecoder, Work};
+use qfwd::stream::served::ServedBatchDecoder;
 
 /// (fixture, distance, W, C): W = 2d, C = d.
 const CASES: &[(&str, u32, u32, u32)] = &[
@@ -153,6 +159,64 @@ fn gpu_stream_commits_match_the_cpu() {
     }
 }
 
+/// The same windows through the persistent kernel (`qfwd::gpu::stream_server`, driven by
+/// the engine's `ServedBatchDecoder`): the time of each submission of `per` x C rounds
+/// of every stream (`per` windows each), sorted.
+fn served_times(
+    m: &Arc<StreamModel>,
+    data: &[Vec<Vec<u8>>],
+    threads: u32,
+    launches: usize,
+    w: u32,
+    (c, per): (u32, usize),
+) -> Vec<Duration> {
+    let n = data.len();
+    let mut served = ServedBatchDecoder::gpu(gpu_index(), m, n, threads).unwrap();
+    let work = |from: usize, rounds: usize| -> Vec<Work> {
+        (0..n)
+            .map(|s| Work {
+                stream: s as u32,
+                reset: false,
+                first_round: from as u64,
+                rounds: rounds as u32,
+                finish: false,
+                events: data[s][from..from + rounds].concat(),
+            })
+            .collect()
+    };
+    let (mut commits, mut counts) = (Vec::new(), Vec::new());
+    served
+        .decode(&work(0, w as usize), &mut commits, &mut counts)
+        .unwrap();
+    let mut times = Vec::with_capacity(launches);
+    let mut from = w as usize;
+    for _ in 0..launches {
+        let batch = work(from, per * c as usize);
+        commits.clear();
+        counts.clear();
+        let t = Instant::now();
+        served.decode(&batch, &mut commits, &mut counts).unwrap();
+        times.push(t.elapsed());
+        assert!(
+            counts.iter().all(|&k| k as usize == per),
+            "{per} windows a stream"
+        );
+        from += per * c as usize;
+    }
+    times.sort();
+    let t = served.times();
+    let per = |ns: u64| ns as f64 / 1e3 / t.submissions.max(1) as f64;
+    eprintln!(
+        "  served {n} streams: {}\n  per submission: write {:.1} µs, wait {:.1} µs, read {:.1} µs\n  {}",
+        served.describe(),
+        per(t.write_ns),
+        per(t.wait_ns),
+        per(t.read_ns),
+        served.timings().unwrap_or_default()
+    );
+    times
+}
+
 fn percentile(sorted: &[Duration], q: f64) -> f64 {
     let i = ((sorted.len() - 1) as f64 * q).round() as usize;
     sorted[i].as_secs_f64() * 1e6
@@ -170,9 +234,10 @@ fn gpu_stream_window_throughput() {
         .filter(|l: &Vec<u32>| !l.is_empty())
         .unwrap_or_else(|| vec![256]);
     let launches = env_or("QFWD_WINDOW_LAUNCHES", 200usize);
+    let per = env_or("QFWD_WINDOW_PER_LAUNCH", 1usize).max(1);
     println!(
         "model,d,W,C,threads,streams,launches,kernel_p50_us,kernel_p99_us,call_p50_us,\
-         windows_per_s,cpu_window_mean_us"
+         windows_per_s,served_p50_us,served_p99_us,served_windows_per_s,cpu_window_mean_us"
     );
     for (name, d, w, c) in cases() {
         let m = model(name, w, c);
@@ -183,7 +248,8 @@ fn gpu_stream_window_throughput() {
             // Every launch brings C rounds of every stream: one window each. At most 64
             // distinct streams are drawn (the others repeat them), to keep the host's
             // sampling short.
-            let rounds = (launches + 2) as u32 * c + w;
+            let step = per * c as usize;
+            let rounds = (launches + 2) as u32 * step as u32 + w;
             let distinct = sampled(&m, n.min(64), rounds, 7);
             let data: Vec<Vec<Vec<u8>>> = (0..n)
                 .map(|i| distinct[i % distinct.len()].clone())
@@ -196,19 +262,22 @@ fn gpu_stream_window_throughput() {
             let mut call = Vec::with_capacity(launches);
             let mut from = w as usize;
             for _ in 0..launches {
-                let events = batch(&data, from, from + c as usize, false);
-                let (answers, t) = g.push(from as u64, &events, c, false).unwrap();
+                let events = batch(&data, from, from + step, false);
+                let (answers, t) = g.push(from as u64, &events, step as u32, false).unwrap();
                 assert!(
-                    answers.iter().all(|a| a.len() == 1),
-                    "one window per stream"
+                    answers.iter().all(|a| a.len() == per),
+                    "{per} windows a stream"
                 );
                 kernel.push(t.kernel);
                 call.push(t.total);
-                from += c as usize;
+                from += step;
             }
             kernel.sort();
             call.sort();
             let total: Duration = kernel.iter().sum();
+            drop(g);
+            let served = served_times(&m, &data, threads, launches, w, (c, per));
+            let served_total: Duration = served.iter().sum();
             // The CPU decoder on the same rounds of stream 0, one thread.
             let mut cpu = StreamDecoder::new(&m);
             let t = Instant::now();
@@ -218,11 +287,15 @@ fn gpu_stream_window_throughput() {
             }
             let cpu_us = t.elapsed().as_secs_f64() * 1e6 / windows.max(1) as f64;
             println!(
-                "{name},{d},{w},{c},{threads},{n},{launches},{:.1},{:.1},{:.1},{:.0},{:.2}",
+                "{name},{d},{w},{c},{threads},{n},{launches},{:.1},{:.1},{:.1},{:.0},{:.1},{:.1},\
+                 {:.0},{:.2}",
                 percentile(&kernel, 0.5),
                 percentile(&kernel, 0.99),
                 percentile(&call, 0.5),
-                (n * launches) as f64 / total.as_secs_f64(),
+                (n * launches * per) as f64 / total.as_secs_f64(),
+                percentile(&served, 0.5),
+                percentile(&served, 0.99),
+                (n * launches * per) as f64 / served_total.as_secs_f64(),
                 cpu_us
             );
         }

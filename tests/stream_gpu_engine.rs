@@ -5,8 +5,10 @@
 //! corrections read and cleared, final rounds (too early, then in time, then rounds after
 //! them), and requests the dispatcher refuses.
 //!
-//! On the CPU the batched engine runs its CPU stand-in decoder. On a GPU host the ignored
-//! test runs the GPU decoder on the same script and on a larger load:
+//! On the CPU the batched engine runs its CPU stand-in decoder, and the persistent
+//! kernel's protocol served by host threads. On a GPU host the ignored test runs both GPU
+//! decoders (the persistent kernel, and a launch per batch) on the same script and on a
+//! larger load:
 //!
 //! ```text
 //! cargo test --release --test stream_gpu_engine -- --ignored --nocapture
@@ -352,6 +354,12 @@ fn the_batched_engine_answers_what_the_cpu_pool_answers() {
     assert_covers(&cpu.1);
     let batched = serve(&script, 12, Some(BatchedDecoder::Cpu));
     assert_same("CPU stand-in", &cpu, &batched);
+    let served = serve(&script, 12, Some(BatchedDecoder::CpuServed));
+    assert_same(
+        "the persistent kernel's protocol, served on the CPU",
+        &cpu,
+        &served,
+    );
     let b = batched.1.batched.as_ref().expect("batched counts");
     assert!(b.batches > 0 && b.rounds_decoded > 0, "{b}");
     assert_eq!(
@@ -389,20 +397,29 @@ fn the_gpu_engine_answers_what_the_cpu_stand_in_answers() {
     else {
         return;
     };
-    let gpu = BatchedDecoder::Gpu(GpuEngineOptions {
+    let options = GpuEngineOptions {
         device: gpu_common::gpu_index(),
         threads: 256,
-    });
+    };
     let m = model();
     for (streams, cycles, seed) in [(12, 160, 0x5eed), (300, 80, 7)] {
         let script = script(&m, streams, cycles, seed);
         let reference = serve(&script, streams, Some(BatchedDecoder::Cpu));
-        let on_gpu = serve(&script, streams, Some(gpu));
-        assert_same(&format!("GPU, {streams} streams"), &reference, &on_gpu);
-        eprintln!(
-            "{streams} streams x {cycles} cycles: GPU == CPU stand-in ({} windows)\n  {}",
-            on_gpu.1.rounds.windows,
-            on_gpu.1.batched.as_ref().expect("batched counts")
-        );
+        for (name, gpu) in [
+            ("persistent kernel", BatchedDecoder::Gpu(options)),
+            ("launch per batch", BatchedDecoder::GpuLaunch(options)),
+        ] {
+            let on_gpu = serve(&script, streams, Some(gpu));
+            assert_same(
+                &format!("GPU {name}, {streams} streams"),
+                &reference,
+                &on_gpu,
+            );
+            eprintln!(
+                "{streams} streams x {cycles} cycles: GPU {name} == CPU stand-in ({} windows)\n  {}",
+                on_gpu.1.rounds.windows,
+                on_gpu.1.batched.as_ref().expect("batched counts")
+            );
+        }
     }
 }

@@ -48,6 +48,7 @@ pub mod memory;
 pub mod module;
 pub mod nvrtc;
 pub mod persistent;
+pub mod stream_server;
 pub mod window;
 
 use std::fmt;

@@ -142,6 +142,41 @@ impl Function {
         Ok(n.max(32) as u32)
     }
 
+    /// How many blocks of `block` threads with `shared_bytes` of dynamic shared memory
+    /// one multiprocessor holds at once.
+    pub fn max_active_blocks_per_sm(
+        &self,
+        ctx: &GpuContext,
+        block: u32,
+        shared_bytes: u32,
+    ) -> Result<u32> {
+        ctx.bind()?;
+        // SAFETY: a live function handle (owner keeps its module).
+        let n = unsafe {
+            result::occupancy::max_active_block_per_multiprocessor(
+                self.function,
+                block as i32,
+                shared_bytes as usize,
+            )
+        }
+        .map_err(|source| ctx.error("cuOccupancyMaxActiveBlocksPerMultiprocessor", source))?;
+        Ok(n.max(0) as u32)
+    }
+
+    /// Registers each thread of this kernel uses.
+    pub fn registers(&self, ctx: &GpuContext) -> Result<u32> {
+        ctx.bind()?;
+        // SAFETY: a live function handle (owner keeps its module).
+        let n = unsafe {
+            result::function::get_function_attribute(
+                self.function,
+                sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_NUM_REGS,
+            )
+        }
+        .map_err(|source| ctx.error("cuFuncGetAttribute", source))?;
+        Ok(n.max(0) as u32)
+    }
+
     /// Allows `bytes` of dynamic shared memory per block (needed above 48 KiB).
     pub fn allow_dynamic_shared(&self, ctx: &GpuContext, bytes: u32) -> Result<()> {
         ctx.bind()?;

@@ -63,6 +63,13 @@ pub const WINDOW: KernelSource = KernelSource {
     source: include_str!("../../device/window.cu"),
 };
 
+/// The persistent stream kernel: `window.cu`'s group functions serving submissions from
+/// mapped host memory (`src/gpu/stream_server.rs`).
+pub const STREAM_SERVE: KernelSource = KernelSource {
+    file: "stream.cu",
+    source: include_str!("../../device/stream.cu"),
+};
+
 /// A header of `device/` by its path there, embedded.
 macro_rules! device_header {
     ($file:literal) => {
@@ -101,7 +108,7 @@ pub const HEADERS: &[KernelSource] = &[
 
 /// The `device/*.cu` files `src/gpu` loads (CI compiles every `device/*.cu` anyway; the
 /// combined [`FORWARD_DOORBELL`] is compiled by `tests/gpu_doorbells.rs`).
-pub const KERNEL_SOURCES: &[KernelSource] = &[FORWARD, DECODE, DIRECT, WINDOW];
+pub const KERNEL_SOURCES: &[KernelSource] = &[FORWARD, DECODE, DIRECT, WINDOW, STREAM_SERVE];
 
 /// The header generated from `src/abi.rs` ([`crate::abi::header`]), made once per process:
 /// every compilation gets it as the named header `qfwd_abi.h`, so a kernel sees exactly the

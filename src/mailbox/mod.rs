@@ -10,6 +10,8 @@
 //!   way round (device side), stop sentinel, stall release.
 //! - [`MailboxBackend`]: the host side as a [`crate::backend::Backend`], generic over the
 //!   device side ([`MailboxDevice`]): the GPU persistent kernel or the [`CpuDouble`].
+//! - [`streams`]: the persistent stream kernel's submission block (host and device
+//!   sides).
 //! - [`CpuDouble`]: host threads that follow the kernel's protocol exactly, so CI tests
 //!   the protocol without a GPU.
 //!
@@ -22,6 +24,7 @@ pub mod double;
 pub mod layout;
 pub mod protocol;
 pub(crate) mod ring;
+pub mod streams;
 
 use std::fmt;
 use std::str::FromStr;

@@ -52,8 +52,35 @@ pub trait BatchDecoder: Send {
         counts: &mut Vec<u32>,
     ) -> Result<u64>;
 
+    /// Decodes `segments` in order (a stream may have an entry in several: a reset
+    /// mid-batch starts a new segment): segment `s`'s commits and counts into
+    /// `commits[s]` and `counts[s]` as [`BatchDecoder::decode`] gives them (both
+    /// cleared first). Returns decode calls made. The default decodes segment after
+    /// segment; a decoder that keeps each stream's pieces in order may take them at once.
+    fn decode_segments(
+        &mut self,
+        segments: &[Vec<Work>],
+        commits: &mut [Vec<Commit>],
+        counts: &mut [Vec<u32>],
+    ) -> Result<u64> {
+        let mut calls = 0;
+        for (s, work) in segments.iter().enumerate() {
+            commits[s].clear();
+            counts[s].clear();
+            if !work.is_empty() {
+                calls += self.decode(work, &mut commits[s], &mut counts[s])?;
+            }
+        }
+        Ok(calls)
+    }
+
     /// One line: what decodes (shown by `qfwd run`).
     fn describe(&self) -> String;
+
+    /// Where the decoder's time went, when it keeps count (shown with the counters).
+    fn timings(&self) -> Option<String> {
+        None
+    }
 }
 
 fn fault(detail: String) -> Error {

@@ -32,6 +32,7 @@ use super::link::{self, PeerBytes, PEER_BYTES};
 use super::protocol::{
     self, BatchView, GetCorrections, Record, ResetDecoder, FLAG_RESET_CORRECTIONS,
 };
+use super::served::{CpuServeDevice, ServedBatchDecoder};
 use super::service::{DecoderRings, RunningStreams, ServiceOptions, StreamStats};
 use super::state::RoundCounts;
 use super::worker::{Outgoing, WorkerCounts};
@@ -64,7 +65,7 @@ pub struct BatchedCounts {
     /// What decodes (one line).
     pub decoder: String,
     /// Batches decoded; segments (a stream reset mid-batch starts one); decode calls
-    /// (GPU launches).
+    /// (GPU launches, or submissions to the persistent kernel).
     pub batches: u64,
     pub segments: u64,
     pub launches: u64,
@@ -85,10 +86,13 @@ impl fmt::Display for BatchedCounts {
         };
         write!(
             f,
-            "batched decoding on {}: batches {}, launches {} ({:.2} a batch), rounds decoded \
-             {} ({:.1} a batch), {:.1} µs decoding a batch",
+            "batched decoding on {}: batches {}, segments {} ({:.2} a batch), decode calls \
+             (launches or submissions) {} ({:.2} a batch), rounds decoded {} ({:.1} a batch), \
+             {:.1} µs decoding a batch",
             self.decoder,
             self.batches,
+            self.segments,
+            per(self.segments),
             self.launches,
             per(self.launches),
             self.rounds_decoded,
@@ -336,6 +340,8 @@ struct Decoding {
     corrections: Vec<u64>,
     out: Outgoing,
     commits: Vec<Vec<Commit>>,
+    /// Per segment: each entry's number of commits, and where its first one is.
+    counts_of: Vec<Vec<u32>>,
     offsets: Vec<Vec<u32>>,
     counts: RoundCounts,
     batched: BatchedCounts,
@@ -351,22 +357,22 @@ impl Decoding {
             .resize_with(segments.max(self.commits.len()), Vec::new);
         self.offsets
             .resize_with(segments.max(self.offsets.len()), Vec::new);
-        let mut counts = Vec::new();
+        self.counts_of
+            .resize_with(segments.max(self.counts_of.len()), Vec::new);
+        self.batched.launches += self.decoder.decode_segments(
+            &batch.segments,
+            &mut self.commits[..segments],
+            &mut self.counts_of[..segments],
+        )?;
         for (i, work) in batch.segments.iter().enumerate() {
-            let commits = &mut self.commits[i];
-            commits.clear();
-            counts.clear();
-            if !work.is_empty() {
-                self.batched.launches += self.decoder.decode(work, commits, &mut counts)?;
-                self.batched.segments += 1;
-            }
             let offsets = &mut self.offsets[i];
             offsets.clear();
             let mut at = 0;
-            for c in &counts {
+            for c in &self.counts_of[i] {
                 offsets.push(at);
                 at += c;
             }
+            self.batched.segments += u64::from(!work.is_empty());
             self.batched.rounds_decoded += work
                 .iter()
                 .map(|w| u64::from(w.rounds) + u64::from(w.finish))
@@ -479,6 +485,7 @@ where
         corrections: vec![0; streams],
         out: Outgoing::new(r_tx, slot),
         commits: Vec::new(),
+        counts_of: Vec::new(),
         offsets: Vec::new(),
         counts: RoundCounts::default(),
         batched: BatchedCounts::default(),
@@ -668,16 +675,26 @@ where
         busy_ns: decoding.busy_ns,
     };
     let mut stats = StreamStats::new(dispatch, vec![engine], started.elapsed().as_secs_f64());
-    stats.batched = Some(decoding.batched);
+    let mut batched = decoding.batched;
+    if let Some(t) = decoding.decoder.timings() {
+        batched.decoder = format!("{}; {t}", batched.decoder);
+    }
+    stats.batched = Some(batched);
     Ok(stats)
 }
 
 /// Which decoder a batched service uses.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum BatchedDecoder {
+    /// The persistent kernel ([`ServedBatchDecoder`]).
     Gpu(GpuEngineOptions),
+    /// A launch per batch ([`GpuBatchDecoder`]).
+    GpuLaunch(GpuEngineOptions),
     /// The CPU stand-in (tests, and hosts without a GPU that want the batched path).
     Cpu,
+    /// The persistent kernel's protocol served by host threads ([`CpuServeDevice`]):
+    /// tests of the GPU engine's host side without a GPU.
+    CpuServed,
 }
 
 impl BatchedDecoder {
@@ -686,7 +703,11 @@ impl BatchedDecoder {
     pub fn build(&self, model: &Arc<StreamModel>, streams: u32) -> Result<Box<dyn BatchDecoder>> {
         Ok(match *self {
             BatchedDecoder::Cpu => Box::new(CpuBatchDecoder::new(model, streams as usize)),
-            BatchedDecoder::Gpu(g) => {
+            BatchedDecoder::CpuServed => {
+                let device = CpuServeDevice::new(model, streams as usize, 2, 1 << 20)?;
+                Box::new(ServedBatchDecoder::new(device, model, streams as usize))
+            }
+            BatchedDecoder::Gpu(g) | BatchedDecoder::GpuLaunch(g) => {
                 if let Some(why) = crate::gpu::unavailable_reason() {
                     return Err(Error::GpuUnavailable {
                         detail: format!(
@@ -695,12 +716,21 @@ impl BatchedDecoder {
                         ),
                     });
                 }
-                Box::new(GpuBatchDecoder::new(
-                    g.device,
-                    model,
-                    streams as usize,
-                    g.threads,
-                )?)
+                if matches!(self, BatchedDecoder::Gpu(_)) {
+                    Box::new(ServedBatchDecoder::gpu(
+                        g.device,
+                        model,
+                        streams as usize,
+                        g.threads,
+                    )?)
+                } else {
+                    Box::new(GpuBatchDecoder::new(
+                        g.device,
+                        model,
+                        streams as usize,
+                        g.threads,
+                    )?)
+                }
             }
         })
     }

@@ -7,7 +7,8 @@
 //! - Two engines serve it: the CPU pool ([`service`]: a dispatcher and decoder threads,
 //!   each owning a range of streams) and the batched engine ([`gpu_engine`]: a dispatcher,
 //!   a batcher running every stream's [`ledger`], and one thread handing each batch of
-//!   rounds to a [`batch::BatchDecoder`], the GPU or its CPU stand-in).
+//!   rounds to a [`batch::BatchDecoder`]: the GPU's persistent kernel ([`served`]), a
+//!   launch per batch, or a CPU stand-in).
 #![forbid(unsafe_code)]
 
 pub mod batch;
@@ -16,6 +17,7 @@ pub mod gpu_engine;
 pub mod ledger;
 pub mod link;
 pub mod protocol;
+pub mod served;
 pub mod service;
 pub mod state;
 pub mod worker;

@@ -61,9 +61,13 @@ pub enum StreamEngine {
     /// A dispatcher and a pool of decoder threads, each owning a range of streams.
     #[default]
     Cpu,
-    /// Every stream's state on the GPU; the rounds of all streams decoded in batches, one
-    /// kernel launch each, behind a CPU dispatcher thread and a batching thread.
+    /// Every stream's state on the GPU, served by a persistent kernel; the rounds of all
+    /// streams handed over in batches (one submission each, no launch), behind a CPU
+    /// dispatcher thread and a batching thread.
     Gpu,
+    /// The GPU engine with a kernel launch per batch instead of the persistent kernel
+    /// (the baseline it replaces).
+    GpuLaunch,
     /// The GPU engine's threads and batches with its CPU stand-in decoder (no GPU needed).
     CpuBatched,
 }
@@ -395,6 +399,10 @@ pub fn batched_engine(s: &StreamSettings) -> Option<super::gpu_engine::BatchedDe
         StreamEngine::Cpu => None,
         StreamEngine::CpuBatched => Some(BatchedDecoder::Cpu),
         StreamEngine::Gpu => Some(BatchedDecoder::Gpu(GpuEngineOptions {
+            device: s.gpu_device,
+            threads: s.gpu_threads,
+        })),
+        StreamEngine::GpuLaunch => Some(BatchedDecoder::GpuLaunch(GpuEngineOptions {
             device: s.gpu_device,
             threads: s.gpu_threads,
         })),

@@ -87,7 +87,8 @@ pub fn reaction_vs_streams(rows: &[StreamRow], path: &Path) -> Result<()> {
             .draw()
             .map_err(|e| plot_err(path, e))?;
         // Colour by (distance, cadence), the same for both engines; the line says the
-        // engine (solid: CPU pool, dashed: anything else), so no two series look alike.
+        // engine (solid: CPU pool, dotted: a launch per batch, dashed: the persistent GPU
+        // kernel), so no two series look alike.
         let shapes: Vec<(u32, u64)> = {
             let mut v: Vec<(u32, u64)> = series.keys().map(|k| (k.1, k.2)).collect();
             v.sort_unstable();
@@ -102,10 +103,10 @@ pub fn reaction_vs_streams(rows: &[StreamRow], path: &Path) -> Result<()> {
             let color = PALETTE[i % PALETTE.len()];
             let style = color.stroke_width(2);
             let xy = points.iter().map(|p| (p.0, p.1));
-            let drawn = if engine == "cpu-pool" {
-                chart.draw_series(LineSeries::new(xy, style))
-            } else {
-                chart.draw_series(DashedLineSeries::new(xy, 8, 5, style))
+            let drawn = match engine.as_str() {
+                "cpu-pool" => chart.draw_series(LineSeries::new(xy, style)),
+                "gpu-launch" => chart.draw_series(DashedLineSeries::new(xy, 2, 4, style)),
+                _ => chart.draw_series(DashedLineSeries::new(xy, 8, 5, style)),
             };
             let dashed = engine != "cpu-pool";
             drawn

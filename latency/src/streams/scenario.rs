@@ -38,9 +38,13 @@ use crate::{Error, Result};
 pub enum Engine {
     /// The CPU pool: a dispatcher and one decoder thread per core (`qfwd::stream`).
     CpuPool,
-    /// Every stream's state on the GPU, all streams' rounds decoded in batches (one
-    /// kernel launch each), behind a CPU dispatcher thread and a batching thread.
+    /// Every stream's state on the GPU, served by a persistent kernel; all streams'
+    /// rounds handed over in batches (one submission each), behind a CPU dispatcher
+    /// thread and a batching thread.
     Gpu,
+    /// The same with a kernel launch per batch (the baseline the persistent kernel
+    /// replaces).
+    GpuLaunch,
 }
 
 impl Engine {
@@ -48,6 +52,7 @@ impl Engine {
         match self {
             Engine::CpuPool => "cpu-pool",
             Engine::Gpu => "gpu",
+            Engine::GpuLaunch => "gpu-launch",
         }
     }
 }

@@ -27,7 +27,7 @@ pub fn check_engines(scenario: &StreamScenario) -> Result<()> {
         .points
         .iter()
         .enumerate()
-        .filter(|(_, p)| p.engine == Engine::Gpu)
+        .filter(|(_, p)| matches!(p.engine, Engine::Gpu | Engine::GpuLaunch))
         .map(|(i, _)| (i + 1).to_string())
         .collect();
     if gpu_points.is_empty() {
@@ -349,6 +349,7 @@ fn settings(point: &StreamPoint) -> Result<StreamSettings> {
         engine: match point.engine {
             Engine::CpuPool => StreamEngine::Cpu,
             Engine::Gpu => StreamEngine::Gpu,
+            Engine::GpuLaunch => StreamEngine::GpuLaunch,
         },
         ..StreamSettings::default()
     };
@@ -424,7 +425,7 @@ fn row(
         busiest_worker_pct: (busiest * 10.0).round() / 10.0,
         cpu: prov.cpu.clone(),
         gpu: match point.engine {
-            Engine::Gpu => prov.gpu.clone(),
+            Engine::Gpu | Engine::GpuLaunch => prov.gpu.clone(),
             Engine::CpuPool => "none".into(),
         },
         host: prov.host.clone(),

@@ -1,0 +1,414 @@
+//! The persistent stream kernel (`device/stream.cu`): every stream's state and rows in GPU
+//! memory for as long as the kernel runs, fed through a submission block in mapped host
+//! memory ([`crate::mailbox::streams`]) instead of a launch per batch.
+//!
+//! [`PreparedStreamServer::new`] compiles the kernel, uploads the model, allocates the
+//! states, rows, scratch and stages, and sizes the grid to the blocks the device holds at
+//! once (the occupancy API), so that every block runs. [`PreparedStreamServer::launch`]
+//! starts it; the [`RunningStreamServer`] submits, waits with a deadline (and notices a
+//! kernel that ended or faulted), and stops it on drop, leaking its memory rather than
+//! freeing it under a kernel that does not stop.
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use super::context::GpuContext;
+use super::memory::{DeviceBuffer, MappedHostBuffer};
+use super::module::{Kernel, Module, Stream};
+use super::nvrtc::STREAM_SERVE;
+use super::window::DeviceModel;
+use crate::abi::{self, StreamServeParams, StreamStateDesc};
+use crate::decode::window::StreamModel;
+use crate::mailbox::streams::{Submissions, SubmitLayout};
+use crate::shm::SharedRegion;
+use crate::{Error, Result};
+
+/// The kernel in `device/stream.cu`.
+pub const STREAM_SERVE_KERNEL: &str = <StreamServeParams as abi::KernelParams>::KERNEL;
+/// Shared memory a block may use without opting in, and the most an sm_90 block may take.
+const DEFAULT_SHARED_LIMIT: usize = 48 * 1024;
+const MAX_SHARED: usize = 227 * 1024;
+/// Device memory each block copies an entry's events into.
+const STAGE_BYTES: u32 = 16 * 1024;
+/// Event bytes one submission may carry.
+const EVENTS_BYTES: usize = 4 << 20;
+/// Pause of an idle block between two polls.
+const POLL_NS: u32 = 200;
+/// How long `stop` waits for the kernel to end.
+const STOP_DEADLINE: Duration = Duration::from_secs(12);
+
+/// What bounds the grid: blocks one multiprocessor holds, given the kernel's registers
+/// per thread and a block's dynamic shared memory (the window decoder's scratch).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Occupancy {
+    pub blocks_per_sm: u32,
+    pub registers: u32,
+    pub shared_bytes: u32,
+}
+
+/// The kernel's counters (`SERVE_PROF_*`), in mapped host memory after the submission
+/// block.
+struct Profile {
+    region: SharedRegion,
+    at: usize,
+    blocks: usize,
+    clock_khz: u64,
+}
+
+/// Where the kernel's time went, summed over its blocks.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct ServerProfile {
+    /// Seconds waiting for submissions, reading entries and staging events, decoding.
+    pub idle_s: f64,
+    pub stage_s: f64,
+    pub decode_s: f64,
+    pub entries: u64,
+    pub rounds: u64,
+    pub answers: u64,
+    /// Seconds of the decoding spent in the calls that answered (decoded a window).
+    pub windows_s: f64,
+}
+
+impl Profile {
+    fn read(&self) -> ServerProfile {
+        let mut sum = [0u64; abi::SERVE_PROFILE_WORDS as usize];
+        for b in 0..self.blocks {
+            for (k, s) in sum.iter_mut().enumerate() {
+                let at = self.at + 8 * (b * abi::SERVE_PROFILE_WORDS as usize + k);
+                *s += self.region.load_u64(at, Ordering::Relaxed);
+            }
+        }
+        let secs = |cycles: u64| cycles as f64 / (self.clock_khz as f64 * 1e3);
+        ServerProfile {
+            idle_s: secs(sum[abi::SERVE_PROF_IDLE as usize]),
+            stage_s: secs(sum[abi::SERVE_PROF_STAGE as usize]),
+            decode_s: secs(sum[abi::SERVE_PROF_DECODE as usize]),
+            entries: sum[abi::SERVE_PROF_ENTRIES as usize],
+            rounds: sum[abi::SERVE_PROF_ROUNDS as usize],
+            answers: sum[abi::SERVE_PROF_ANSWERS as usize],
+            windows_s: secs(sum[abi::SERVE_PROF_WINDOWS as usize]),
+        }
+    }
+}
+
+/// What the kernel uses, freed once it stopped (or leaked if it does not).
+struct Resources {
+    _module: Module,
+    _model: DeviceModel,
+    _states: DeviceBuffer,
+    _rows: DeviceBuffer,
+    _scratch: Option<DeviceBuffer>,
+    _stage: DeviceBuffer,
+    _relay: DeviceBuffer,
+    submissions: Submissions,
+    profile: Profile,
+}
+
+/// A stream server ready to launch: memory allocated, grid sized.
+pub struct PreparedStreamServer {
+    kernel: Kernel<StreamServeParams>,
+    occupancy: Occupancy,
+    params: StreamServeParams,
+    res: Resources,
+    ctx: Arc<GpuContext>,
+    grid: u32,
+    threads: u32,
+    shared_bytes: u32,
+}
+
+impl PreparedStreamServer {
+    /// `streams` streams at round 0 on GPU `device`, each window decoded by a block of
+    /// `threads` threads (a multiple of 32, at most 1024).
+    pub fn new(
+        device: usize,
+        model: &Arc<StreamModel>,
+        streams: usize,
+        threads: u32,
+    ) -> Result<PreparedStreamServer> {
+        if threads == 0 || threads % 32 != 0 || threads > abi::WINDOW_MAX_THREADS || streams == 0 {
+            return Err(Error::InvalidSetting {
+                key: "threads",
+                detail: format!(
+                    "{streams} streams of {threads} threads: need at least one stream and a \
+                     multiple of 32 threads up to {}",
+                    abi::WINDOW_MAX_THREADS
+                ),
+            });
+        }
+        let ctx = GpuContext::open(device)?;
+        let module = Module::compile_and_load(&ctx, &STREAM_SERVE)?;
+        let kernel = module.kernel::<StreamServeParams>()?;
+        let dmodel = DeviceModel::upload(&ctx, model)?;
+        let p = &dmodel.packed;
+        let in_shared = p.scratch_bytes() <= MAX_SHARED;
+        let shared_bytes = if in_shared {
+            p.scratch_bytes() as u32
+        } else {
+            0
+        };
+        if shared_bytes as usize > DEFAULT_SHARED_LIMIT {
+            kernel.function().allow_dynamic_shared(&ctx, shared_bytes)?;
+        }
+        let sms = ctx.attribute(
+            cudarc::driver::sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT,
+        )?;
+        let per_sm = kernel
+            .function()
+            .max_active_blocks_per_sm(&ctx, threads, shared_bytes)?;
+        let resident = sms.max(0) as usize * per_sm as usize;
+        if resident == 0 {
+            return Err(Error::InvalidSetting {
+                key: "threads",
+                detail: format!(
+                    "GPU {device} holds no block of {threads} threads with {shared_bytes} bytes \
+                     of shared memory for {STREAM_SERVE_KERNEL}"
+                ),
+            });
+        }
+        let grid = streams.min(resident) as u32;
+        let occupancy = Occupancy {
+            blocks_per_sm: per_sm,
+            registers: kernel.function().registers(&ctx)?,
+            shared_bytes,
+        };
+        tracing::debug!(device, grid, ?occupancy, "stream server sized");
+        let scratch = (!in_shared)
+            .then(|| DeviceBuffer::zeroed(&ctx, p.scratch_bytes() * grid as usize))
+            .transpose()?;
+        let states = DeviceBuffer::zeroed(&ctx, streams * std::mem::size_of::<StreamStateDesc>())?;
+        let rows = DeviceBuffer::zeroed(&ctx, streams * p.row_words_per_stream() * 4)?;
+        let stage = DeviceBuffer::zeroed(&ctx, STAGE_BYTES as usize * grid as usize)?;
+        let relay = DeviceBuffer::zeroed(&ctx, abi::SERVE_CONTROL_BYTES as usize)?;
+        let round_bytes = (p.desc.round_bytes as usize).max(1);
+        // A batch's segments give a stream one entry per reset in it.
+        let max_entries = (8 * streams).max(4096) as u32;
+        let layout = SubmitLayout {
+            blocks: grid,
+            max_entries,
+            events_bytes: EVENTS_BYTES,
+            commit_slots: (EVENTS_BYTES / round_bytes / p.desc.commit_rounds.max(1) as usize)
+                as u32
+                + 2 * max_entries,
+        };
+        let profile_bytes = 8 * abi::SERVE_PROFILE_WORDS as usize * grid as usize;
+        let block = MappedHostBuffer::new(&ctx, layout.total_bytes() + profile_bytes)?;
+        let base = block.device_ptr();
+        let region = block.into_region()?;
+        region.zero(0, layout.total_bytes());
+        let params = StreamServeParams {
+            model: dmodel.desc_ptr(),
+            states: states.device_ptr(),
+            rows: rows.device_ptr(),
+            scratch: scratch.as_ref().map_or(0, |s| s.device_ptr()),
+            stage: stage.device_ptr(),
+            relay: relay.device_ptr(),
+            control: base,
+            done: base + layout.done() as u64,
+            entries: base + layout.entries() as u64,
+            events: base + layout.events() as u64,
+            commits: base + layout.commits() as u64,
+            counts: base + layout.counts() as u64,
+            profile: base + layout.total_bytes() as u64,
+            streams: streams as u32,
+            max_entries,
+            stage_bytes: STAGE_BYTES,
+            poll_ns: POLL_NS,
+        };
+        let profile = Profile {
+            region: region.clone(),
+            at: layout.total_bytes(),
+            blocks: grid as usize,
+            clock_khz: ctx
+                .attribute(cudarc::driver::sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_CLOCK_RATE)?
+                .max(1) as u64,
+        };
+        let submissions = Submissions::new(region, layout)?;
+        Ok(PreparedStreamServer {
+            kernel,
+            occupancy,
+            params,
+            res: Resources {
+                _module: module,
+                _model: dmodel,
+                _states: states,
+                _rows: rows,
+                _scratch: scratch,
+                _stage: stage,
+                _relay: relay,
+                submissions,
+                profile,
+            },
+            ctx,
+            grid,
+            threads,
+            shared_bytes,
+        })
+    }
+
+    /// Blocks the kernel runs (streams beyond them share blocks).
+    pub fn grid(&self) -> u32 {
+        self.grid
+    }
+
+    /// Launches the kernel; it serves submissions until stopped.
+    pub fn launch(self) -> Result<RunningStreamServer> {
+        let stream = Stream::new(&self.ctx)?;
+        // SAFETY: every address in `params` is a live allocation of this context, sized as
+        // the kernel reads it (streams, grid, layout), and owned by `res`, which the
+        // running server frees only after the kernel stopped, or leaks.
+        unsafe {
+            self.kernel.launch(
+                &self.ctx,
+                &stream,
+                self.grid,
+                self.threads,
+                self.shared_bytes,
+                &self.params,
+            )?;
+        }
+        Ok(RunningStreamServer {
+            occupancy: self.occupancy,
+            stream,
+            res: Some(self.res),
+            ctx: self.ctx,
+            grid: self.grid,
+            threads: self.threads,
+            stuck: false,
+        })
+    }
+}
+
+/// A launched stream server. Dropping it stops the kernel.
+pub struct RunningStreamServer {
+    // Declared in drop order: the kernel's stream before its memory and context.
+    stream: Stream,
+    res: Option<Resources>,
+    ctx: Arc<GpuContext>,
+    grid: u32,
+    threads: u32,
+    occupancy: Occupancy,
+    /// The kernel did not answer or stop in time: its memory is leaked on drop.
+    stuck: bool,
+}
+
+// SAFETY: the device buffers and handles are used only through `&mut self`, from one
+// thread at a time; each driver call binds the context first.
+unsafe impl Send for RunningStreamServer {}
+
+impl RunningStreamServer {
+    pub fn submissions(&mut self) -> &mut Submissions {
+        &mut self
+            .res
+            .as_mut()
+            .expect("resources live until drop")
+            .submissions
+    }
+
+    pub fn grid(&self) -> u32 {
+        self.grid
+    }
+
+    pub fn threads(&self) -> u32 {
+        self.threads
+    }
+
+    pub fn device(&self) -> usize {
+        self.ctx.index()
+    }
+
+    pub fn occupancy(&self) -> Occupancy {
+        self.occupancy
+    }
+
+    /// The kernel's counters so far (as of the last submission each block finished).
+    pub fn profile(&self) -> ServerProfile {
+        self.res
+            .as_ref()
+            .map(|r| r.profile.read())
+            .unwrap_or_default()
+    }
+
+    /// Waits until every block served the last submission, at most `deadline`; an error
+    /// if the kernel ended, faulted or did not answer in time.
+    pub fn wait(&mut self, deadline: Duration) -> Result<()> {
+        let start = Instant::now();
+        let mut spins = 0u32;
+        loop {
+            if self.submissions().finished() {
+                return Ok(());
+            }
+            spins = spins.wrapping_add(1);
+            if spins % 1024 == 0 {
+                self.check()?;
+                if start.elapsed() > deadline {
+                    self.stuck = true;
+                    return Err(Error::KernelTimeout {
+                        device: self.ctx.index(),
+                        kernel: STREAM_SERVE_KERNEL,
+                        waited_ms: deadline.as_millis() as u64,
+                    });
+                }
+            }
+            std::hint::spin_loop();
+        }
+    }
+
+    /// An error if the kernel is no longer running.
+    fn check(&mut self) -> Result<()> {
+        match self.stream.query() {
+            Ok(false) => Ok(()),
+            Ok(true) => Err(Error::Decode {
+                detail: format!(
+                    "{STREAM_SERVE_KERNEL} on GPU {} ended before it was stopped",
+                    self.ctx.index()
+                ),
+            }),
+            Err(source) => Err(Error::KernelFault {
+                device: self.ctx.index(),
+                kernel: STREAM_SERVE_KERNEL,
+                source,
+            }),
+        }
+    }
+
+    /// Stops the kernel and waits for it (with a deadline).
+    pub fn stop(&mut self) -> Result<()> {
+        if let Some(res) = self.res.as_ref() {
+            res.submissions.stop();
+        }
+        let start = Instant::now();
+        loop {
+            match self.stream.query() {
+                Ok(true) => return Ok(()),
+                Ok(false) if start.elapsed() < STOP_DEADLINE => std::thread::yield_now(),
+                Ok(false) => {
+                    self.stuck = true;
+                    return Err(Error::KernelTimeout {
+                        device: self.ctx.index(),
+                        kernel: STREAM_SERVE_KERNEL,
+                        waited_ms: STOP_DEADLINE.as_millis() as u64,
+                    });
+                }
+                Err(source) => {
+                    return Err(Error::KernelFault {
+                        device: self.ctx.index(),
+                        kernel: STREAM_SERVE_KERNEL,
+                        source,
+                    })
+                }
+            }
+        }
+    }
+}
+
+impl Drop for RunningStreamServer {
+    fn drop(&mut self) {
+        if let Err(e) = self.stop() {
+            tracing::warn!("{e}; leaking the stream server's memory");
+        }
+        if self.stuck {
+            std::mem::forget(self.res.take());
+        }
+    }
+}
