@@ -621,19 +621,18 @@ QW_DEV u64 qw_decode_window(const QwGroup& g, const QfwdStreamModel& m, u32 inde
     return flips;
 }
 
-// Stores round events (every slot, bit-packed) as the kept slots' row `row`.
+// Stores round events (every slot, bit-packed) as the kept slots' row `row`: the row
+// cleared, then one thread per kept slot sets its bit (a thread reading the slots of a
+// whole word in turn made every round cost a chain of dependent loads).
 QW_DEV void qw_store_row(const QwGroup& g, const QfwdStreamModel& m, u32* rows, u32 row,
                          const u8* events) {
     const u32* kept = (const u32*)m.data + m.kept_slots;
-    for (u32 wi = g.tid; wi < m.row_words; wi += g.size) {
-        u32 word = 0;
-        for (u32 b = 0; b < 32; b++) {
-            const u32 k = wi * 32 + b;
-            if (k >= m.slots) break;
-            const u32 slot = qw_ro(kept + k);
-            word |= ((u32)(events[slot / 8] >> (slot % 8)) & 1u) << b;
-        }
-        rows[row * m.row_words + wi] = word;
+    u32* to = rows + row * m.row_words;
+    for (u32 wi = g.tid; wi < m.row_words; wi += g.size) qw_st(to + wi, 0);
+    qw_sync(g);
+    for (u32 k = g.tid; k < m.slots; k += g.size) {
+        const u32 slot = qw_ro(kept + k);
+        if ((events[slot / 8] >> (slot % 8)) & 1u) qw_or(to + k / 32, 1u << (k % 32));
     }
 }
 
