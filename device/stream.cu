@@ -34,7 +34,7 @@ QW_DEV void qs_stage(const QwGroup& g, u32* stage, const u32* from, u32 words) {
 }
 
 // Serves entry `e` of the current submission; returns the next entry of its job. Thread 0
-// adds to the block's counters `prof` (SERVE_PROF_*).
+// adds to the block's counters `prof` (SERVE_PROF_*, in shared memory).
 QW_DEV u32 qs_serve_entry(const QwGroup& g, const QfwdStreamServe& p, const QfwdStreamModel& m,
                            u32 e, u32* stage, u32* scratch, QfwdServeEntry* ent, QfwdCommit* out,
                            u64* prof) {
@@ -162,7 +162,11 @@ extern "C" __global__ void qfwd_stream_serve(const QfwdStreamServe p) {
     const QwGroup g = {threadIdx.x, blockDim.x, 1};
     u32* scratch = p.scratch ? (u32*)p.scratch + (u64)blockIdx.x * m.scratch_words : qw_shared;
     u32* stage = (u32*)p.stage + (u64)blockIdx.x * (p.stage_bytes / 4);
-    u64 prof[QFWD_SERVE_PROFILE_WORDS] = {};  // thread 0's
+    // Thread 0's counters, in shared memory: an array in registers costs every thread
+    // the registers (126 instead of 80 a thread: 2 blocks a multiprocessor instead of 3).
+    __shared__ u64 prof[QFWD_SERVE_PROFILE_WORDS];
+    if (g.tid == 0)
+        for (u32 k = 0; k < QFWD_SERVE_PROFILE_WORDS; k++) prof[k] = 0;
     u32 seen = 0;
     for (;;) {
         if (g.tid == 0) {

@@ -406,21 +406,43 @@ impl<D: ServeDevice> ServedBatchDecoder<D> {
     ) -> Result<u64> {
         self.pieces.clear();
         self.answers.clear();
-        // Each stream's work entries, in segment order.
-        let mut order: Vec<(u32, usize, usize)> = segments
-            .iter()
-            .enumerate()
-            .flat_map(|(s, seg)| seg.iter().enumerate().map(move |(i, w)| (w.stream, s, i)))
-            .collect();
-        order.sort_unstable();
+        // Runs of whole segments, each run's entries within half a submission: every
+        // stream busy in a run has its job in that run's submission, so a long batch
+        // (many resets per stream) still keeps every stream's block busy, rather than
+        // filling a submission with a few streams' many entries.
+        let room = (self.layout.max_entries as usize / 2).max(1);
         let mut made = 0;
-        let mut last_stream = None;
-        for &(stream, s, i) in &order {
-            let new_job = last_stream != Some(stream);
-            last_stream = Some(stream);
-            made += self.add_work(s, i, &segments[s][i], new_job)?;
+        let mut first = 0;
+        let mut order: Vec<(u32, usize, usize)> = Vec::new();
+        while first < segments.len() {
+            let mut end = first + 1;
+            let mut entries = segments[first].len();
+            while end < segments.len() && entries + segments[end].len() <= room {
+                entries += segments[end].len();
+                end += 1;
+            }
+            // Each stream's work entries of the run, in segment order.
+            order.clear();
+            order.extend(
+                segments[first..end]
+                    .iter()
+                    .enumerate()
+                    .flat_map(|(k, seg)| {
+                        seg.iter()
+                            .enumerate()
+                            .map(move |(i, w)| (w.stream, first + k, i))
+                    }),
+            );
+            order.sort_unstable();
+            let mut last_stream = None;
+            for &(stream, s, i) in &order {
+                let new_job = last_stream != Some(stream);
+                last_stream = Some(stream);
+                made += self.add_work(s, i, &segments[s][i], new_job)?;
+            }
+            made += self.flush()?;
+            first = end;
         }
-        made += self.flush()?;
         for (s, seg) in segments.iter().enumerate() {
             commits[s].clear();
             counts[s].clear();
