@@ -108,13 +108,22 @@ pub fn reaction_vs_streams(rows: &[StreamRow], path: &Path) -> Result<()> {
                 "gpu-launch" => chart.draw_series(DashedLineSeries::new(xy, 2, 4, style)),
                 _ => chart.draw_series(DashedLineSeries::new(xy, 8, 5, style)),
             };
-            let dashed = engine != "cpu-pool";
+            // The legend's sample, four strokes: joined (solid), two dashes, or four dots.
+            let strokes: [(i32, i32); 4] = match engine.as_str() {
+                "cpu-pool" => [(0, 5), (5, 10), (10, 15), (15, 20)],
+                "gpu-launch" => [(0, 2), (6, 8), (12, 14), (18, 20)],
+                _ => [(0, 8), (12, 20), (20, 20), (20, 20)],
+            };
             drawn
                 .map_err(|e| plot_err(path, e))?
                 .label(label.as_str())
                 .legend(move |(x, y)| {
-                    let to = if dashed { x + 8 } else { x + 20 };
-                    PathElement::new(vec![(x, y), (to, y)], style)
+                    let seg = |(a, b): (i32, i32)| PathElement::new(vec![(a, 0), (b, 0)], style);
+                    EmptyElement::at((x, y))
+                        + seg(strokes[0])
+                        + seg(strokes[1])
+                        + seg(strokes[2])
+                        + seg(strokes[3])
                 });
             chart
                 .draw_series(points.iter().map(|&(x, y, kept)| {
