@@ -17,7 +17,7 @@ use super::context::GpuContext;
 use super::memory::{DeviceBuffer, MappedHostBuffer};
 use super::module::{Kernel, Module, Stream};
 use super::nvrtc::STREAM_SERVE;
-use super::window::DeviceModel;
+use super::window::{DeviceModel, PackedModel};
 use crate::abi::{self, StreamServeParams, StreamStateDesc};
 use crate::decode::window::StreamModel;
 use crate::mailbox::streams::{Submissions, SubmitLayout};
@@ -105,6 +105,56 @@ struct Resources {
     profile: Profile,
 }
 
+/// How many blocks of the kernel the device holds at once, and what bounds them. Opts in
+/// to `shared_bytes` of dynamic shared memory where that is above the default limit.
+fn resident_blocks(
+    ctx: &Arc<GpuContext>,
+    kernel: &Kernel<StreamServeParams>,
+    threads: u32,
+    shared_bytes: u32,
+) -> Result<(usize, Occupancy)> {
+    if shared_bytes as usize > DEFAULT_SHARED_LIMIT {
+        kernel.function().allow_dynamic_shared(ctx, shared_bytes)?;
+    }
+    let sms = ctx.attribute(
+        cudarc::driver::sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT,
+    )?;
+    let per_sm = kernel
+        .function()
+        .max_active_blocks_per_sm(ctx, threads, shared_bytes)?;
+    let resident = sms.max(0) as usize * per_sm as usize;
+    if resident == 0 {
+        return Err(Error::InvalidSetting {
+            key: "threads",
+            detail: format!(
+                "GPU {} holds no block of {threads} threads with {shared_bytes} bytes of shared \
+                 memory for {STREAM_SERVE_KERNEL}",
+                ctx.index()
+            ),
+        });
+    }
+    let occupancy = Occupancy {
+        blocks_per_sm: per_sm,
+        registers: kernel.function().registers(ctx)?,
+        shared_bytes,
+    };
+    Ok((resident, occupancy))
+}
+
+/// The submission block for `streams` streams served by `grid` blocks.
+fn submit_layout(p: &PackedModel, streams: usize, grid: u32) -> SubmitLayout {
+    let round_bytes = (p.desc.round_bytes as usize).max(1);
+    // A batch's segments give a stream one entry per reset in it.
+    let max_entries = (8 * streams).max(4096) as u32;
+    SubmitLayout {
+        blocks: grid,
+        max_entries,
+        events_bytes: EVENTS_BYTES,
+        commit_slots: (EVENTS_BYTES / round_bytes / p.desc.commit_rounds.max(1) as usize) as u32
+            + 2 * max_entries,
+    }
+}
+
 /// A stream server ready to launch: memory allocated, grid sized.
 pub struct PreparedStreamServer {
     kernel: Kernel<StreamServeParams>,
@@ -147,31 +197,8 @@ impl PreparedStreamServer {
         } else {
             0
         };
-        if shared_bytes as usize > DEFAULT_SHARED_LIMIT {
-            kernel.function().allow_dynamic_shared(&ctx, shared_bytes)?;
-        }
-        let sms = ctx.attribute(
-            cudarc::driver::sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT,
-        )?;
-        let per_sm = kernel
-            .function()
-            .max_active_blocks_per_sm(&ctx, threads, shared_bytes)?;
-        let resident = sms.max(0) as usize * per_sm as usize;
-        if resident == 0 {
-            return Err(Error::InvalidSetting {
-                key: "threads",
-                detail: format!(
-                    "GPU {device} holds no block of {threads} threads with {shared_bytes} bytes \
-                     of shared memory for {STREAM_SERVE_KERNEL}"
-                ),
-            });
-        }
+        let (resident, occupancy) = resident_blocks(&ctx, &kernel, threads, shared_bytes)?;
         let grid = streams.min(resident) as u32;
-        let occupancy = Occupancy {
-            blocks_per_sm: per_sm,
-            registers: kernel.function().registers(&ctx)?,
-            shared_bytes,
-        };
         tracing::debug!(device, grid, ?occupancy, "stream server sized");
         let scratch = (!in_shared)
             .then(|| DeviceBuffer::zeroed(&ctx, p.scratch_bytes() * grid as usize))
@@ -180,17 +207,8 @@ impl PreparedStreamServer {
         let rows = DeviceBuffer::zeroed(&ctx, streams * p.row_words_per_stream() * 4)?;
         let stage = DeviceBuffer::zeroed(&ctx, STAGE_BYTES as usize * grid as usize)?;
         let relay = DeviceBuffer::zeroed(&ctx, abi::SERVE_CONTROL_BYTES as usize)?;
-        let round_bytes = (p.desc.round_bytes as usize).max(1);
-        // A batch's segments give a stream one entry per reset in it.
-        let max_entries = (8 * streams).max(4096) as u32;
-        let layout = SubmitLayout {
-            blocks: grid,
-            max_entries,
-            events_bytes: EVENTS_BYTES,
-            commit_slots: (EVENTS_BYTES / round_bytes / p.desc.commit_rounds.max(1) as usize)
-                as u32
-                + 2 * max_entries,
-        };
+        let layout = submit_layout(p, streams, grid);
+        let max_entries = layout.max_entries;
         let profile_bytes = 8 * abi::SERVE_PROFILE_WORDS as usize * grid as usize;
         let block = MappedHostBuffer::new(&ctx, layout.total_bytes() + profile_bytes)?;
         let base = block.device_ptr();
