@@ -17,7 +17,7 @@ use super::context::GpuContext;
 use super::memory::{DeviceBuffer, MappedHostBuffer};
 use super::module::{Kernel, Module, Stream};
 use super::nvrtc::STREAM_SERVE;
-use super::window::{DeviceModel, PackedModel};
+use super::window::{check_groups, DeviceModel, PackedModel, DEFAULT_SHARED_LIMIT, MAX_SHARED};
 use crate::abi::{self, StreamServeParams, StreamStateDesc};
 use crate::decode::window::StreamModel;
 use crate::mailbox::streams::{Submissions, SubmitLayout};
@@ -26,9 +26,6 @@ use crate::{Error, Result};
 
 /// The kernel in `device/stream.cu`.
 pub const STREAM_SERVE_KERNEL: &str = <StreamServeParams as abi::KernelParams>::KERNEL;
-/// Shared memory a block may use without opting in, and the most an sm_90 block may take.
-const DEFAULT_SHARED_LIMIT: usize = 48 * 1024;
-const MAX_SHARED: usize = 227 * 1024;
 /// Device memory each block copies an entry's events into.
 const STAGE_BYTES: u32 = 16 * 1024;
 /// Event bytes one submission may carry.
@@ -176,16 +173,7 @@ impl PreparedStreamServer {
         streams: usize,
         threads: u32,
     ) -> Result<PreparedStreamServer> {
-        if threads == 0 || threads % 32 != 0 || threads > abi::WINDOW_MAX_THREADS || streams == 0 {
-            return Err(Error::InvalidSetting {
-                key: "threads",
-                detail: format!(
-                    "{streams} streams of {threads} threads: need at least one stream and a \
-                     multiple of 32 threads up to {}",
-                    abi::WINDOW_MAX_THREADS
-                ),
-            });
-        }
+        check_groups(streams, threads)?;
         let ctx = GpuContext::open(device)?;
         let module = Module::compile_and_load(&ctx, &STREAM_SERVE)?;
         let kernel = module.kernel::<StreamServeParams>()?;

@@ -28,13 +28,29 @@ use crate::{Error, Result};
 /// The batch kernel in `device/window.cu`.
 pub const BATCH_KERNEL: &str = <WindowBatchParams as abi::KernelParams>::KERNEL;
 /// Shared memory a block may use without opting in.
-const DEFAULT_SHARED_LIMIT: usize = 48 * 1024;
+pub(crate) const DEFAULT_SHARED_LIMIT: usize = 48 * 1024;
 /// Most dynamic shared memory a block of an sm_90 device may take.
-const MAX_SHARED: usize = 227 * 1024;
+pub(crate) const MAX_SHARED: usize = 227 * 1024;
 /// Most blocks of a batch whose scratch is in global memory.
 const GLOBAL_SCRATCH_BLOCKS: usize = 1024;
 /// How long a batch may run.
 const BATCH_DEADLINE: Duration = Duration::from_secs(20);
+
+/// An error unless there is at least one stream and `threads` is a group size the window
+/// decoder takes (a multiple of 32, at most `WINDOW_MAX_THREADS`).
+pub fn check_groups(streams: usize, threads: u32) -> Result<()> {
+    if threads == 0 || threads % 32 != 0 || threads > abi::WINDOW_MAX_THREADS || streams == 0 {
+        return Err(Error::InvalidSetting {
+            key: "threads",
+            detail: format!(
+                "{streams} streams of {threads} threads: need at least one stream and a \
+                 multiple of 32 threads up to {}",
+                abi::WINDOW_MAX_THREADS
+            ),
+        });
+    }
+    Ok(())
+}
 
 /// A stream model as the device reads it: the descriptor (its `data` address is filled in
 /// at upload) and the u32 blob it points into.
@@ -316,16 +332,7 @@ impl GpuStreams {
         streams: usize,
         threads: u32,
     ) -> Result<GpuStreams> {
-        if threads == 0 || threads % 32 != 0 || threads > abi::WINDOW_MAX_THREADS || streams == 0 {
-            return Err(Error::InvalidSetting {
-                key: "threads",
-                detail: format!(
-                    "{streams} streams of {threads} threads: need at least one stream and a \
-                     multiple of 32 threads up to {}",
-                    abi::WINDOW_MAX_THREADS
-                ),
-            });
-        }
+        check_groups(streams, threads)?;
         let ctx = GpuContext::open(device)?;
         let module = Module::compile_and_load(&ctx, &WINDOW)?;
         let kernel = module.kernel::<WindowBatchParams>()?;

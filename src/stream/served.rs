@@ -643,6 +643,16 @@ mod tests {
         Arc::new(StreamModel::from_dem(&Dem::from_path(path.as_ref()).unwrap(), 10, 5).unwrap())
     }
 
+    /// `rounds` sampled rounds (and a final one) of each of `streams` streams.
+    fn sampled(m: &Arc<StreamModel>, streams: usize, rounds: u32, seed: u64) -> Vec<Vec<Vec<u8>>> {
+        (0..streams)
+            .map(|s| {
+                let mut smp = StreamSampler::new(m, rounds, seed + s as u64).unwrap();
+                std::iter::from_fn(|| smp.next_round()).collect()
+            })
+            .collect()
+    }
+
     /// Batches with streams at different phases, resets mid-stream and final rounds,
     /// some entries larger than a submission holds: the served decoder (two stand-in
     /// blocks) commits exactly what the CPU stand-in does.
@@ -650,12 +660,7 @@ mod tests {
     fn served_batches_commit_what_the_stand_in_does() {
         let m = model();
         let streams = 5;
-        let rounds: Vec<Vec<Vec<u8>>> = (0..streams)
-            .map(|s| {
-                let mut smp = StreamSampler::new(&m, 60, 100 + s as u64).unwrap();
-                std::iter::from_fn(|| smp.next_round()).collect()
-            })
-            .collect();
+        let rounds = sampled(&m, streams, 60, 100);
         // 40 rounds of events per submission at most: a 45-round entry is split.
         let events = 40 * m.round_bytes();
         let device = CpuServeDevice::new(&m, streams, 2, events).unwrap();
@@ -713,12 +718,7 @@ mod tests {
         let m = model();
         let rb = m.round_bytes();
         let streams = 4;
-        let rounds: Vec<Vec<Vec<u8>>> = (0..streams)
-            .map(|s| {
-                let mut smp = StreamSampler::new(&m, 40, 7 + s as u64).unwrap();
-                std::iter::from_fn(|| smp.next_round()).collect()
-            })
-            .collect();
+        let rounds = sampled(&m, streams, 40, 7);
         let work = |s: usize, reset: bool, from: usize, n: usize, finish: bool| Work {
             stream: s as u32,
             reset,
