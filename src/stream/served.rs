@@ -643,6 +643,25 @@ mod tests {
         Arc::new(StreamModel::from_dem(&Dem::from_path(path.as_ref()).unwrap(), 10, 5).unwrap())
     }
 
+    /// Stream `s`'s `n` rounds from `from` (and its final round when `finish`).
+    fn piece(
+        rounds: &[Vec<Vec<u8>>],
+        s: usize,
+        reset: bool,
+        from: usize,
+        n: usize,
+        finish: bool,
+    ) -> Work {
+        Work {
+            stream: s as u32,
+            reset,
+            first_round: from as u64,
+            rounds: n as u32,
+            finish,
+            events: rounds[s][from..from + n + usize::from(finish)].concat(),
+        }
+    }
+
     /// `rounds` sampled rounds (and a final one) of each of `streams` streams.
     fn sampled(m: &Arc<StreamModel>, streams: usize, rounds: u32, seed: u64) -> Vec<Vec<Vec<u8>>> {
         (0..streams)
@@ -685,14 +704,7 @@ mod tests {
                 let reset = next[s] == usize::MAX || next[s] == 0;
                 let from = if next[s] == usize::MAX { 0 } else { next[s] };
                 let n = n.min(59 - from);
-                work.push(Work {
-                    stream: s as u32,
-                    reset,
-                    first_round: from as u64,
-                    rounds: n as u32,
-                    finish,
-                    events: rounds[s][from..from + n + usize::from(finish)].concat(),
-                });
+                work.push(piece(&rounds, s, reset, from, n, finish));
                 next[s] = if finish { usize::MAX } else { from + n };
             }
             let (mut want, mut want_counts) = (Vec::new(), Vec::new());
@@ -719,14 +731,7 @@ mod tests {
         let rb = m.round_bytes();
         let streams = 4;
         let rounds = sampled(&m, streams, 40, 7);
-        let work = |s: usize, reset: bool, from: usize, n: usize, finish: bool| Work {
-            stream: s as u32,
-            reset,
-            first_round: from as u64,
-            rounds: n as u32,
-            finish,
-            events: rounds[s][from..from + n + usize::from(finish)].concat(),
-        };
+        let work = |s, reset, from, n, finish| piece(&rounds, s, reset, from, n, finish);
         // Stream 0: 12 rounds, finish; again from 0 (reset) 30 rounds. Stream 1: three
         // pieces. Stream 2 in the middle segment only; stream 3 only in the first.
         let segments = vec![
