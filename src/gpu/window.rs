@@ -336,6 +336,18 @@ impl GpuStreams {
         let ctx = GpuContext::open(device)?;
         let module = Module::compile_and_load(&ctx, &WINDOW)?;
         let kernel = module.kernel::<WindowBatchParams>()?;
+        // The kernel's registers may allow fewer threads a block than the group takes (on
+        // an H200, 1 024 do not launch): say so before launching.
+        let most = kernel.function().max_threads_per_block(&ctx)?;
+        if threads > most {
+            return Err(Error::InvalidSetting {
+                key: "threads",
+                detail: format!(
+                    "{BATCH_KERNEL} on GPU {device} takes at most {most} threads a block, not \
+                     {threads}"
+                ),
+            });
+        }
         let model = DeviceModel::upload(&ctx, model)?;
         let p = &model.packed;
         // Each block's scratch: in dynamic shared memory when it fits (opting in above
