@@ -316,8 +316,32 @@ pub fn measure(
     prov: &Provenance,
     mut progress: impl FnMut(u64) + Send,
 ) -> Result<Measured> {
+    let workload = point_workload(point)?;
+    let load = load_spec(point);
+    let config = run_config(point);
+    let (outcome, forwarder, shards) = drive(point, &config, &workload, &load, &mut progress)?;
+    let ids = (scenario, run_id);
+    let mut row = point_row(
+        point,
+        &config,
+        &workload,
+        ids,
+        prov,
+        (&outcome, forwarder, &shards),
+    );
+    row.set_latencies(&outcome.histogram);
+    Ok(Measured {
+        row,
+        outcome,
+        forwarder,
+        shards,
+    })
+}
+
+/// The requests a point sends: parity payloads, or shots replayed from its `.dem`.
+fn point_workload(point: &Point) -> Result<Workload> {
     let spread = point.functions.len().max(1);
-    let workload = match (&point.decoder[..], &point.dem, &point.dets) {
+    Ok(match (&point.decoder[..], &point.dem, &point.dets) {
         ("-", _, _) => Workload::parity(
             &point.handler,
             point.payload_bytes as usize,
@@ -335,9 +359,19 @@ pub fn measure(
             })
         }
     }
-    .spread_over(&point.functions);
-    let load = load_spec(point);
-    let config = run_config(point);
+    .spread_over(&point.functions))
+}
+
+/// Runs the point's load where its launch says (in process, against an external
+/// forwarder, or against a child `qfwd`): the emulator's outcome, the forwarder's counters
+/// (where it reports them) and its per-GPU shards.
+fn drive(
+    point: &Point,
+    config: &RunConfig,
+    workload: &Workload,
+    load: &LoadSpec,
+    progress: &mut (impl FnMut(u64) + Send),
+) -> Result<(Outcome, Option<ForwarderCounts>, Vec<ShardCounts>)> {
     let mut shards = Vec::new();
     let (outcome, forwarder) = match (point.launch, point.transport) {
         (_, TransportKind::Rdma) => {
@@ -347,8 +381,7 @@ pub fn measure(
             })
         }
         (Launch::InProcess, _) => {
-            let (outcome, report) =
-                measure_in_process(point, &config, &workload, &load, &mut progress)?;
+            let (outcome, report) = measure_in_process(point, config, workload, load, progress)?;
             shards = report.stats.shards.clone();
             (outcome, Some(counts(&report.stats)))
         }
@@ -359,36 +392,36 @@ pub fn measure(
             })?;
             let mut client = UdpClient::connect(target)?;
             (
-                run_emulator(
-                    point.emulator_core,
-                    &mut client,
-                    &workload,
-                    &load,
-                    &mut progress,
-                )?,
+                run_emulator(point.emulator_core, &mut client, workload, load, progress)?,
                 None,
             )
         }
         (Launch::Child, _) => {
             let child = ChildForwarder::start(point)?;
             let mut client = UdpClient::connect(child.addr)?;
-            let outcome = run_emulator(
-                point.emulator_core,
-                &mut client,
-                &workload,
-                &load,
-                &mut progress,
-            );
+            let outcome = run_emulator(point.emulator_core, &mut client, workload, load, progress);
             let (summary, per_gpu) = child.stop()?;
             shards = per_gpu;
             (outcome?, summary)
         }
     };
+    Ok((outcome, forwarder, shards))
+}
+
+/// The CSV row of a measured point (latencies are set from the histogram after).
+fn point_row(
+    point: &Point,
+    config: &RunConfig,
+    workload: &Workload,
+    (scenario, run_id): (&str, &str),
+    prov: &Provenance,
+    (outcome, forwarder, shards): (&Outcome, Option<ForwarderCounts>, &[ShardCounts]),
+) -> Row {
     // A persistent kernel polls (either data path); the mailbox's rx_completion is the
     // forwarded path's.
     let kernel = point.topology == Topology::GpuPersistent;
     let persistent = kernel && point.data_path == DataPath::CpuForwarded;
-    let mut row = Row {
+    Row {
         run_id: run_id.to_string(),
         scenario: scenario.to_string(),
         topology: point.topology.to_string(),
@@ -463,14 +496,7 @@ pub fn measure(
         data_path: point.data_path.to_string(),
         links: Some(point.links),
         ..Row::default()
-    };
-    row.set_latencies(&outcome.histogram);
-    Ok(Measured {
-        row,
-        outcome,
-        forwarder,
-        shards,
-    })
+    }
 }
 
 fn list(v: &[usize]) -> String {
