@@ -17,7 +17,7 @@
 
 use std::sync::Arc;
 
-use qfwd_decode::window::{Commit, StreamDecoder, StreamModel};
+use qfwd_decode::window::{Commit, StreamDecoder, StreamError, StreamModel};
 
 use crate::abi::StreamStateDesc;
 use crate::gpu::window::{Answer, GpuStreams, Refusal};
@@ -83,8 +83,41 @@ pub trait BatchDecoder: Send {
     }
 }
 
-fn fault(detail: String) -> Error {
+pub(super) fn fault(detail: String) -> Error {
     Error::Decode { detail }
+}
+
+/// Feeds one piece of a stream's work to its decoder: a reset first when `reset`, then
+/// `rounds` rounds from `first_round`, then the final round when `finish`, their events
+/// in `events` (the model's `round_bytes` each, in order; missing ones read as empty).
+/// Every answer, a commit or why a round was refused, goes to `answer`, in order; feeding
+/// stops where `answer` returns false.
+pub(super) fn feed(
+    d: &mut StreamDecoder,
+    (reset, first_round, rounds): (bool, u64, u32),
+    finish: bool,
+    events: &[u8],
+    mut answer: impl FnMut(std::result::Result<Commit, StreamError>) -> bool,
+) {
+    if reset {
+        d.reset();
+    }
+    let rb = d.model().round_bytes().max(1);
+    let mut evs = events.chunks_exact(rb);
+    for r in 0..rounds {
+        let ev = evs.next().unwrap_or_default();
+        let a = match d.push_round(first_round + u64::from(r), ev) {
+            Ok(None) => continue,
+            Ok(Some(c)) => Ok(c),
+            Err(e) => Err(e),
+        };
+        if !answer(a) {
+            return;
+        }
+    }
+    if finish {
+        answer(d.finish(evs.next().unwrap_or_default()));
+    }
 }
 
 /// The CPU stand-in: one [`StreamDecoder`] per stream.
@@ -117,26 +150,20 @@ impl BatchDecoder for CpuBatchDecoder {
                 .get_mut(w.stream as usize)
                 .ok_or_else(|| fault(format!("stream {} is not served", w.stream)))?;
             let before = commits.len();
-            if w.reset {
-                d.reset();
-            }
-            let rb = d.model().round_bytes();
-            let mut rounds = w.events.chunks_exact(rb);
-            for r in 0..w.rounds {
-                let ev = rounds.next().unwrap_or_default();
-                let round = w.first_round + u64::from(r);
-                match d.push_round(round, ev) {
-                    Ok(Some(c)) => commits.push(c),
-                    Ok(None) => {}
-                    Err(e) => return Err(fault(format!("stream {}: {e}", w.stream))),
+            let mut refused = None;
+            let piece = (w.reset, w.first_round, w.rounds);
+            feed(d, piece, w.finish, &w.events, |a| match a {
+                Ok(c) => {
+                    commits.push(c);
+                    true
                 }
-            }
-            if w.finish {
-                let ev = rounds.next().unwrap_or_default();
-                let c = d
-                    .finish(ev)
-                    .map_err(|e| fault(format!("stream {}: {e}", w.stream)))?;
-                commits.push(c);
+                Err(e) => {
+                    refused = Some(e);
+                    false
+                }
+            });
+            if let Some(e) = refused {
+                return Err(fault(format!("stream {}: {e}", w.stream)));
             }
             counts.push((commits.len() - before) as u32);
         }

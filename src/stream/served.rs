@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 
 use qfwd_decode::window::{Commit, StreamDecoder, StreamModel};
 
-use super::batch::{BatchDecoder, Work};
+use super::batch::{fault, feed, BatchDecoder, Work};
 use crate::abi::{
     StreamCommitDesc, StreamServeEntryDesc, SERVE_FINISH, SERVE_RESET, STREAM_COMMIT,
     STREAM_FINISHED, STREAM_ROUNDS_MISSING, STREAM_ROUND_REPEATED, STREAM_TOO_SHORT,
@@ -25,7 +25,7 @@ use crate::abi::{
 use crate::gpu::stream_server::{PreparedStreamServer, RunningStreamServer};
 use crate::mailbox::streams::{DeviceSide, Poll, Submissions, SubmitLayout};
 use crate::shm::SharedRegion;
-use crate::{Error, Result};
+use crate::Result;
 
 /// How long one submission may take.
 const SUBMISSION_DEADLINE: Duration = Duration::from_secs(20);
@@ -80,10 +80,6 @@ impl ServeDevice for RunningStreamServer {
             o.shared_bytes
         )
     }
-}
-
-fn fault(detail: String) -> Error {
-    Error::Decode { detail }
 }
 
 /// Decodes batches through a [`ServeDevice`].
@@ -565,19 +561,12 @@ fn serve_entry(
     let inputs = e.rounds as usize + usize::from(finish);
     events.resize(inputs * round_bytes, 0);
     dev.events(e.events_offset as usize, events);
-    if e.flags & SERVE_RESET != 0 {
-        d.reset();
-    }
+    let piece = (e.flags & SERVE_RESET != 0, e.first_round, e.rounds);
     let mut count = 0u32;
-    for (r, ev) in events.chunks_exact(round_bytes.max(1)).enumerate() {
-        let answer = if r < e.rounds as usize {
-            d.push_round(e.first_round + r as u64, ev)
-        } else {
-            d.finish(ev).map(Some)
-        };
-        let desc = match answer {
-            Ok(None) => continue,
-            Ok(Some(c)) => StreamCommitDesc {
+    // The kernel answers a refusal with its status and goes on; so does the stand-in.
+    feed(&mut d, piece, finish, events, |a| {
+        let desc = match a {
+            Ok(c) => StreamCommitDesc {
                 first_round: c.first_round,
                 flips: c.flips,
                 rounds: c.rounds,
@@ -592,7 +581,8 @@ fn serve_entry(
             dev.write_commit(e.commit_offset as usize + count as usize, &desc);
         }
         count += 1;
-    }
+        true
+    });
     count
 }
 
