@@ -128,18 +128,18 @@ impl Function {
         self.name
     }
 
-    /// The most threads a block of this kernel may have, given the registers it uses.
-    pub fn max_threads_per_block(&self, ctx: &GpuContext) -> Result<u32> {
+    /// One of this kernel's attributes.
+    fn attribute(&self, ctx: &GpuContext, attr: sys::CUfunction_attribute) -> Result<i32> {
         ctx.bind()?;
         // SAFETY: a live function handle (owner keeps its module).
-        let n = unsafe {
-            result::function::get_function_attribute(
-                self.function,
-                sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK,
-            )
-        }
-        .map_err(|source| ctx.error("cuFuncGetAttribute", source))?;
-        Ok(n.max(32) as u32)
+        unsafe { result::function::get_function_attribute(self.function, attr) }
+            .map_err(|source| ctx.error("cuFuncGetAttribute", source))
+    }
+
+    /// The most threads a block of this kernel may have, given the registers it uses.
+    pub fn max_threads_per_block(&self, ctx: &GpuContext) -> Result<u32> {
+        let attr = sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK;
+        Ok(self.attribute(ctx, attr)?.max(32) as u32)
     }
 
     /// How many blocks of `block` threads with `shared_bytes` of dynamic shared memory
@@ -165,16 +165,8 @@ impl Function {
 
     /// Registers each thread of this kernel uses.
     pub fn registers(&self, ctx: &GpuContext) -> Result<u32> {
-        ctx.bind()?;
-        // SAFETY: a live function handle (owner keeps its module).
-        let n = unsafe {
-            result::function::get_function_attribute(
-                self.function,
-                sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_NUM_REGS,
-            )
-        }
-        .map_err(|source| ctx.error("cuFuncGetAttribute", source))?;
-        Ok(n.max(0) as u32)
+        let attr = sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_NUM_REGS;
+        Ok(self.attribute(ctx, attr)?.max(0) as u32)
     }
 
     /// Allows `bytes` of dynamic shared memory per block (needed above 48 KiB).
