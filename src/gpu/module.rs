@@ -8,6 +8,7 @@
 use std::ffi::c_void;
 use std::marker::PhantomData;
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use cudarc::driver::{result, sys, DriverError};
 
@@ -291,6 +292,32 @@ impl Stream {
 
     pub(crate) fn raw(&self) -> sys::CUstream {
         self.stream
+    }
+
+    /// Waits (yielding) until all work on the stream finished, at most `deadline`:
+    /// `KernelTimeout` or `KernelFault`, naming `kernel`, otherwise.
+    pub fn wait_finished(&self, kernel: &'static str, deadline: Duration) -> Result<()> {
+        let start = Instant::now();
+        loop {
+            match self.query() {
+                Ok(true) => return Ok(()),
+                Ok(false) if start.elapsed() < deadline => std::thread::yield_now(),
+                Ok(false) => {
+                    return Err(Error::KernelTimeout {
+                        device: self.ctx.index(),
+                        kernel,
+                        waited_ms: deadline.as_millis() as u64,
+                    })
+                }
+                Err(source) => {
+                    return Err(Error::KernelFault {
+                        device: self.ctx.index(),
+                        kernel,
+                        source,
+                    })
+                }
+            }
+        }
     }
 
     /// `Ok(true)` when all work on the stream finished, `Ok(false)` while some runs, the

@@ -383,28 +383,11 @@ impl RunningStreamServer {
         if let Some(res) = self.res.as_ref() {
             res.submissions.stop();
         }
-        let start = Instant::now();
-        loop {
-            match self.stream.query() {
-                Ok(true) => return Ok(()),
-                Ok(false) if start.elapsed() < STOP_DEADLINE => std::thread::yield_now(),
-                Ok(false) => {
-                    self.stuck = true;
-                    return Err(Error::KernelTimeout {
-                        device: self.ctx.index(),
-                        kernel: STREAM_SERVE_KERNEL,
-                        waited_ms: STOP_DEADLINE.as_millis() as u64,
-                    });
-                }
-                Err(source) => {
-                    return Err(Error::KernelFault {
-                        device: self.ctx.index(),
-                        kernel: STREAM_SERVE_KERNEL,
-                        source,
-                    })
-                }
-            }
-        }
+        let done = self
+            .stream
+            .wait_finished(STREAM_SERVE_KERNEL, STOP_DEADLINE);
+        self.stuck |= matches!(done, Err(Error::KernelTimeout { .. }));
+        done
     }
 }
 

@@ -543,27 +543,7 @@ impl GpuStreams {
 
     /// Waits for the stream's work, with a deadline.
     fn wait(&self) -> Result<()> {
-        let deadline = Instant::now() + BATCH_DEADLINE;
-        loop {
-            match self.stream.query() {
-                Ok(true) => return Ok(()),
-                Ok(false) if Instant::now() < deadline => std::thread::yield_now(),
-                Ok(false) => {
-                    return Err(Error::KernelTimeout {
-                        device: self.ctx.index(),
-                        kernel: BATCH_KERNEL,
-                        waited_ms: BATCH_DEADLINE.as_millis() as u64,
-                    })
-                }
-                Err(source) => {
-                    return Err(Error::KernelFault {
-                        device: self.ctx.index(),
-                        kernel: BATCH_KERNEL,
-                        source,
-                    })
-                }
-            }
-        }
+        self.stream.wait_finished(BATCH_KERNEL, BATCH_DEADLINE)
     }
 }
 
