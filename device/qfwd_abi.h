@@ -425,30 +425,31 @@ static_assert(sizeof(((struct QfwdDecoderParams*)0)->dec_reserved) == 4, "QfwdDe
 #define QFWD_WINDOW_NONE 0xffffffffu
 #define QFWD_WINDOW_ODD 1u
 #define QFWD_WINDOW_BOUNDARY 2u
-#define QFWD_WINDOW_SCALARS 16u
+#define QFWD_WINDOW_SCALARS 24u
 #define QFWD_SCR_PARENT 0u
 #define QFWD_SCR_FLAGS 1u
-#define QFWD_SCR_DEFECT 2u
-#define QFWD_SCR_LEVEL 3u
-#define QFWD_SCR_PEDGE 4u
-#define QFWD_SCR_REGION 5u
-#define QFWD_SCR_LOCAL 6u
-#define QFWD_SCR_RDEF 7u
-#define QFWD_SCR_RMEM 8u
-#define QFWD_SCR_RLIST 9u
-#define QFWD_SCR_GROWTH 10u
-#define QFWD_SCR_FUSED 11u
-#define QFWD_SCR_MEMBERS 12u
-#define QFWD_SCR_DEFECTS 13u
-#define QFWD_SCR_DSORT 14u
-#define QFWD_SCR_REDGES 15u
-#define QFWD_SCR_DIST 16u
-#define QFWD_SCR_DISTB 17u
-#define QFWD_SCR_MATCHES 18u
-#define QFWD_SCR_COST 19u
-#define QFWD_SCR_CHOICE 20u
-#define QFWD_SCR_SCALARS 21u
-#define QFWD_SCR_COUNT 22u
+#define QFWD_SCR_FLAGS_NEXT 2u
+#define QFWD_SCR_DEFECT 3u
+#define QFWD_SCR_LEVEL 4u
+#define QFWD_SCR_PEDGE 5u
+#define QFWD_SCR_REGION 6u
+#define QFWD_SCR_LOCAL 7u
+#define QFWD_SCR_RDEF 8u
+#define QFWD_SCR_RMEM 9u
+#define QFWD_SCR_RLIST 10u
+#define QFWD_SCR_VERTS 11u
+#define QFWD_SCR_GROWTH 12u
+#define QFWD_SCR_MARK 13u
+#define QFWD_SCR_TOUCHED 14u
+#define QFWD_SCR_CAND 15u
+#define QFWD_SCR_FULL 16u
+#define QFWD_SCR_POOL 17u
+#define QFWD_SCR_TABLE 18u
+#define QFWD_SCR_CACHE 19u
+#define QFWD_SCR_SCALARS 20u
+#define QFWD_SCR_COUNT 21u
+#define QFWD_MATCH_BATCH_REGIONS 64u
+#define QFWD_MATCH_ENTRY_WORDS 12u
 #define QFWD_WINDOW_MAX_THREADS 1024u
 #define QFWD_STREAM_NO_COMMIT (0)
 #define QFWD_STREAM_COMMIT (1)
@@ -497,13 +498,18 @@ struct QfwdStreamModel {
     unsigned int max_vertices;
     unsigned int max_edges;
     unsigned int scratch_words;
-    unsigned int scratch[22];
+    unsigned int scratch[21];
     unsigned int match_defects;
     unsigned int match_members;
     unsigned int match_edges;
+    unsigned int degree_shift;
+    unsigned int match_pool_words;
+    unsigned int cache_graph;
+    unsigned int cache_from;
+    unsigned int cache_words;
     unsigned int reserved;
 };
-static_assert(sizeof(struct QfwdStreamModel) == 168, "QfwdStreamModel size");
+static_assert(sizeof(struct QfwdStreamModel) == 184, "QfwdStreamModel size");
 static_assert(sizeof(((struct QfwdStreamModel*)0)->data) == 8, "QfwdStreamModel.data");
 static_assert(sizeof(((struct QfwdStreamModel*)0)->graphs) == 4, "QfwdStreamModel.graphs");
 static_assert(sizeof(((struct QfwdStreamModel*)0)->graph_count) == 4, "QfwdStreamModel.graph_count");
@@ -519,10 +525,15 @@ static_assert(sizeof(((struct QfwdStreamModel*)0)->first_final_from_bulk) == 4, 
 static_assert(sizeof(((struct QfwdStreamModel*)0)->max_vertices) == 4, "QfwdStreamModel.max_vertices");
 static_assert(sizeof(((struct QfwdStreamModel*)0)->max_edges) == 4, "QfwdStreamModel.max_edges");
 static_assert(sizeof(((struct QfwdStreamModel*)0)->scratch_words) == 4, "QfwdStreamModel.scratch_words");
-static_assert(sizeof(((struct QfwdStreamModel*)0)->scratch) == 88, "QfwdStreamModel.scratch");
+static_assert(sizeof(((struct QfwdStreamModel*)0)->scratch) == 84, "QfwdStreamModel.scratch");
 static_assert(sizeof(((struct QfwdStreamModel*)0)->match_defects) == 4, "QfwdStreamModel.match_defects");
 static_assert(sizeof(((struct QfwdStreamModel*)0)->match_members) == 4, "QfwdStreamModel.match_members");
 static_assert(sizeof(((struct QfwdStreamModel*)0)->match_edges) == 4, "QfwdStreamModel.match_edges");
+static_assert(sizeof(((struct QfwdStreamModel*)0)->degree_shift) == 4, "QfwdStreamModel.degree_shift");
+static_assert(sizeof(((struct QfwdStreamModel*)0)->match_pool_words) == 4, "QfwdStreamModel.match_pool_words");
+static_assert(sizeof(((struct QfwdStreamModel*)0)->cache_graph) == 4, "QfwdStreamModel.cache_graph");
+static_assert(sizeof(((struct QfwdStreamModel*)0)->cache_from) == 4, "QfwdStreamModel.cache_from");
+static_assert(sizeof(((struct QfwdStreamModel*)0)->cache_words) == 4, "QfwdStreamModel.cache_words");
 static_assert(sizeof(((struct QfwdStreamModel*)0)->reserved) == 4, "QfwdStreamModel.reserved");
 
 struct QfwdStreamState {

@@ -162,6 +162,7 @@ extern "C" __global__ void qfwd_stream_serve(const QfwdStreamServe p) {
     const QwGroup g = {threadIdx.x, blockDim.x, 1};
     u32* scratch = p.scratch ? (u32*)p.scratch + (u64)blockIdx.x * m.scratch_words : qw_shared;
     u32* stage = (u32*)p.stage + (u64)blockIdx.x * (p.stage_bytes / 4);
+    qfwd_stream_scratch_init(g, m, scratch);
     // Thread 0's counters, in shared memory: an array in registers costs every thread
     // the registers (126 instead of 80 a thread: 2 blocks a multiprocessor instead of 3).
     __shared__ u64 prof[QFWD_SERVE_PROFILE_WORDS];

@@ -2,51 +2,50 @@
 // commits as the CPU's decode/src/window (StreamDecoder; the window decoder specified on
 // sets in decode/src/window/uf.rs).
 //
-// ---- Shape: a group of threads per window -------------------------------------------------
+// ---- Shape: a group of threads per window, working on lists -------------------------------
 // One window is decoded by a *group*: the threads of a block, or some whole warps of one
-// (QwGroup: the thread's index in the group, the group's size, a named barrier of its own,
-// so a persistent kernel can run several groups per block). Every step of the
-// specification is a pass of the group over the window's edges or vertices, between
-// barriers, so the work per thread shrinks as the group grows and the cost grows with the
-// window's size divided by the group's, not with the distance. Many windows decode at once
-// as many groups (the batch kernel: one block per stream, grid-stride over the streams).
+// (QwGroup: the thread's index in the group, the group's size, a named barrier of its own).
+// Every step of the specification is a pass of the group over a *list* between barriers:
+// the cluster vertices (each with 2^degree_shift items, one per adjacency slot), the
+// round's candidate edges, the full edges. The lists hold what the clusters touch, not
+// the window, so a pass costs about the same at d = 15 as at d = 5 when the defects are
+// few. Many windows decode at once as many groups.
 //
 // ---- Data ------------------------------------------------------------------------------
 // The model (read-only, global memory, src/gpu/window.rs packs it): a QfwdStreamModel and a
-// u32 blob holding its window graphs (QfwdWindowGraph: degrees, edge ends, weights,
-// observables) and the kept slots. A stream: a QfwdStreamState and a ring of W rows, round
-// r in row r % W, each row the round's kept-slot events (K bits in row_words words); the
-// carried events of a commit are XORed into the row of the round they belong to.
-// A group's scratch (u32 words, in shared memory or in a global area): per vertex parent,
-// flags, defect, level, parent edge; per edge growth, and the list of the round's filled
-// edges; QFWD_WINDOW_SCALARS scalars.
+// u32 blob holding its window graphs (QfwdWindowGraph) and the kept slots. A stream: a
+// QfwdStreamState and a ring of W rows, round r in row r % W, each row the round's
+// kept-slot events; the carried events of a commit are XORed into the row of their round.
+// A group's scratch (QFWD_SCR_*, in shared memory or a global area) holds per-vertex and
+// per-edge arrays that are *clean* between windows (qfwd_stream_scratch_init once, then
+// every window resets what it touched), the lists, and QFWD_WINDOW_SCALARS scalars.
 //
 // ---- The steps (decode/src/window/uf.rs) --------------------------------------------------
 // Clusters are kept *compressed*: after every round, parent[v] is v's root (the cluster's
-// least vertex) or NONE, and flags[root] its parity and boundary bit, so an edge learns
-// both its ends' clusters with two reads.
-//   1. Defects: vertices over the window's rows (vertices without edges ignored).
-//   2. Growth rounds, five passes each: (a) edges: the least need, atomicMin; (b) edges:
-//      grow by k * delta, list the filled ones; (c) filled edges: their ends join (CAS
-//      from NONE) and their clusters merge, lock-free: the larger root is hooked under the
-//      smaller with a CAS, retried until both finds agree, so the root of every cluster
-//      is its least vertex whatever the order; (d) vertices: compress, clear roots' flags;
-//      (e) vertices: parity and boundary into the roots' flags (atomicXor / atomicOr).
-//   3. Forest, two passes per level: edges: a full edge from level L to an unreached end
-//      offers itself as that end's parent (atomicMin: the least edge wins); vertices: an
-//      end with an offer is at level L + 1.
-//   4. Peel, one pass per level from the deepest: a vertex holding a defect marks its
-//      parent edge (defect = 2) and flips its parent's defect (atomicXor).
-//   5. Commit: marked edges whose lower end lies below the commit round give the flips
-//      (atomicXor into two scalars); those that cross into the commit round flip that
-//      round's event in the ring (atomicXor).
+// least vertex) or NONE, and flags[root] its parity and boundary bit.
+//   1. Defects: the set bits of the window's rows, one item per row word.
+//   2. Growth rounds, three passes each: (a) the cluster vertices' edges: growing ones are
+//      listed once (from the lower end when both ends are active) with their k, and the
+//      least need goes to a scalar (atomicMin); (b) candidates grow by k * delta; full
+//      ones are listed, their ends join (CAS from NONE, listed) and their clusters merge
+//      lock-free: the larger root is hooked under the smaller with a CAS, retried until
+//      both finds agree, so every root is its cluster's least vertex whatever the order;
+//      (c) vertices: compress; parity and boundary into the roots' flags in the *other*
+//      flag buffer (cleared two rounds before), so no pass is needed to clear them.
+//   2'. Regions of few defects matched exactly (window/match.cuh).
+//   3. Forest, two passes per level: full edges offer themselves to unreached ends
+//      (atomicMin: the least edge wins); vertices with an offer join the next level.
+//   4. Peel, one pass per level from the deepest.
+//   5. Commit: the correction's edges below the commit round give the flips; those that
+//      cross into the commit round flip that round's event in the ring. Then the touched
+//      entries are reset.
 // Every choice is a least index or an order-free count, so the commits are the CPU's.
 //
-// Entry points: qfwd_stream_push_round / qfwd_stream_finish / qfwd_stream_reset (group
-// functions: every thread of the group calls them with the same arguments; usable from a
-// persistent kernel, which `#include "window.cu"`s this file, with QFWD_WINDOW_NO_BATCH
-// defined to leave the batch kernel out), and the batch kernel qfwd_window_batch (tests,
-// benchmarks).
+// Entry points: qfwd_stream_scratch_init, qfwd_stream_push_round, qfwd_stream_finish and
+// qfwd_stream_reset (group functions: every thread of the group calls them with the same
+// arguments; usable from a persistent kernel, which `#include "window.cu"`s this file, with
+// QFWD_WINDOW_NO_BATCH defined to leave the batch kernel out), and the batch kernel
+// qfwd_window_batch (tests, benchmarks).
 //
 // Built by NVRTC (src/gpu/nvrtc.rs; `qfwd_abi.h` is the header src/abi.rs generates), and
 // by g++ for the host check (tests/window_host.rs), which defines QFWD_WINDOW_HOST and the
@@ -59,12 +58,14 @@
 
 typedef unsigned int u32;
 typedef unsigned long long u64;
+typedef unsigned short u16;
 typedef unsigned char u8;
 
 #define QW_DEV __device__ __forceinline__
 
 // The threads that decode one window together: `size` (a multiple of 32) threads, this
-// one `tid`, synchronised by named barrier `barrier` (1..15; 0 is __syncthreads').
+// one `tid`, synchronised by named barrier `barrier` (1..15; 0 is __syncthreads'); a group
+// of one warp syncs as a warp.
 struct QwGroup {
     u32 tid;
     u32 size;
@@ -72,11 +73,13 @@ struct QwGroup {
 };
 
 QW_DEV void qw_sync(const QwGroup& g) {
-    asm volatile("bar.sync %0, %1;" ::"r"(g.barrier), "r"(g.size) : "memory");
+    if (g.size == 32) __syncwarp();
+    else asm volatile("bar.sync %0, %1;" ::"r"(g.barrier), "r"(g.size) : "memory");
 }
 QW_DEV u32 qw_ld(const u32* p) { return *(const volatile u32*)p; }
 QW_DEV void qw_st(u32* p, u32 v) { *(volatile u32*)p = v; }
-QW_DEV u32 qw_ro(const u32* p) { return __ldg(p); }
+// A model word: in global memory, or in the scratch's copy of the bulk graph (shared).
+QW_DEV u32 qw_ro(const u32* p) { return *p; }
 QW_DEV u32 qw_cas(u32* p, u32 cmp, u32 v) { return atomicCAS(p, cmp, v); }
 QW_DEV void qw_min(u32* p, u32 v) { atomicMin(p, v); }
 QW_DEV void qw_xor(u32* p, u32 v) { atomicXor(p, v); }
@@ -87,20 +90,23 @@ QW_DEV u32 qw_ctz(u32 x) { return __ffs(x) - 1; }
 #endif
 
 #define QW_NONE QFWD_WINDOW_NONE
-// Scalars at the end of the scratch.
-#define QW_SC_COUNT 0u
+#define QW_ODD QFWD_WINDOW_ODD
+#define QW_BOUNDARY QFWD_WINDOW_BOUNDARY
+// Scalars at the end of the scratch (zeroed at the start of every window).
+#define QW_SC_COUNT 0u  // defects not yet resolved by the matching
 #define QW_SC_DELTA 1u
-#define QW_SC_NFUSED 2u
+#define QW_SC_NFULL 2u
 #define QW_SC_MORE 3u  // and 4: one per level parity
 #define QW_SC_FLIPS_LO 5u
 #define QW_SC_FLIPS_HI 6u
 #define QW_SC_ROUNDS 7u
 #define QW_SC_NREG 8u
-#define QW_SC_NMEM 9u
-#define QW_SC_NDEF 10u
-#define QW_SC_NRE 11u
 #define QW_SC_CHANGED 12u  // and 13, 14: one per pass, in turn
-#define QW_SC_NMATCH 15u
+#define QW_SC_NVERTS 16u
+#define QW_SC_NTOUCHED 17u
+#define QW_SC_NCAND 18u
+#define QW_SC_NMARKS 19u
+// 9-11, 15 and 20: the matching's batch (window/match.cuh).
 
 // A window graph's arrays.
 struct QwGraph {
@@ -116,20 +122,27 @@ struct QwGraph {
     const u32* bedge;      // per detector: its boundary edge, or NONE
 };
 
-QW_DEV QwGraph qw_graph(const QfwdStreamModel& m, u32 index) {
+// Graph `index`'s arrays: in the scratch's copy when it is the cached one.
+QW_DEV QwGraph qw_graph(const QfwdStreamModel& m, u32 index, const u32* scratch) {
     const u32* blob = (const u32*)m.data;
     const QfwdWindowGraph* d = (const QfwdWindowGraph*)(blob + m.graphs) + index;
+    // Word offsets from `blob`, or (the cached graph) from its copy's first word.
+    u32 from = 0;
+    if (m.cache_words != 0 && index == m.cache_graph) {
+        blob = scratch + m.scratch[QFWD_SCR_CACHE];
+        from = m.cache_from;
+    }
     QwGraph g;
     g.n = d->vertices;
     g.edges = d->edges;
     g.rounds = d->rounds;
     g.commit = d->commit_rounds;
-    g.adj_offset = blob + d->adj_offset;
-    g.ends = blob + d->ends;
-    g.weight = blob + d->weight;
-    g.obs = blob + d->obs;
-    g.adj_pairs = blob + d->adj_pairs;
-    g.bedge = blob + d->boundary_edge;
+    g.adj_offset = blob + (d->adj_offset - from);
+    g.ends = blob + (d->ends - from);
+    g.weight = blob + (d->weight - from);
+    g.obs = blob + (d->obs - from);
+    g.adj_pairs = blob + (d->adj_pairs - from);
+    g.bedge = blob + (d->boundary_edge - from);
     return g;
 }
 
@@ -137,7 +150,8 @@ QW_DEV QwGraph qw_graph(const QfwdStreamModel& m, u32 index) {
 // scratch offsets say (src/gpu/window.rs `scratch_layout`; QFWD_SCR_* in src/abi.rs).
 struct QwScratch {
     u32* parent;
-    u32* flags;
+    u32* flags;  // the flag buffer of the current growth round
+    u32* flags_next;
     u32* defect;
     u32* level;
     u32* pedge;
@@ -146,17 +160,15 @@ struct QwScratch {
     u32* rdef;
     u32* rmem;
     u32* rlist;
-    u32* growth;
-    u32* fused;  // then: per edge, in the matching's correction (mod 2)
-    u32* members;
-    u32* defects;
-    u32* dsort;
-    u32* redges;
-    u32* dist;
-    u32* distb;
-    u32* matches;
-    u32* cost;
-    u8* choice;
+    u32* verts;    // cluster vertices (the boundary excluded)
+    u16* growth;  // at most a weight, and weights fit 16 bits
+    u32* mark;     // per edge: bit 0 in the matching's correction, bit 1 listed in marks
+    u32* touched;  // edges grown at all
+    u32* cand;     // the round's growing edges (e | (k - 1) << 31)
+    u32* marks;    // the edges the matching marked (the candidates' space, after growth)
+    u32* full;
+    u32* pool;   // the matching's batch regions' arrays (window/match.cuh)
+    u32* table;  // their entries
     u32* sc;
 };
 
@@ -164,6 +176,7 @@ QW_DEV QwScratch qw_scratch(const QfwdStreamModel& m, u32* base) {
     QwScratch s;
     s.parent = base + m.scratch[QFWD_SCR_PARENT];
     s.flags = base + m.scratch[QFWD_SCR_FLAGS];
+    s.flags_next = base + m.scratch[QFWD_SCR_FLAGS_NEXT];
     s.defect = base + m.scratch[QFWD_SCR_DEFECT];
     s.level = base + m.scratch[QFWD_SCR_LEVEL];
     s.pedge = base + m.scratch[QFWD_SCR_PEDGE];
@@ -172,32 +185,21 @@ QW_DEV QwScratch qw_scratch(const QfwdStreamModel& m, u32* base) {
     s.rdef = base + m.scratch[QFWD_SCR_RDEF];
     s.rmem = base + m.scratch[QFWD_SCR_RMEM];
     s.rlist = base + m.scratch[QFWD_SCR_RLIST];
-    s.growth = base + m.scratch[QFWD_SCR_GROWTH];
-    s.fused = base + m.scratch[QFWD_SCR_FUSED];
-    s.members = base + m.scratch[QFWD_SCR_MEMBERS];
-    s.defects = base + m.scratch[QFWD_SCR_DEFECTS];
-    s.dsort = base + m.scratch[QFWD_SCR_DSORT];
-    s.redges = base + m.scratch[QFWD_SCR_REDGES];
-    s.dist = base + m.scratch[QFWD_SCR_DIST];
-    s.distb = base + m.scratch[QFWD_SCR_DISTB];
-    s.matches = base + m.scratch[QFWD_SCR_MATCHES];
-    s.cost = base + m.scratch[QFWD_SCR_COST];
-    s.choice = (u8*)(base + m.scratch[QFWD_SCR_CHOICE]);
+    s.verts = base + m.scratch[QFWD_SCR_VERTS];
+    s.growth = (u16*)(base + m.scratch[QFWD_SCR_GROWTH]);
+    s.mark = base + m.scratch[QFWD_SCR_MARK];
+    s.touched = base + m.scratch[QFWD_SCR_TOUCHED];
+    s.cand = base + m.scratch[QFWD_SCR_CAND];
+    s.marks = s.cand;
+    s.full = base + m.scratch[QFWD_SCR_FULL];
+    s.pool = base + m.scratch[QFWD_SCR_POOL];
+    s.table = base + m.scratch[QFWD_SCR_TABLE];
     s.sc = base + m.scratch[QFWD_SCR_SCALARS];
     return s;
 }
 
-// How many active ends edge e has if it grows this round (0: it does not grow). Reads the
-// compressed clusters: parent[x] is x's root or NONE.
-QW_DEV u32 qw_edge_k(const QwGraph& G, const QwScratch& s, u32 e) {
-    const u32 w = qw_ro(G.weight + e);
-    if (s.growth[e] == w) return 0;
-    const u32 ru = s.parent[qw_ro(G.ends + 2 * e)], rv = s.parent[qw_ro(G.ends + 2 * e + 1)];
-    if (ru == rv) return 0;
-    u32 k = 0;
-    if (ru != QW_NONE && (s.flags[ru] & (QFWD_WINDOW_ODD | QFWD_WINDOW_BOUNDARY)) == QFWD_WINDOW_ODD) k++;
-    if (rv != QW_NONE && (s.flags[rv] & (QFWD_WINDOW_ODD | QFWD_WINDOW_BOUNDARY)) == QFWD_WINDOW_ODD) k++;
-    return k;
+QW_DEV bool qw_active(const u32* flags, u32 r) {
+    return r != QW_NONE && (flags[r] & (QW_ODD | QW_BOUNDARY)) == QW_ODD;
 }
 
 QW_DEV u32 qw_find(u32* parent, u32 x) {
@@ -220,333 +222,194 @@ QW_DEV void qw_union(u32* parent, u32 a, u32 b) {
     }
 }
 
-// Steps 1-2. Returns the number of defects (0: nothing was grown).
-QW_DEV u32 qw_grow(const QwGroup& g, const QfwdStreamModel& m, const QwGraph& G, const u32* rows,
-                   u64 start, QwScratch& s) {
-    const u32 n = G.n, nv = n + 1, K = m.slots, W = m.rounds_per_window, RW = m.row_words;
-    for (u32 v = g.tid; v < nv; v += g.size) {
+// Vertex x joins a cluster of its own unless it is in one; a newcomer is listed.
+QW_DEV void qw_join(const QwScratch& s, u32 x) {
+    if (qw_cas(s.parent + x, QW_NONE, x) == QW_NONE) s.verts[qw_add(s.sc + QW_SC_NVERTS, 1)] = x;
+}
+
+// Puts edge e in the matching's correction once more (mod 2), listing it the first time.
+QW_DEV void qw_toggle(const QwScratch& s, u32 e) {
+    u32 listed = 2;
+    // The host build's qw_or returns nothing; a CAS loop is enough and portable.
+    for (u32 cur = qw_ld(s.mark + e); !(cur & 2u);) {
+        const u32 seen = qw_cas(s.mark + e, cur, cur | 2u);
+        if (seen == cur) {
+            listed = 0;
+            break;
+        }
+        cur = seen;
+    }
+    if (!listed) s.marks[qw_add(s.sc + QW_SC_NMARKS, 1)] = e;
+    qw_xor(s.mark + e, 1u);
+}
+
+// The clean values of every per-vertex and per-edge array, once per group and scratch
+// (each window resets what it touches), and the copy of the bulk graph.
+QW_DEV void qfwd_stream_scratch_init(const QwGroup& g, const QfwdStreamModel& m, u32* scratch) {
+    QwScratch s = qw_scratch(m, scratch);
+    for (u32 v = g.tid; v <= m.max_vertices; v += g.size) {
         s.parent[v] = QW_NONE;
         s.flags[v] = 0;
+        s.flags_next[v] = 0;
         s.defect[v] = 0;
         s.level[v] = QW_NONE;
         s.pedge[v] = QW_NONE;
-    }
-    for (u32 e = g.tid; e < G.edges; e += g.size) s.growth[e] = 0;
-    if (g.tid == 0) {
-        for (u32 i = 0; i < QFWD_WINDOW_SCALARS; i++) s.sc[i] = 0;
-        s.sc[QW_SC_DELTA] = QW_NONE;
-    }
-    qw_sync(g);
-    // 1. Defects.
-    for (u32 v = g.tid; v < n; v += g.size) {
-        const u32 j = v / K, k = v % K;
-        const u32 row = (u32)((start + j) % W);
-        const u32 bit = (rows[row * RW + k / 32] >> (k % 32)) & 1u;
-        if (bit && qw_ro(G.adj_offset + v + 1) != qw_ro(G.adj_offset + v)) {
-            s.defect[v] = 1;
-            s.parent[v] = v;
-            s.flags[v] = QFWD_WINDOW_ODD;
-            qw_add(s.sc + QW_SC_COUNT, 1);
-        }
-    }
-    if (g.tid == 0) {
-        s.parent[n] = n;
-        s.flags[n] = QFWD_WINDOW_BOUNDARY;
-    }
-    qw_sync(g);
-    const u32 defects = s.sc[QW_SC_COUNT];
-    if (defects == 0) return 0;
-    // 2. Growth rounds.
-    for (;;) {
-        // (a) The least need.
-        u32 least = QW_NONE;
-        for (u32 e = g.tid; e < G.edges; e += g.size) {
-            const u32 k = qw_edge_k(G, s, e);
-            if (k) {
-                const u32 need = (qw_ro(G.weight + e) - s.growth[e] + k - 1) / k;
-                least = need < least ? need : least;
-            }
-        }
-        if (least != QW_NONE) qw_min(s.sc + QW_SC_DELTA, least);
-        qw_sync(g);
-        const u32 delta = s.sc[QW_SC_DELTA];
-        if (delta == QW_NONE) break;
-        // (b) Grow; list the filled edges.
-        for (u32 e = g.tid; e < G.edges; e += g.size) {
-            const u32 k = qw_edge_k(G, s, e);
-            if (k) {
-                const u32 w = qw_ro(G.weight + e);
-                u32 grown = s.growth[e] + k * delta;
-                grown = grown < w ? grown : w;
-                s.growth[e] = grown;
-                if (grown == w) s.fused[qw_add(s.sc + QW_SC_NFUSED, 1)] = e;
-            }
-        }
-        qw_sync(g);
-        // (c) The filled edges' ends join; their clusters merge.
-        const u32 nf = s.sc[QW_SC_NFUSED];
-        for (u32 i = g.tid; i < nf; i += g.size) {
-            const u32 e = s.fused[i];
-            const u32 u = qw_ro(G.ends + 2 * e), v = qw_ro(G.ends + 2 * e + 1);
-            qw_cas(s.parent + u, QW_NONE, u);
-            qw_cas(s.parent + v, QW_NONE, v);
-            qw_union(s.parent, u, v);
-        }
-        if (g.tid == 0) {
-            s.sc[QW_SC_DELTA] = QW_NONE;
-            s.sc[QW_SC_ROUNDS] += 1;
-        }
-        qw_sync(g);
-        // (d) Compress; clear the roots' flags.
-        for (u32 v = g.tid; v < nv; v += g.size) {
-            if (qw_ld(s.parent + v) != QW_NONE) {
-                const u32 r = qw_find(s.parent, v);
-                qw_st(s.parent + v, r);
-                if (r == v) s.flags[v] = 0;
-            }
-        }
-        if (g.tid == 0) s.sc[QW_SC_NFUSED] = 0;
-        qw_sync(g);
-        // (e) Parity and boundary into the roots' flags.
-        for (u32 v = g.tid; v < nv; v += g.size) {
-            const u32 r = s.parent[v];
-            if (r != QW_NONE) {
-                if (s.defect[v]) qw_xor(s.flags + r, QFWD_WINDOW_ODD);
-                if (v == n) qw_or(s.flags + r, QFWD_WINDOW_BOUNDARY);
-            }
-        }
-        qw_sync(g);
-    }
-    return defects;
-}
-
-// ---- Step 2': exact matching in regions (decode/src/window/matching.rs) ----------------
-
-// Matches region `R` (a root) if it is within the limits: members and defects listed
-// (defects sorted), distances by Bellman-Ford passes over the region's edges, the subsets'
-// costs by popcount levels, then one thread per match toggles its path.
-QW_DEV void qw_match_one(const QwGroup& g, const QfwdStreamModel& m, const QwGraph& G,
-                         QwScratch& s, u32 R) {
-    const u32 n = G.n;
-    if (g.tid == 0) {
-        s.sc[QW_SC_NMEM] = 0;
-        s.sc[QW_SC_NDEF] = 0;
-        s.sc[QW_SC_NRE] = 0;
-        s.sc[QW_SC_NMATCH] = 0;
-    }
-    qw_sync(g);
-    for (u32 v = g.tid; v < n; v += g.size) {
-        if (s.region[v] != R) continue;
-        const u32 i = qw_add(s.sc + QW_SC_NMEM, 1);
-        s.members[i] = v;
-        s.local[v] = i;
-        if (s.defect[v]) s.dsort[qw_add(s.sc + QW_SC_NDEF, 1)] = v;
-    }
-    for (u32 e = g.tid; e < G.edges; e += g.size) {
-        const u32 u = qw_ro(G.ends + 2 * e), v = qw_ro(G.ends + 2 * e + 1);
-        if (v != n && s.region[u] == R && s.region[v] == R) {
-            const u32 j = qw_add(s.sc + QW_SC_NRE, 1);
-            if (j < m.match_edges) s.redges[j] = e;
-        }
-    }
-    qw_sync(g);
-    const u32 k = s.sc[QW_SC_NMEM], md = s.sc[QW_SC_NDEF], nre = s.sc[QW_SC_NRE];
-    bool ok = nre <= m.match_edges;
-    if (ok) {
-        // Defects in increasing index; distances start at infinity, 0 at each source.
-        for (u32 t = g.tid; t < md; t += g.size) {
-            const u32 v = s.dsort[t];
-            u32 rank = 0;
-            for (u32 j = 0; j < md; j++) rank += s.dsort[j] < v;
-            s.defects[rank] = v;
-        }
-        for (u32 i = g.tid; i < md * k; i += g.size) s.dist[i] = QW_NONE;
-        for (u32 a = g.tid; a < md; a += g.size) s.distb[a] = QW_NONE;
-        if (g.tid == 0) {
-            s.cost[0] = 0;
-            s.sc[QW_SC_CHANGED] = 0;
-            s.sc[QW_SC_CHANGED + 1] = 0;
-            s.sc[QW_SC_CHANGED + 2] = 0;
-        }
-        qw_sync(g);
-        for (u32 a = g.tid; a < md; a += g.size) s.dist[a * k + s.local[s.defects[a]]] = 0;
-        qw_sync(g);
-        // Bellman-Ford, every source at once, until a pass changes nothing. Pass p raises
-        // flag p % 3 and clears flag (p + 1) % 3, last read two barriers ago.
-        for (u32 pass = 0;; pass++) {
-            u32* changed = s.sc + QW_SC_CHANGED + pass % 3;
-            for (u32 i = g.tid; i < md * nre; i += g.size) {
-                const u32 a = i / nre, e = s.redges[i % nre];
-                const u32 w = qw_ro(G.weight + e);
-                u32* row = s.dist + a * k;
-                const u32 lu = s.local[qw_ro(G.ends + 2 * e)], lv = s.local[qw_ro(G.ends + 2 * e + 1)];
-                const u32 du = qw_ld(row + lu), dv = qw_ld(row + lv);
-                if (du != QW_NONE && du + w < dv) {
-                    qw_min(row + lv, du + w);
-                    qw_st(changed, 1);
-                }
-                if (dv != QW_NONE && dv + w < du) {
-                    qw_min(row + lu, dv + w);
-                    qw_st(changed, 1);
-                }
-            }
-            if (g.tid == 0) s.sc[QW_SC_CHANGED + (pass + 1) % 3] = 0;
-            qw_sync(g);
-            if (!*changed) break;
-        }
-        // Boundary distances.
-        for (u32 i = g.tid; i < md * k; i += g.size) {
-            const u32 a = i / k, x = i % k;
-            const u32 be = qw_ro(G.bedge + s.members[x]);
-            const u32 d = s.dist[i];
-            if (be != QW_NONE && d != QW_NONE) qw_min(s.distb + a, d + qw_ro(G.weight + be));
-        }
-        qw_sync(g);
-        // The subsets' costs, by number of defects.
-        const u32 all = (1u << md) - 1;
-        for (u32 level = 1; level <= md; level++) {
-            for (u32 set = g.tid; set <= all; set += g.size) {
-                if ((u32)qw_popc(set) != level) continue;
-                const u32 i = qw_ctz(set), rest = set & ~(1u << i);
-                const u32* row = s.dist + i * k;
-                u32 best = s.cost[rest], choice = md;
-                best = (best == QW_NONE || s.distb[i] == QW_NONE) ? QW_NONE : best + s.distb[i];
-                for (u32 r = rest; r; r &= r - 1) {
-                    const u32 j = qw_ctz(r);
-                    const u32 f = s.cost[rest & ~(1u << j)], d = row[s.local[s.defects[j]]];
-                    const u32 c = (f == QW_NONE || d == QW_NONE) ? QW_NONE : f + d;
-                    if (c < best) {
-                        best = c;
-                        choice = j;
-                    }
-                }
-                s.cost[set] = best;
-                s.choice[set] = (u8)choice;
-            }
-            qw_sync(g);
-        }
-        ok = s.cost[all] != QW_NONE;
-        if (ok && g.tid == 0) {
-            u32 nm = 0;
-            for (u32 set = all; set;) {
-                const u32 i = qw_ctz(set), c = s.choice[set];
-                set &= ~(1u << i);
-                if (c != md) set &= ~(1u << c);
-                s.matches[nm++] = i | c << 8;
-            }
-            s.sc[QW_SC_NMATCH] = nm;
-        }
-        qw_sync(g);
-        // One thread per match: its path, least edges first (see matching.rs).
-        const u32 nm = s.sc[QW_SC_NMATCH];
-        for (u32 t = g.tid; t < nm; t += g.size) {
-            const u32 a = s.matches[t] & 0xFFu, c = s.matches[t] >> 8;
-            const u32* row = s.dist + a * k;
-            u32 at;
-            if (c == md) {
-                u32 best = QW_NONE;
-                at = 0;
-                for (u32 x = 0; x < k; x++) {
-                    const u32 v = s.members[x], be = qw_ro(G.bedge + v);
-                    if (be != QW_NONE && row[x] != QW_NONE &&
-                        row[x] + qw_ro(G.weight + be) == s.distb[a] && v < best) {
-                        best = v;
-                        at = x;
-                    }
-                }
-                // (A finite boundary distance is always attained: an invariant, kept
-                // safe as on the CPU.)
-                if (best == QW_NONE) continue;
-                qw_xor(s.fused + qw_ro(G.bedge + best), 1);
-            } else {
-                at = s.local[s.defects[c]];
-            }
-            const u32 from = s.local[s.defects[a]];
-            while (at != from) {
-                const u32 y = s.members[at];
-                u32 pick = QW_NONE, next = 0;
-                for (u32 p = qw_ro(G.adj_offset + y); p < qw_ro(G.adj_offset + y + 1); p++) {
-                    const u32 e = qw_ro(G.adj_pairs + 2 * p), x = qw_ro(G.adj_pairs + 2 * p + 1);
-                    if (x == n || s.local[x] == QW_NONE) continue;
-                    const u32 dx = row[s.local[x]];
-                    if (dx != QW_NONE && dx + qw_ro(G.weight + e) == row[at] && e < pick) {
-                        pick = e;
-                        next = s.local[x];
-                    }
-                }
-                if (pick == QW_NONE) break;  // never: exact distances have a tight edge
-                qw_xor(s.fused + pick, 1);
-                at = next;
-            }
-        }
-        for (u32 t = g.tid; ok && t < md; t += g.size) s.defect[s.defects[t]] = 0;
-        if (ok && g.tid == 0) s.sc[QW_SC_COUNT] -= md;
-    }
-    qw_sync(g);
-    for (u32 i = g.tid; i < k; i += g.size) s.local[s.members[i]] = QW_NONE;
-    qw_sync(g);
-}
-
-// Step 2': regions (components of full edges between detectors, least-vertex roots, by a
-// second lock-free union-find), their defects, members and boundary edges counted; each
-// region within the limits matched (qw_match_one, one region after another: regions are
-// disjoint, so their order does not matter).
-QW_DEV void qw_match_regions(const QwGroup& g, const QfwdStreamModel& m, const QwGraph& G,
-                             QwScratch& s) {
-    if (m.match_defects == 0) return;
-    const u32 n = G.n;
-    for (u32 v = g.tid; v < n; v += g.size) {
-        s.region[v] = s.parent[v] != QW_NONE ? v : QW_NONE;
+        s.region[v] = QW_NONE;
         s.local[v] = QW_NONE;
         s.rdef[v] = 0;
         s.rmem[v] = 0;
     }
-    for (u32 e = g.tid; e < G.edges; e += g.size) s.fused[e] = 0;
-    if (g.tid == 0) s.sc[QW_SC_NREG] = 0;
+    for (u32 e = g.tid; e < m.max_edges; e += g.size) {
+        s.growth[e] = 0;
+        s.mark[e] = 0;
+    }
+    const u32* blob = (const u32*)m.data + m.cache_from;
+    u32* cache = scratch + m.scratch[QFWD_SCR_CACHE];
+    for (u32 i = g.tid; i < m.cache_words; i += g.size) cache[i] = blob[i];
     qw_sync(g);
-    for (u32 e = g.tid; e < G.edges; e += g.size) {
-        const u32 u = qw_ro(G.ends + 2 * e), v = qw_ro(G.ends + 2 * e + 1);
-        if (v != n && s.growth[e] == qw_ro(G.weight + e)) qw_union(s.region, u, v);
+}
+
+// Step 1: the window's defects (vertices without edges ignored), listed. Returns their
+// number.
+QW_DEV u32 qw_defects(const QwGroup& g, const QfwdStreamModel& m, const QwGraph& G,
+                      const u32* rows, u64 start, const QwScratch& s) {
+    const u32 n = G.n, K = m.slots, W = m.rounds_per_window, RW = m.row_words;
+    if (g.tid == 0) {
+        for (u32 i = 0; i < QFWD_WINDOW_SCALARS; i++) s.sc[i] = 0;
+        s.sc[QW_SC_DELTA] = QW_NONE;
+        s.parent[n] = n;
+        s.flags[n] = QW_BOUNDARY;
     }
     qw_sync(g);
-    for (u32 v = g.tid; v < n; v += g.size) {
-        if (qw_ld(s.region + v) != QW_NONE) qw_st(s.region + v, qw_find(s.region, v));
-    }
-    qw_sync(g);
-    for (u32 v = g.tid; v < n; v += g.size) {
-        const u32 r = s.region[v];
-        if (r == QW_NONE) continue;
-        qw_add(s.rmem + r, 1);
-        if (s.defect[v]) qw_add(s.rdef + r, 1);
-    }
-    qw_sync(g);
-    for (u32 v = g.tid; v < n; v += g.size) {
-        if (s.region[v] == v && s.rdef[v] >= 1 && s.rdef[v] <= m.match_defects &&
-            s.rmem[v] <= m.match_members) {
-            s.rlist[qw_add(s.sc + QW_SC_NREG, 1)] = v;
+    const u32 words = (n + K - 1) / K * RW;
+    for (u32 t = g.tid; t < words; t += g.size) {
+        const u32 j = t / RW, wi = t % RW;
+        u32 bits = rows[(u32)((start + j) % W) * RW + wi];
+        while (bits) {
+            const u32 k = wi * 32 + qw_ctz(bits), v = j * K + k;
+            bits &= bits - 1;
+            if (k >= K || v >= n || qw_ro(G.adj_offset + v + 1) == qw_ro(G.adj_offset + v)) continue;
+            s.defect[v] = 1;
+            s.parent[v] = v;
+            s.flags[v] = QW_ODD;
+            s.verts[qw_add(s.sc + QW_SC_NVERTS, 1)] = v;
         }
     }
     qw_sync(g);
-    const u32 regions = s.sc[QW_SC_NREG];
-    for (u32 i = 0; i < regions; i++) qw_match_one(g, m, G, s, s.rlist[i]);
+    const u32 defects = s.sc[QW_SC_NVERTS];
+    if (g.tid == 0) s.sc[QW_SC_COUNT] = defects;
+    return defects;
 }
+
+// Step 2a: lists the growing edges of the cluster vertices with their k, the least need
+// into the delta scalar.
+QW_DEV void qw_candidates(const QwGroup& g, const QfwdStreamModel& m, const QwGraph& G,
+                          const QwScratch& s, const u32* flags) {
+    const u32 nverts = s.sc[QW_SC_NVERTS], shift = m.degree_shift;
+    u32 least = QW_NONE;
+    for (u32 t = g.tid; t < (nverts << shift); t += g.size) {
+        const u32 x = s.verts[t >> shift], rx = s.parent[x];
+        if (!qw_active(flags, rx)) continue;
+        const u32 o = qw_ro(G.adj_offset + x) + (t & ((1u << shift) - 1));
+        if (o >= qw_ro(G.adj_offset + x + 1)) continue;
+        const u32 e = qw_ro(G.adj_pairs + 2 * o), y = qw_ro(G.adj_pairs + 2 * o + 1);
+        const u32 w = qw_ro(G.weight + e), grown = s.growth[e];
+        if (grown == w) continue;
+        const u32 ry = s.parent[y];
+        if (ry == rx) continue;
+        u32 k = 1;
+        if (qw_active(flags, ry)) {
+            // Both ends active: listed once, from the lower end.
+            if (y < x) continue;
+            k = 2;
+        }
+        const u32 need = (w - grown + k - 1) / k;
+        least = need < least ? need : least;
+        s.cand[qw_add(s.sc + QW_SC_NCAND, 1)] = e | (k - 1) << 31;
+    }
+    if (least != QW_NONE) qw_min(s.sc + QW_SC_DELTA, least);
+}
+
+// Step 2b: the candidates grow by k * delta; the full ones are listed, their ends join
+// and their clusters merge.
+QW_DEV void qw_fill(const QwGroup& g, const QwGraph& G, const QwScratch& s, u32 delta) {
+    const u32 ncand = s.sc[QW_SC_NCAND];
+    for (u32 c = g.tid; c < ncand; c += g.size) {
+        const u32 e = s.cand[c] & 0x7FFFFFFFu, k = (s.cand[c] >> 31) + 1;
+        const u32 w = qw_ro(G.weight + e), grown = s.growth[e];
+        if (grown == 0) s.touched[qw_add(s.sc + QW_SC_NTOUCHED, 1)] = e;
+        const u32 now = grown + k * delta < w ? grown + k * delta : w;
+        s.growth[e] = (u16)now;
+        if (now != w) continue;
+        s.full[qw_add(s.sc + QW_SC_NFULL, 1)] = e;
+        const u32 u = qw_ro(G.ends + 2 * e), v = qw_ro(G.ends + 2 * e + 1);
+        qw_join(s, u);
+        qw_join(s, v);
+        qw_union(s.parent, u, v);
+    }
+}
+
+// Step 2c: compresses every cluster vertex (and the boundary) onto its root, and gathers
+// the roots' parity and boundary bit into `next` (clean there); clears `cur` for the round
+// after next.
+QW_DEV void qw_settle(const QwGroup& g, const QwGraph& G, const QwScratch& s, u32* cur, u32* next) {
+    const u32 nverts = s.sc[QW_SC_NVERTS];
+    for (u32 i = g.tid; i <= nverts; i += g.size) {
+        const u32 v = i < nverts ? s.verts[i] : G.n;
+        const u32 r = qw_find(s.parent, v);
+        qw_st(s.parent + v, r);
+        if (s.defect[v]) qw_xor(next + r, QW_ODD);
+        if (v == G.n) qw_or(next + r, QW_BOUNDARY);
+        cur[v] = 0;
+    }
+}
+
+// Step 2: growth rounds until no edge grows. Returns the flag buffer that holds the
+// final clusters' flags.
+QW_DEV u32* qw_grow(const QwGroup& g, const QfwdStreamModel& m, const QwGraph& G, QwScratch& s) {
+    u32 *cur = s.flags, *next = s.flags_next;
+    for (;;) {
+        qw_candidates(g, m, G, s, cur);
+        qw_sync(g);
+        const u32 delta = s.sc[QW_SC_DELTA];
+        if (delta == QW_NONE) break;
+        qw_fill(g, G, s, delta);
+        qw_sync(g);
+        qw_settle(g, G, s, cur, next);
+        // Every thread read delta and the candidates' count before the first barrier.
+        if (g.tid == 0) {
+            s.sc[QW_SC_DELTA] = QW_NONE;
+            s.sc[QW_SC_NCAND] = 0;
+            s.sc[QW_SC_ROUNDS] += 1;
+        }
+        qw_sync(g);
+        u32* t = cur;
+        cur = next;
+        next = t;
+    }
+    return cur;
+}
+
+#include "window/match.cuh"
 
 // Steps 3-5: forest, peel, commit. Returns the committed flips.
 QW_DEV u64 qw_correct(const QwGroup& g, const QfwdStreamModel& m, const QwGraph& G, u32* rows,
-                      u64 start, QwScratch& s) {
-    const u32 n = G.n, nv = n + 1, K = m.slots, W = m.rounds_per_window, RW = m.row_words;
+                      u64 start, QwScratch& s, const u32* flags) {
+    const u32 n = G.n, K = m.slots, W = m.rounds_per_window, RW = m.row_words;
+    const u32 nverts = s.sc[QW_SC_NVERTS], nfull = s.sc[QW_SC_NFULL];
     // 3. Level 0: the boundary and the roots of clusters without it. When the matching
-    // resolved every defect, there is nothing to peel: no level is built (level stays 0).
+    // resolved every defect, there is nothing to peel: no level is built.
     const bool peel = s.sc[QW_SC_COUNT] != 0;
-    for (u32 v = g.tid; peel && v < n; v += g.size) {
-        if (s.parent[v] == v && !(s.flags[v] & QFWD_WINDOW_BOUNDARY)) s.level[v] = 0;
+    for (u32 i = g.tid; peel && i < nverts; i += g.size) {
+        const u32 v = s.verts[i];
+        if (s.parent[v] == v && !(flags[v] & QW_BOUNDARY)) s.level[v] = 0;
     }
     if (g.tid == 0) s.level[n] = 0;
     qw_sync(g);
     u32 level = 0;
     while (peel) {
-        for (u32 e = g.tid; e < G.edges; e += g.size) {
-            if (s.growth[e] != qw_ro(G.weight + e)) continue;
+        for (u32 i = g.tid; i < nfull; i += g.size) {
+            const u32 e = s.full[i];
             const u32 u = qw_ro(G.ends + 2 * e), v = qw_ro(G.ends + 2 * e + 1);
             const u32 lu = s.level[u], lv = s.level[v];
             if (lu == level && lv == QW_NONE) qw_min(s.pedge + v, e);
@@ -554,7 +417,8 @@ QW_DEV u64 qw_correct(const QwGroup& g, const QfwdStreamModel& m, const QwGraph&
         }
         if (g.tid == 0) s.sc[QW_SC_MORE + ((level + 1) & 1)] = 0;
         qw_sync(g);
-        for (u32 v = g.tid; v < nv; v += g.size) {
+        for (u32 i = g.tid; i < nverts; i += g.size) {
+            const u32 v = s.verts[i];
             if (s.level[v] == QW_NONE && s.pedge[v] != QW_NONE) {
                 s.level[v] = level + 1;
                 qw_st(s.sc + QW_SC_MORE + ((level + 1) & 1), 1);
@@ -566,7 +430,8 @@ QW_DEV u64 qw_correct(const QwGroup& g, const QfwdStreamModel& m, const QwGraph&
     }
     // 4. Peel, deepest level first.
     for (u32 l = level; l >= 1; l--) {
-        for (u32 v = g.tid; v < n; v += g.size) {
+        for (u32 i = g.tid; i < nverts; i += g.size) {
+            const u32 v = s.verts[i];
             if (s.level[v] == l && qw_ld(s.defect + v) == 1) {
                 const u32 e = s.pedge[v];
                 s.defect[v] = 2;
@@ -577,17 +442,18 @@ QW_DEV u64 qw_correct(const QwGroup& g, const QfwdStreamModel& m, const QwGraph&
         qw_sync(g);
     }
     // 5. Commit the edges below the commit round; carry those that cross it. The
-    // correction: the peeled vertices' parent edges, and the matching's edges.
+    // correction: the peeled vertices' parent edges, and the matching's marked edges.
     u32 lo = 0, hi = 0;
-    const u32 items = n + (m.match_defects ? G.edges : 0);
+    const u32 items = nverts + s.sc[QW_SC_NMARKS];
     for (u32 i = g.tid; i < items; i += g.size) {
         u32 e;
-        if (i < n) {
-            if (s.defect[i] != 2) continue;
-            e = s.pedge[i];
+        if (i < nverts) {
+            const u32 v = s.verts[i];
+            if (s.defect[v] != 2) continue;
+            e = s.pedge[v];
         } else {
-            e = i - n;
-            if (!(s.fused[e] & 1u)) continue;
+            e = s.marks[i - nverts];
+            if (!(s.mark[e] & 1u)) continue;
         }
         const u32 a = qw_ro(G.ends + 2 * e), b = qw_ro(G.ends + 2 * e + 1);
         if (a / K >= G.commit) continue;
@@ -605,19 +471,40 @@ QW_DEV u64 qw_correct(const QwGroup& g, const QfwdStreamModel& m, const QwGraph&
     return (u64)s.sc[QW_SC_FLIPS_LO] | ((u64)s.sc[QW_SC_FLIPS_HI] << 32);
 }
 
+// Puts back the clean values of everything the window touched: its cluster vertices and
+// the boundary, the edges grown, the edges marked.
+QW_DEV void qw_reset(const QwGroup& g, const QwGraph& G, const QwScratch& s) {
+    const u32 nverts = s.sc[QW_SC_NVERTS];
+    for (u32 i = g.tid; i <= nverts; i += g.size) {
+        const u32 v = i < nverts ? s.verts[i] : G.n;
+        s.parent[v] = QW_NONE;
+        s.flags[v] = 0;
+        s.flags_next[v] = 0;
+        s.defect[v] = 0;
+        s.level[v] = QW_NONE;
+        s.pedge[v] = QW_NONE;
+        s.region[v] = QW_NONE;
+        s.rdef[v] = 0;
+        s.rmem[v] = 0;
+    }
+    for (u32 i = g.tid; i < s.sc[QW_SC_NTOUCHED]; i += g.size) s.growth[s.touched[i]] = 0;
+    for (u32 i = g.tid; i < s.sc[QW_SC_NMARKS]; i += g.size) s.mark[s.marks[i]] = 0;
+    qw_sync(g);
+}
+
 // Decodes the window of graph `index` starting at round `start`: its committed flips, and
 // the carried events XORed into the ring.
 QW_DEV u64 qw_decode_window(const QwGroup& g, const QfwdStreamModel& m, u32 index, u32* rows,
                             u64 start, u32* scratch) {
-    const QwGraph G = qw_graph(m, index);
+    const QwGraph G = qw_graph(m, index, scratch);
     QwScratch s = qw_scratch(m, scratch);
     u64 flips = 0;
-    if (qw_grow(g, m, G, rows, start, s) != 0) {
+    if (qw_defects(g, m, G, rows, start, s) != 0) {
+        const u32* flags = qw_grow(g, m, G, s);
         qw_match_regions(g, m, G, s);
-        flips = qw_correct(g, m, G, rows, start, s);
+        flips = qw_correct(g, m, G, rows, start, s, flags);
     }
-    // Everyone has read the scalars before the next window rewrites them.
-    qw_sync(g);
+    qw_reset(g, G, s);
     return flips;
 }
 
@@ -714,6 +601,7 @@ extern "C" __global__ void qfwd_window_batch(const QfwdWindowBatch p) {
     const QfwdStreamModel& m = *(const QfwdStreamModel*)p.model;
     const QwGroup g = {threadIdx.x, blockDim.x, 1};
     u32* scratch = p.scratch ? (u32*)p.scratch + (u64)blockIdx.x * m.scratch_words : qw_shared;
+    qfwd_stream_scratch_init(g, m, scratch);
     const u32 row_words = m.rounds_per_window * m.row_words;
     const u32 inputs = p.rounds + p.finish;
     for (u32 i = blockIdx.x; i < p.streams; i += gridDim.x) {

@@ -561,40 +561,49 @@ abi_consts!(render_window {
     WINDOW_ODD: u32 = 1;
     WINDOW_BOUNDARY: u32 = 2;
     /// Scalar words of a decoding group's scratch.
-    WINDOW_SCALARS: u32 = 16;
+    WINDOW_SCALARS: u32 = 24;
     /// A decoding group's scratch arrays, by their index in
     /// [`StreamModelDesc::scratch`] (word offsets in the group's scratch): per vertex
-    /// (`max_vertices + 1` words each) parent, flags, defect, level, parent edge, and for
-    /// the matching region, local index, region defects, region members, region list; per
-    /// edge (`max_edges` each) growth, and the filled edges (then the correction's edges
-    /// of the matching); the matching's members (`match_members`), defects and their sort
-    /// buffer (`match_defects` each), region edges (`match_edges`), distances
-    /// (`match_defects x match_members`), boundary distances and matches (`match_defects`),
-    /// the subsets' costs (`2^match_defects` words) and choices (bytes); the scalars.
+    /// (`max_vertices + 1` words each) parent, two flag buffers, defect, level, parent
+    /// edge, and for the matching region, local index, region defects, region members,
+    /// region list, and the list of cluster vertices; per edge (`max_edges` each) growth
+    /// (16 bits each: weights fit them, `decode::graph::WEIGHT_MAX`),
+    /// the matching's marks, the list of edges grown, the round's candidates (then the
+    /// matching's marked edges) and the full edges; the matching's pool (each region of a
+    /// batch takes its members, defects, distances, subsets' costs and region edges
+    /// there; at least what the largest region the limits allow needs) and its table of
+    /// `MATCH_BATCH_REGIONS` entries of `MATCH_ENTRY_WORDS`; a copy of the bulk window
+    /// graph's arrays (`StreamModelDesc::cache_words`, when the scratch is in shared
+    /// memory and they fit beside it); the scalars. Between windows
+    /// the per-vertex and per-edge arrays hold their clean values
+    /// (`qfwd_stream_scratch_init`).
     SCR_PARENT: u32 = 0;
     SCR_FLAGS: u32 = 1;
-    SCR_DEFECT: u32 = 2;
-    SCR_LEVEL: u32 = 3;
-    SCR_PEDGE: u32 = 4;
-    SCR_REGION: u32 = 5;
-    SCR_LOCAL: u32 = 6;
-    SCR_RDEF: u32 = 7;
-    SCR_RMEM: u32 = 8;
-    SCR_RLIST: u32 = 9;
-    SCR_GROWTH: u32 = 10;
-    SCR_FUSED: u32 = 11;
-    SCR_MEMBERS: u32 = 12;
-    SCR_DEFECTS: u32 = 13;
-    SCR_DSORT: u32 = 14;
-    SCR_REDGES: u32 = 15;
-    SCR_DIST: u32 = 16;
-    SCR_DISTB: u32 = 17;
-    SCR_MATCHES: u32 = 18;
-    SCR_COST: u32 = 19;
-    SCR_CHOICE: u32 = 20;
-    SCR_SCALARS: u32 = 21;
+    SCR_FLAGS_NEXT: u32 = 2;
+    SCR_DEFECT: u32 = 3;
+    SCR_LEVEL: u32 = 4;
+    SCR_PEDGE: u32 = 5;
+    SCR_REGION: u32 = 6;
+    SCR_LOCAL: u32 = 7;
+    SCR_RDEF: u32 = 8;
+    SCR_RMEM: u32 = 9;
+    SCR_RLIST: u32 = 10;
+    SCR_VERTS: u32 = 11;
+    SCR_GROWTH: u32 = 12;
+    SCR_MARK: u32 = 13;
+    SCR_TOUCHED: u32 = 14;
+    SCR_CAND: u32 = 15;
+    SCR_FULL: u32 = 16;
+    SCR_POOL: u32 = 17;
+    SCR_TABLE: u32 = 18;
+    SCR_CACHE: u32 = 19;
+    SCR_SCALARS: u32 = 20;
     /// Entries of [`StreamModelDesc::scratch`].
-    SCR_COUNT: u32 = 22;
+    SCR_COUNT: u32 = 21;
+    /// Most regions the window decoder matches at once (a batch), and the words of each
+    /// one's table entry.
+    MATCH_BATCH_REGIONS: u32 = 64;
+    MATCH_ENTRY_WORDS: u32 = 12;
     /// Most threads in a decoding group (a block).
     WINDOW_MAX_THREADS: u32 = 1024;
     /// What a stream call answers (`QfwdCommit::status`): no window completed, a commit,
@@ -653,11 +662,21 @@ abi_struct!(
         max_edges: u32,
         /// u32 words of a decoding group's scratch, and where its arrays start (`SCR_*`).
         scratch_words: u32,
-        scratch: [u32; 22],
+        scratch: [u32; 21],
         /// The regions matched exactly (`decode::window::MatchLimits`; defects 0: none).
         match_defects: u32,
         match_members: u32,
         match_edges: u32,
+        /// log2 of the window graphs' largest detector degree, rounded up: the window
+        /// decoder gives each cluster vertex `2^degree_shift` threads' items.
+        degree_shift: u32,
+        /// Words of the matching's pool (`SCR_POOL`).
+        match_pool_words: u32,
+        /// The window graph whose arrays the scratch holds a copy of (`SCR_CACHE`): the
+        /// blob words `cache_from .. cache_from + cache_words` (0: no copy).
+        cache_graph: u32,
+        cache_from: u32,
+        cache_words: u32,
         reserved: u32,
     }
 );
@@ -965,7 +984,7 @@ pub const HEADER_NAME: &str = "qfwd_abi.h";
 const _: () = assert!(MAX_FUNCTIONS as usize == 32);
 const _: () =
     assert!((CQE_FORMAT_INLINE_32 as u8) << 2 == crate::mlx5::layout::cqe::INLINE_SCATTER_32);
-const _: () = assert!(SCR_COUNT == 22 && SCR_SCALARS + 1 == SCR_COUNT);
+const _: () = assert!(SCR_COUNT == 21 && SCR_SCALARS + 1 == SCR_COUNT);
 const _: () = assert!(std::mem::size_of::<DecoderParams>() == 248);
 const _: () = assert!(std::mem::size_of::<PostingDesc>() as u32 <= POSTING_LOCK);
 const _: () = assert!(std::mem::size_of::<LinkDesc>() == 11 * 8 + 12 * 4);
@@ -1031,7 +1050,9 @@ mod tests {
             .chain(nvrtc::HEADERS.iter().copied());
         for src in sources {
             assert!(
-                src.source.contains("#include \"qfwd_abi.h\"") || src.file.starts_with("decode/"),
+                src.source.contains("#include \"qfwd_abi.h\"")
+                    || src.file.starts_with("decode/")
+                    || src.file.starts_with("window/"),
                 "{} does not include qfwd_abi.h",
                 src.file
             );

@@ -241,6 +241,19 @@ fn device_code_commits_what_the_cpu_commits_d7() {
     check(d7, (14, 7), MatchLimits::OFF, 12, 35, &[128]);
 }
 
+/// A window with tens of regions: the matching's batches hold many regions at once.
+#[test]
+fn device_code_commits_what_the_cpu_commits_d11() {
+    check(
+        "stream/surface_d11_r3_z_p001",
+        (22, 11),
+        MatchLimits::DEFAULT,
+        4,
+        50,
+        &[128],
+    );
+}
+
 #[test]
 fn device_code_refuses_what_the_cpu_refuses() {
     if driver().is_none() {

@@ -91,6 +91,9 @@ pub const DECODE_PARTS: &[KernelSource] = &[
     device_header!("decode/uf.cuh"),
 ];
 
+/// The parts of `device/window.cu`.
+pub const WINDOW_PARTS: &[KernelSource] = &[device_header!("window/match.cuh")];
+
 /// Device files another one may `#include "file"`: every compilation gets them as NVRTC
 /// named headers (NVRTC reads no files), so `forward.cu` and `decode.cu` (with its parts,
 /// [`DECODE_PARTS`]) are one program.
@@ -104,6 +107,7 @@ pub const HEADERS: &[KernelSource] = &[
     DECODE_PARTS[4],
     DECODE_PARTS[5],
     DECODE_PARTS[6],
+    WINDOW_PARTS[0],
 ];
 
 /// The `device/*.cu` files `src/gpu` loads (CI compiles every `device/*.cu` anyway; the

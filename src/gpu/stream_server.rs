@@ -17,7 +17,9 @@ use super::context::GpuContext;
 use super::memory::{DeviceBuffer, MappedHostBuffer};
 use super::module::{Kernel, Module, Stream};
 use super::nvrtc::STREAM_SERVE;
-use super::window::{check_groups, DeviceModel, PackedModel, DEFAULT_SHARED_LIMIT, MAX_SHARED};
+use super::window::{
+    check_groups, DeviceModel, PackedModel, DEFAULT_SHARED_LIMIT, KERNEL_STATIC_SHARED, MAX_SHARED,
+};
 use crate::abi::{self, StreamServeParams, StreamStateDesc};
 use crate::decode::window::StreamModel;
 use crate::mailbox::streams::{Submissions, SubmitLayout};
@@ -179,7 +181,8 @@ impl PreparedStreamServer {
         let kernel = module.kernel::<StreamServeParams>()?;
         let dmodel = DeviceModel::upload(&ctx, model)?;
         let p = &dmodel.packed;
-        let in_shared = p.scratch_bytes() <= MAX_SHARED;
+        // The kernel's own shared variables (counters, the entry, the claim) come on top.
+        let in_shared = p.scratch_bytes() + KERNEL_STATIC_SHARED <= MAX_SHARED;
         let shared_bytes = if in_shared {
             p.scratch_bytes() as u32
         } else {

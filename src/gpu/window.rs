@@ -22,7 +22,7 @@ use super::nvrtc::WINDOW;
 use crate::abi::{
     self, StreamCommitDesc, StreamModelDesc, StreamStateDesc, WindowBatchParams, WindowGraphDesc,
 };
-use crate::decode::window::{Commit, MatchLimits, StreamModel};
+use crate::decode::window::{Commit, MatchLimits, StreamModel, WindowKind};
 use crate::{Error, Result};
 
 /// The batch kernel in `device/window.cu`.
@@ -31,6 +31,9 @@ pub const BATCH_KERNEL: &str = <WindowBatchParams as abi::KernelParams>::KERNEL;
 pub(crate) const DEFAULT_SHARED_LIMIT: usize = 48 * 1024;
 /// Most dynamic shared memory a block of an sm_90 device may take.
 pub(crate) const MAX_SHARED: usize = 227 * 1024;
+/// Shared memory a kernel's own variables may take beside the scratch (the persistent
+/// kernel's counters, entry and claim), with room to spare.
+pub(crate) const KERNEL_STATIC_SHARED: usize = 1024;
 /// Most blocks of a batch whose scratch is in global memory.
 const GLOBAL_SCRATCH_BLOCKS: usize = 1024;
 /// How long a batch may run.
@@ -69,8 +72,10 @@ impl PackedModel {
         let mut blob = vec![0u32; windows.len() * desc_words];
         let kept_at = blob.len();
         blob.extend(model.kept_slots());
-        let (mut max_v, mut max_e) = (0usize, 0usize);
+        let (mut max_v, mut max_e, mut max_degree) = (0usize, 0usize, 1u32);
         let mut descs = Vec::with_capacity(windows.len());
+        // Each graph's arrays, one run of blob words.
+        let mut spans = Vec::with_capacity(windows.len());
         for w in windows {
             let g = &w.graph;
             if g.num_detectors() >= u32::MAX as usize / 2 || g.num_edges() >= u32::MAX as usize / 2
@@ -81,6 +86,10 @@ impl PackedModel {
                 });
             }
             max_v = max_v.max(g.num_detectors());
+            let off = g.adj_offset();
+            max_degree = (0..g.num_detectors())
+                .map(|v| off[v + 1] - off[v])
+                .fold(max_degree, u32::max);
             max_e = max_e.max(g.num_edges());
             let mut d = WindowGraphDesc {
                 vertices: g.num_detectors() as u32,
@@ -105,6 +114,7 @@ impl PackedModel {
             blob.extend(g.adj_pairs().iter().flatten());
             d.boundary_edge = blob.len() as u32;
             blob.extend(g.boundary_edge());
+            spans.push((d.adj_offset, blob.len() as u32 - d.adj_offset));
             descs.push(d);
         }
         for (i, d) in descs.iter().enumerate() {
@@ -116,7 +126,6 @@ impl PackedModel {
         let w = model.rounds_per_window();
         let c = model.commit_rounds();
         let index = |kind| model.window_index(kind).map_or(0, |i| i as u32);
-        use crate::decode::window::WindowKind;
         let desc = StreamModelDesc {
             data: 0,
             graphs: 0,
@@ -143,12 +152,32 @@ impl PackedModel {
             match_defects: model.match_limits().defects,
             match_members: model.match_limits().members,
             match_edges: model.match_limits().edges,
+            degree_shift: max_degree.next_power_of_two().trailing_zeros(),
+            match_pool_words: 0,
+            cache_graph: 0,
+            cache_from: 0,
+            cache_words: 0,
             reserved: 0,
         };
-        let (offsets, words) = scratch_layout(max_v, max_e, model.match_limits());
+        // The bulk window decodes nearly every window of a stream: its arrays get a copy
+        // in the scratch when both fit in shared memory.
+        let bulk = model.window_index(WindowKind::Bulk).unwrap_or(0);
+        let (from, words) = spans[bulk];
+        let limits = model.match_limits();
+        let (_, plain) = scratch_layout(max_v, max_e, limits, 0);
+        let cache = if (plain + words) as usize * 4 + KERNEL_STATIC_SHARED <= MAX_SHARED {
+            words
+        } else {
+            0
+        };
+        let (offsets, words) = scratch_layout(max_v, max_e, limits, cache as usize);
         let desc = StreamModelDesc {
             scratch: offsets,
             scratch_words: words,
+            match_pool_words: offsets[abi::SCR_TABLE as usize] - offsets[abi::SCR_POOL as usize],
+            cache_graph: bulk as u32,
+            cache_from: from,
+            cache_words: cache,
             ..desc
         };
         Ok(PackedModel { desc, blob })
@@ -170,34 +199,45 @@ impl PackedModel {
     }
 }
 
+/// Pool words beyond what the largest region needs: room for many small regions in one
+/// batch beside it.
+const MATCH_POOL_SPARE: usize = 2048;
+
+/// Pool words of a region of `members` vertices and `defects` defects whose edges take at
+/// most `edges` words (as `qw_region_words` in `device/window/match.cuh` counts them):
+/// members, defects, their sort buffer, boundary distances and matches, distances, the
+/// subsets' costs and choices (bytes), the edges.
+pub fn match_region_words(members: u32, defects: u32, edges: u32) -> u32 {
+    let subsets = 1u32 << defects;
+    members + 4 * defects + defects * members + subsets + subsets.div_ceil(4) + edges
+}
+
 /// Where a decoding group's scratch arrays start (word offsets, by `SCR_*`), and its size
-/// in words, for windows of at most `max_v` detectors and `max_e` edges.
+/// in words, for windows of at most `max_v` detectors and `max_e` edges, with a copy of
+/// `cache_words` words of a window graph.
 pub fn scratch_layout(
     max_v: usize,
     max_e: usize,
     limits: MatchLimits,
+    cache_words: usize,
 ) -> ([u32; abi::SCR_COUNT as usize], u32) {
     let nv = max_v + 1;
-    let (md, mm) = (limits.defects as usize, limits.members as usize);
     let mut sizes = [0usize; abi::SCR_COUNT as usize];
-    for i in abi::SCR_PARENT..=abi::SCR_RLIST {
+    for i in abi::SCR_PARENT..=abi::SCR_VERTS {
         sizes[i as usize] = nv;
     }
-    sizes[abi::SCR_GROWTH as usize] = max_e;
-    sizes[abi::SCR_FUSED as usize] = max_e;
-    sizes[abi::SCR_MEMBERS as usize] = mm;
-    sizes[abi::SCR_DEFECTS as usize] = md;
-    sizes[abi::SCR_DSORT as usize] = md;
-    sizes[abi::SCR_REDGES as usize] = limits.edges as usize;
-    sizes[abi::SCR_DIST as usize] = md * mm;
-    sizes[abi::SCR_DISTB as usize] = md;
-    sizes[abi::SCR_MATCHES as usize] = md;
-    sizes[abi::SCR_COST as usize] = if md == 0 { 0 } else { 1 << md };
-    sizes[abi::SCR_CHOICE as usize] = if md == 0 {
-        0
-    } else {
-        (1usize << md).div_ceil(4)
-    };
+    for i in abi::SCR_GROWTH..=abi::SCR_FULL {
+        sizes[i as usize] = max_e;
+    }
+    // Growth never exceeds a weight, and weights fit 16 bits.
+    sizes[abi::SCR_GROWTH as usize] = max_e.div_ceil(2);
+    if limits.defects != 0 {
+        let largest = match_region_words(limits.members, limits.defects, limits.edges);
+        sizes[abi::SCR_POOL as usize] = largest as usize + MATCH_POOL_SPARE;
+        sizes[abi::SCR_TABLE as usize] =
+            (abi::MATCH_BATCH_REGIONS * abi::MATCH_ENTRY_WORDS) as usize;
+    }
+    sizes[abi::SCR_CACHE as usize] = cache_words;
     sizes[abi::SCR_SCALARS as usize] = abi::WINDOW_SCALARS as usize;
     let mut offsets = [0u32; abi::SCR_COUNT as usize];
     let mut at = 0usize;
@@ -595,7 +635,6 @@ mod tests {
             }
             assert!(p.desc.max_vertices as usize >= n);
         }
-        use crate::decode::window::WindowKind;
         let first_final = m
             .window_index(WindowKind::Final {
                 from_start: false,
@@ -603,6 +642,54 @@ mod tests {
             })
             .unwrap();
         assert_eq!(p.desc.first_final_from_bulk as usize, first_final);
+    }
+
+    /// Each detector's adjacency fits the `2^degree_shift` items the decoder gives it, and
+    /// no smaller power of two would do.
+    #[test]
+    fn degree_shift_covers_the_largest_degree() {
+        let m = model(4, 2);
+        let p = PackedModel::of(&m).unwrap();
+        let slots = 1u32 << p.desc.degree_shift;
+        let mut largest = 0;
+        for w in m.windows() {
+            let off = w.graph.adj_offset();
+            for v in 0..w.graph.num_detectors() {
+                largest = largest.max(off[v + 1] - off[v]);
+            }
+        }
+        assert!(
+            largest <= slots && largest > slots / 2,
+            "{largest} in {slots} slots"
+        );
+    }
+
+    /// Sizes of the scratch for the fixtures' windows (docs/streaming.md quotes them).
+    #[test]
+    #[ignore = "prints sizes: cargo test --lib scratch_sizes -- --ignored --nocapture"]
+    fn scratch_sizes() {
+        for d in [5, 7, 11, 13, 15] {
+            let r = if d <= 7 { 100 } else { 3 };
+            let path = format!(
+                "{}/tests/fixtures/stream/surface_d{d}_r{r}_z_p001.dem",
+                env!("CARGO_MANIFEST_DIR")
+            );
+            let Ok(dem) = Dem::from_path(path.as_ref()) else {
+                continue;
+            };
+            let w = 2 * d;
+            let Ok(m) = StreamModel::from_dem(&dem, w, d) else {
+                continue;
+            };
+            let p = PackedModel::of(&m).unwrap();
+            println!(
+                "d={d} W={w}: {} vertices, {} edges, degree shift {}, scratch {} KB",
+                p.desc.max_vertices,
+                p.desc.max_edges,
+                p.desc.degree_shift,
+                p.scratch_bytes().div_ceil(1024)
+            );
+        }
     }
 
     #[test]

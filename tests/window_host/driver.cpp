@@ -25,6 +25,7 @@
 
 typedef unsigned int u32;
 typedef unsigned long long u64;
+typedef unsigned short u16;
 typedef unsigned char u8;
 
 #define QW_DEV static inline
@@ -102,6 +103,7 @@ int main(int argc, char** argv) {
     for (u32 t = 0; t < threads; t++) {
         pool.emplace_back([&, t] {
             const QwGroup g = {t, threads, 1};
+            qfwd_stream_scratch_init(g, m, scratch.data());
             for (u32 i = 0; i < streams; i++) {
                 QfwdStreamState* st = &states[i];
                 u32* r = rows.data() + (size_t)i * m.rounds_per_window * m.row_words;
