@@ -74,6 +74,10 @@ pub struct StreamRow {
     /// answering out of order); empty in files written before the column existed.
     #[serde(default)]
     pub unexpected_records: Option<u64>,
+    /// GPU engines: the threads decoding each window; empty for the CPU pool and in files
+    /// written before the column existed.
+    #[serde(default)]
+    pub gpu_threads: Option<u32>,
 }
 
 /// Writes rows as they are measured (flushed each time: an interrupted sweep keeps them).

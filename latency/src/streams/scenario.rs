@@ -78,6 +78,10 @@ pub struct StreamPoint {
     /// Requests each decoder thread's queue holds.
     #[serde(default = "d_queue_slots")]
     pub queue_slots: usize,
+    /// GPU engines: threads decoding each window (a multiple of 32 up to 1024); 0 = the
+    /// engine's default.
+    #[serde(default)]
+    pub gpu_threads: u32,
     /// Rounds per window; 0 = 2 x distance (docs/streaming.md: 3d decodes no better).
     #[serde(default)]
     pub window: u32,
@@ -174,6 +178,7 @@ pub const SERVICE_KEYS: &[&str] = &[
     "cores",
     "idle",
     "queue_slots",
+    "gpu_threads",
     "window",
     "commit",
 ];
@@ -269,6 +274,12 @@ impl StreamPoint {
             return Err(format!(
                 "rounds ({}) must be more than warmup_rounds ({})",
                 self.rounds, self.warmup_rounds
+            ));
+        }
+        if self.gpu_threads % 32 != 0 || self.gpu_threads > 1024 {
+            return Err(format!(
+                "gpu_threads {} is not 0 (the engine's default) or a multiple of 32 up to 1024",
+                self.gpu_threads
             ));
         }
         let (w, c) = (self.window_rounds(), self.commit_rounds());
@@ -452,8 +463,14 @@ mod tests {
             (s.points[1].window_rounds(), s.points[1].commit_rounds()),
             (14, 7)
         );
+        assert_eq!(s.points[0].gpu_threads, 0, "the engine's default");
         assert!(s.points[3].shots_base().ends_with("surface_d7_r100_z_p001"));
         assert_eq!(s.swept_keys, vec!["streams", "distance"]);
+        let s =
+            parse("[service]\nengine = \"gpu\"\n[streams]\n[[sweep]]\ngpu_threads = [64, 256]\n")
+                .unwrap();
+        let threads: Vec<u32> = s.points.iter().map(|p| p.gpu_threads).collect();
+        assert_eq!(threads, [64, 256]);
     }
 
     #[test]
@@ -468,6 +485,7 @@ mod tests {
                 "warmup_rounds",
             ),
             ("[service]\nwindow = 5\ncommit = 5\n[streams]\n", "commit"),
+            ("[service]\ngpu_threads = 48\n[streams]\n", "gpu_threads"),
             ("[service]\nengine = \"fpga\"\n[streams]\n", "point"),
             (
                 "[streams]\nstreams = 4\nlinks = 2\nemulator_cores = [3]\n",

@@ -351,6 +351,10 @@ fn settings(point: &StreamPoint) -> Result<StreamSettings> {
             Engine::Gpu => StreamEngine::Gpu,
             Engine::GpuLaunch => StreamEngine::GpuLaunch,
         },
+        gpu_threads: match point.gpu_threads {
+            0 => StreamSettings::default().gpu_threads,
+            n => n,
+        },
         ..StreamSettings::default()
     };
     s.validate()?;
@@ -433,5 +437,9 @@ fn row(
         timestamp_utc: provenance::timestamp_utc(),
         spectrum: String::new(),
         unexpected_records: Some(o.unexpected),
+        gpu_threads: match point.engine {
+            Engine::Gpu | Engine::GpuLaunch => Some(settings.gpu_threads),
+            Engine::CpuPool => None,
+        },
     }
 }
