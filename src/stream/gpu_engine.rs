@@ -64,7 +64,8 @@ impl Default for GpuEngineOptions {
 pub struct BatchedCounts {
     /// What decodes (one line).
     pub decoder: String,
-    /// Batches decoded; segments (a stream reset mid-batch starts one); decode calls
+    /// Batches decoded; segments (a stream reset after rounds of its own in a batch goes
+    /// on in the next one); decode calls
     /// (GPU launches, or submissions to the persistent kernel).
     pub batches: u64,
     pub segments: u64,
@@ -138,12 +139,18 @@ impl Batch {
 const NO_ENTRY: u32 = u32::MAX;
 
 /// The batcher's state: every stream's ledger and the batch being built.
+///
+/// A batch's segment k holds each stream's k-th piece of work: a stream that is reset
+/// after rounds of its own in the batch goes on in its next segment, and the other streams
+/// stay where they are (a reset used to close the segment for every stream, cutting each
+/// one's rounds into as many pieces as the batch had resets).
 struct Builder {
     ledgers: Vec<Ledger>,
     windows: Windows,
     round_bytes: usize,
     batch: Batch,
-    /// Each stream's entry in the open segment, and the commits it will make.
+    /// Each stream's segment, its entry there (or none yet), and the commits it will make.
+    layer_of: Vec<u32>,
     entry_of: Vec<u32>,
     commits_of: Vec<u32>,
     counts: RoundCounts,
@@ -151,21 +158,24 @@ struct Builder {
 
 impl LedgerSink for Builder {
     fn reset(&mut self, stream: u32, record: Record) {
-        let e = self.entry_of[stream as usize];
+        let s = stream as usize;
+        let e = self.entry_of[s];
         if e != NO_ENTRY {
-            let w = &self.open()[e as usize];
+            let w = &self.batch.segments[self.layer_of[s] as usize][e as usize];
             if w.rounds > 0 || w.finish {
-                self.seal();
+                // Its rounds after the reset are decoded after those before it.
+                self.layer_of[s] += 1;
+                self.entry_of[s] = NO_ENTRY;
             }
         }
         let e = self.entry(stream, 0);
-        self.open()[e].reset = true;
+        self.work(stream, e).reset = true;
         self.batch.items.push(Item::Reset(record));
     }
 
     fn accept(&mut self, stream: u32, round: u64, events: &[u8], last: bool) {
         let e = self.entry(stream, round);
-        let w = &mut self.open()[e];
+        let w = self.work(stream, e);
         w.events.extend_from_slice(events);
         if last {
             w.finish = true;
@@ -179,7 +189,7 @@ impl LedgerSink for Builder {
         let k = self.commits_of[stream as usize];
         self.commits_of[stream as usize] += 1;
         let at = CommitRef {
-            segment: (self.batch.segments.len() - 1) as u32,
+            segment: self.layer_of[stream as usize],
             entry,
             k,
         };
@@ -209,49 +219,48 @@ impl Builder {
                 segments: vec![Vec::new()],
                 ..Batch::default()
             },
+            layer_of: vec![0; streams],
             entry_of: vec![NO_ENTRY; streams],
             commits_of: vec![0; streams],
             counts: RoundCounts::default(),
         }
     }
 
-    fn open(&mut self) -> &mut Vec<Work> {
-        self.batch
-            .segments
-            .last_mut()
-            .expect("a batch has a segment")
+    /// Entry `e` of stream `stream`'s segment.
+    fn work(&mut self, stream: u32, e: usize) -> &mut Work {
+        &mut self.batch.segments[self.layer_of[stream as usize] as usize][e]
     }
 
-    /// Stream `stream`'s entry in the open segment, made starting at `round`.
+    /// Stream `stream`'s entry in its segment, made starting at `round`.
     fn entry(&mut self, stream: u32, round: u64) -> usize {
-        let e = self.entry_of[stream as usize];
+        let s = stream as usize;
+        let e = self.entry_of[s];
         if e != NO_ENTRY {
             return e as usize;
         }
-        let seg = self.open();
+        let layer = self.layer_of[s] as usize;
+        if self.batch.segments.len() <= layer {
+            self.batch.segments.resize_with(layer + 1, Vec::new);
+        }
+        let seg = &mut self.batch.segments[layer];
         seg.push(Work {
             stream,
             first_round: round,
             ..Work::default()
         });
         let e = seg.len() - 1;
-        self.entry_of[stream as usize] = e as u32;
-        self.commits_of[stream as usize] = 0;
+        self.entry_of[s] = e as u32;
+        self.commits_of[s] = 0;
         e
     }
 
-    /// Closes the open segment: later rounds go to a new one, decoded after it.
-    fn seal(&mut self) {
-        for w in self.batch.segments.last().expect("a batch has a segment") {
-            self.entry_of[w.stream as usize] = NO_ENTRY;
-        }
-        self.batch.segments.push(Vec::new());
-    }
-
-    /// Swaps the built batch for `empty`, and starts a fresh segment.
+    /// Swaps the built batch for `empty`; every stream starts the next in its first
+    /// segment.
     fn take(&mut self, mut empty: Batch) -> Batch {
-        self.seal();
-        self.batch.segments.pop();
+        for w in self.batch.segments.iter().flatten() {
+            self.entry_of[w.stream as usize] = NO_ENTRY;
+            self.layer_of[w.stream as usize] = 0;
+        }
         empty.clear();
         if empty.segments.is_empty() {
             empty.segments.push(Vec::new());
@@ -785,3 +794,6 @@ where
     let description = describe(opts, &model, decoder.as_ref(), on);
     spawn_batched(transport, opts, model, decoder, local_addr, description)
 }
+
+#[cfg(test)]
+mod tests;
