@@ -67,14 +67,15 @@ QW_DEV u32 qs_serve_entry(const QwGroup& g, const QfwdStreamServe& p, const Qfwd
         qw_sync(g);
         const u64 t1 = clock64();
         if (g.tid == 0) prof[QFWD_SERVE_PROF_STAGE] += t1 - t0;
-        for (u32 r = 0; r < take; r++) {
-            const u32 i = done + r;
-            const u8* ev = (const u8*)stage + (u64)r * m.round_bytes;
+        // The chunk's rounds, then (in the last chunk) the final round.
+        const u32 rounds = done >= en.rounds ? 0 : (en.rounds - done < take ? en.rounds - done : take);
+        count = qfwd_stream_push_rounds(g, m, st, rows, en.first_round + done, (const u8*)stage,
+                                        rounds, scratch, commits, en.commit_capacity, count,
+                                        &prof[QFWD_SERVE_PROF_WINDOWS]);
+        if (rounds < take) {
+            const u8* ev = (const u8*)stage + (u64)rounds * m.round_bytes;
             const u64 tr = clock64();
-            const int status = i < en.rounds
-                ? qfwd_stream_push_round(g, m, st, rows, en.first_round + i, ev, scratch, out)
-                : qfwd_stream_finish(g, m, st, rows, ev, scratch, out);
-            if (status != QFWD_STREAM_NO_COMMIT) {
+            if (qfwd_stream_finish(g, m, st, rows, ev, scratch, out) != QFWD_STREAM_NO_COMMIT) {
                 if (g.tid == 0) prof[QFWD_SERVE_PROF_WINDOWS] += clock64() - tr;
                 if (g.tid == 0 && count < en.commit_capacity) {
                     volatile QfwdCommit* c = (volatile QfwdCommit*)(commits + count);

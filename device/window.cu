@@ -41,7 +41,7 @@
 //      entries are reset.
 // Every choice is a least index or an order-free count, so the commits are the CPU's.
 //
-// Entry points: qfwd_stream_scratch_init, qfwd_stream_push_round, qfwd_stream_finish and
+// Entry points: qfwd_stream_scratch_init, qfwd_stream_push_rounds, qfwd_stream_finish and
 // qfwd_stream_reset (group functions: every thread of the group calls them with the same
 // arguments; usable from a persistent kernel, which `#include "window.cu"`s this file, with
 // QFWD_WINDOW_NO_BATCH defined to leave the batch kernel out), and the batch kernel
@@ -508,50 +508,86 @@ QW_DEV u64 qw_decode_window(const QwGroup& g, const QfwdStreamModel& m, u32 inde
     return flips;
 }
 
-// Stores round events (every slot, bit-packed) as the kept slots' row `row`: the row
-// cleared, then one thread per kept slot sets its bit (a thread reading the slots of a
-// whole word in turn made every round cost a chain of dependent loads).
+// Stores round events (every slot, bit-packed) as the kept slots' row `row`. Only the
+// group's first warp writes: each row word is one ballot over 32 kept slots, so a round
+// costs no barrier (the decode that reads the rows starts with one). The host build has
+// no ballot: its thread 0 writes the words.
 QW_DEV void qw_store_row(const QwGroup& g, const QfwdStreamModel& m, u32* rows, u32 row,
                          const u8* events) {
     const u32* kept = (const u32*)m.data + m.kept_slots;
     u32* to = rows + row * m.row_words;
-    for (u32 wi = g.tid; wi < m.row_words; wi += g.size) qw_st(to + wi, 0);
-    qw_sync(g);
-    for (u32 k = g.tid; k < m.slots; k += g.size) {
-        const u32 slot = qw_ro(kept + k);
-        if ((events[slot / 8] >> (slot % 8)) & 1u) qw_or(to + k / 32, 1u << (k % 32));
+#ifdef QFWD_WINDOW_HOST
+    if (g.tid != 0) return;
+    for (u32 wi = 0; wi < m.row_words; wi++) {
+        u32 word = 0;
+        for (u32 k = wi * 32; k < m.slots && k < wi * 32 + 32; k++) {
+            const u32 slot = kept[k];
+            word |= ((events[slot / 8] >> (slot % 8)) & 1u) << (k % 32);
+        }
+        to[wi] = word;
     }
+#else
+    if (g.tid >= 32) return;
+    for (u32 wi = 0; wi < m.row_words; wi++) {
+        const u32 k = wi * 32 + g.tid;
+        u32 bit = 0;
+        if (k < m.slots) {
+            const u32 slot = kept[k];
+            bit = (events[slot / 8] >> (slot % 8)) & 1u;
+        }
+        const u32 word = __ballot_sync(0xFFFFFFFFu, bit);
+        if (g.tid == 0) to[wi] = word;
+    }
+#endif
 }
 
-// Round `round` of a stream (events: every slot, bit-packed). Returns STREAM_* and, for
-// STREAM_COMMIT, the commit in *out (written by thread 0). A group function.
-QW_DEV int qfwd_stream_push_round(const QwGroup& g, const QfwdStreamModel& m,
-                                  QfwdStreamState* st, u32* rows, u64 round, const u8* events,
-                                  u32* scratch, QfwdCommit* out) {
-    const u64 next = st->next_round, start = st->window_start;
-    int status = QFWD_STREAM_NO_COMMIT;
-    if (st->finished) status = QFWD_STREAM_FINISHED;
-    else if (round < next) status = QFWD_STREAM_ROUND_REPEATED;
-    else if (round > next) status = QFWD_STREAM_ROUNDS_MISSING;
-    if (status == QFWD_STREAM_NO_COMMIT) {
-        qw_store_row(g, m, rows, (u32)(next % m.rounds_per_window), events);
-        qw_sync(g);
-        if (next + 1 - start == m.rounds_per_window) {
-            const u64 flips = qw_decode_window(g, m, start == 0 ? 0u : 1u, rows, start, scratch);
-            if (g.tid == 0) {
-                out->first_round = start;
-                out->rounds = m.commit_rounds;
-                out->flips = flips;
-                st->window_start = start + m.commit_rounds;
+// Rounds first_round .. first_round + n of a stream (events: n rounds of round_bytes, every
+// slot bit-packed). Each answer (a commit, or why a round was refused) goes to
+// answers[count] while count < capacity (thread 0 writes); returns count plus the answers.
+// The state is read once and written back at the end, so a round that completes no window
+// is one warp's row store: no barrier. `window_cycles` (thread 0's, may be null) adds the
+// cycles of the rounds that completed a window. A group function.
+QW_DEV u32 qfwd_stream_push_rounds(const QwGroup& g, const QfwdStreamModel& m,
+                                   QfwdStreamState* st, u32* rows, u64 first_round,
+                                   const u8* events, u32 n, u32* scratch, QfwdCommit* answers,
+                                   u32 capacity, u32 count, u64* window_cycles) {
+    u64 next = st->next_round, start = st->window_start;
+    const bool finished = st->finished != 0;
+    for (u32 i = 0; i < n; i++) {
+        const u64 round = first_round + i;
+        int status = QFWD_STREAM_NO_COMMIT;
+        if (finished) status = QFWD_STREAM_FINISHED;
+        else if (round < next) status = QFWD_STREAM_ROUND_REPEATED;
+        else if (round > next) status = QFWD_STREAM_ROUNDS_MISSING;
+        QfwdCommit c = {start, 0, 0, status};
+        if (status == QFWD_STREAM_NO_COMMIT) {
+            qw_store_row(g, m, rows, (u32)(next % m.rounds_per_window), events + (u64)i * m.round_bytes);
+            if (next + 1 - start == m.rounds_per_window) {
+#ifndef QFWD_WINDOW_HOST
+                const u64 t = clock64();
+#endif
+                c.flips = qw_decode_window(g, m, start == 0 ? 0u : 1u, rows, start, scratch);
+#ifndef QFWD_WINDOW_HOST
+                if (g.tid == 0 && window_cycles) *window_cycles += clock64() - t;
+#endif
+                c.rounds = m.commit_rounds;
+                c.status = QFWD_STREAM_COMMIT;
+                start += m.commit_rounds;
             }
-            status = QFWD_STREAM_COMMIT;
+            next += 1;
         }
-        if (g.tid == 0) st->next_round = next + 1;
+        if (c.status != QFWD_STREAM_NO_COMMIT) {
+            if (g.tid == 0 && count < capacity) answers[count] = c;
+            count++;
+        }
     }
-    if (g.tid == 0) out->status = status;
-    // The state is written before any thread reads it again.
+    if (g.tid == 0) {
+        st->next_round = next;
+        st->window_start = start;
+    }
+    // The state and the rows are written before any thread reads them again.
     qw_sync(g);
-    return status;
+    return count;
 }
 
 // The final round of a stream: decodes the last window and commits every round left.
@@ -609,14 +645,12 @@ extern "C" __global__ void qfwd_window_batch(const QfwdWindowBatch p) {
         u32* rows = (u32*)p.rows + (u64)i * row_words;
         QfwdCommit* out = (QfwdCommit*)p.commits + (u64)i * p.commits_per_stream;
         const u8* events = (const u8*)p.events + (u64)i * inputs * m.round_bytes;
-        u32 count = 0;
-        for (u32 r = 0; r < inputs; r++) {
+        u32 count = qfwd_stream_push_rounds(g, m, st, rows, p.first_round, events, p.rounds, scratch,
+                                            out, p.commits_per_stream, 0, 0);
+        if (p.finish) {
             QfwdCommit* slot = out + (count < p.commits_per_stream ? count : p.commits_per_stream - 1);
-            const u8* ev = events + (u64)r * m.round_bytes;
-            const int status = r < p.rounds
-                ? qfwd_stream_push_round(g, m, st, rows, p.first_round + r, ev, scratch, slot)
-                : qfwd_stream_finish(g, m, st, rows, ev, scratch, slot);
-            if (status != QFWD_STREAM_NO_COMMIT) count++;
+            const u8* ev = events + (u64)p.rounds * m.round_bytes;
+            if (qfwd_stream_finish(g, m, st, rows, ev, scratch, slot) != QFWD_STREAM_NO_COMMIT) count++;
         }
         if (g.tid == 0) ((u32*)p.counts)[i] = count;
     }

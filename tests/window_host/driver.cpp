@@ -107,14 +107,22 @@ int main(int argc, char** argv) {
             for (u32 i = 0; i < streams; i++) {
                 QfwdStreamState* st = &states[i];
                 u32* r = rows.data() + (size_t)i * m.rounds_per_window * m.row_words;
-                for (u32 k = 0; k < inputs; k++) {
-                    QfwdCommit c;
-                    const u8* ev = events.data() + ((size_t)i * inputs + k) * m.round_bytes;
-                    const int status = k < rounds
-                        ? qfwd_stream_push_round(g, m, st, r, first_round + k, ev, scratch.data(), &c)
-                        : qfwd_stream_finish(g, m, st, r, ev, scratch.data(), &c);
-                    if (t == 0 && status != QFWD_STREAM_NO_COMMIT) answers[i].push_back(c);
+                const u8* ev = events.data() + (size_t)i * inputs * m.round_bytes;
+                // The rounds in runs of up to 7 (a run's state is read once and written back).
+                std::vector<QfwdCommit> got(rounds + 1);
+                u32 count = 0;
+                for (u32 k = 0; k < rounds; k += 7) {
+                    const u32 n = rounds - k < 7 ? rounds - k : 7;
+                    count = qfwd_stream_push_rounds(g, m, st, r, first_round + k, ev + (size_t)k * m.round_bytes,
+                                                    n, scratch.data(), got.data(), rounds + 1, count, nullptr);
                 }
+                if (finish) {
+                    QfwdCommit c{};
+                    const u8* fin = ev + (size_t)rounds * m.round_bytes;
+                    if (qfwd_stream_finish(g, m, st, r, fin, scratch.data(), &c) != QFWD_STREAM_NO_COMMIT)
+                        got[count++] = c;
+                }
+                if (t == 0) answers[i].assign(got.begin(), got.begin() + count);
             }
         });
     }
