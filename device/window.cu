@@ -243,22 +243,25 @@ QW_DEV void qw_toggle(const QwScratch& s, u32 e) {
     qw_xor(s.mark + e, 1u);
 }
 
+// Vertex v's clean values in every per-vertex array.
+QW_DEV void qw_clean_vertex(const QwScratch& s, u32 v) {
+    s.parent[v] = QW_NONE;
+    s.flags[v] = 0;
+    s.flags_next[v] = 0;
+    s.defect[v] = 0;
+    s.level[v] = QW_NONE;
+    s.pedge[v] = QW_NONE;
+    s.region[v] = QW_NONE;
+    s.local[v] = QW_NONE;
+    s.rdef[v] = 0;
+    s.rmem[v] = 0;
+}
+
 // The clean values of every per-vertex and per-edge array, once per group and scratch
 // (each window resets what it touches), and the copy of the bulk graph.
 QW_DEV void qfwd_stream_scratch_init(const QwGroup& g, const QfwdStreamModel& m, u32* scratch) {
     QwScratch s = qw_scratch(m, scratch);
-    for (u32 v = g.tid; v <= m.max_vertices; v += g.size) {
-        s.parent[v] = QW_NONE;
-        s.flags[v] = 0;
-        s.flags_next[v] = 0;
-        s.defect[v] = 0;
-        s.level[v] = QW_NONE;
-        s.pedge[v] = QW_NONE;
-        s.region[v] = QW_NONE;
-        s.local[v] = QW_NONE;
-        s.rdef[v] = 0;
-        s.rmem[v] = 0;
-    }
+    for (u32 v = g.tid; v <= m.max_vertices; v += g.size) qw_clean_vertex(s, v);
     for (u32 e = g.tid; e < m.max_edges; e += g.size) {
         s.growth[e] = 0;
         s.mark[e] = 0;
@@ -475,18 +478,7 @@ QW_DEV u64 qw_correct(const QwGroup& g, const QfwdStreamModel& m, const QwGraph&
 // the boundary, the edges grown, the edges marked.
 QW_DEV void qw_reset(const QwGroup& g, const QwGraph& G, const QwScratch& s) {
     const u32 nverts = s.sc[QW_SC_NVERTS];
-    for (u32 i = g.tid; i <= nverts; i += g.size) {
-        const u32 v = i < nverts ? s.verts[i] : G.n;
-        s.parent[v] = QW_NONE;
-        s.flags[v] = 0;
-        s.flags_next[v] = 0;
-        s.defect[v] = 0;
-        s.level[v] = QW_NONE;
-        s.pedge[v] = QW_NONE;
-        s.region[v] = QW_NONE;
-        s.rdef[v] = 0;
-        s.rmem[v] = 0;
-    }
+    for (u32 i = g.tid; i <= nverts; i += g.size) qw_clean_vertex(s, i < nverts ? s.verts[i] : G.n);
     for (u32 i = g.tid; i < s.sc[QW_SC_NTOUCHED]; i += g.size) s.growth[s.touched[i]] = 0;
     for (u32 i = g.tid; i < s.sc[QW_SC_NMARKS]; i += g.size) s.mark[s.marks[i]] = 0;
     qw_sync(g);
