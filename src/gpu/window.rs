@@ -22,7 +22,7 @@ use super::nvrtc::WINDOW;
 use crate::abi::{
     self, StreamCommitDesc, StreamModelDesc, StreamStateDesc, WindowBatchParams, WindowGraphDesc,
 };
-use crate::decode::window::{Commit, MatchLimits, StreamModel, WindowKind};
+use crate::decode::window::{Commit, MatchLimits, StreamModel, WindowGraph, WindowKind};
 use crate::{Error, Result};
 
 /// The batch kernel in `device/window.cu`.
@@ -74,48 +74,18 @@ impl PackedModel {
         blob.extend(model.kept_slots());
         let (mut max_v, mut max_e, mut max_degree) = (0usize, 0usize, 1u32);
         let mut descs = Vec::with_capacity(windows.len());
-        // Each graph's arrays, one run of blob words.
-        let mut spans = Vec::with_capacity(windows.len());
+        // Each graph's arrays, one run of blob words: where the run ends.
+        let mut ends = Vec::with_capacity(windows.len());
         for w in windows {
             let g = &w.graph;
-            if g.num_detectors() >= u32::MAX as usize / 2 || g.num_edges() >= u32::MAX as usize / 2
-            {
-                return Err(Error::InvalidSetting {
-                    key: "rounds_per_window",
-                    detail: format!("window {:?} is too large for the device", w.kind),
-                });
-            }
             max_v = max_v.max(g.num_detectors());
+            max_e = max_e.max(g.num_edges());
             let off = g.adj_offset();
             max_degree = (0..g.num_detectors())
                 .map(|v| off[v + 1] - off[v])
                 .fold(max_degree, u32::max);
-            max_e = max_e.max(g.num_edges());
-            let mut d = WindowGraphDesc {
-                vertices: g.num_detectors() as u32,
-                edges: g.num_edges() as u32,
-                rounds: w.rounds,
-                commit_rounds: w.commit_rounds,
-                ..Default::default()
-            };
-            d.adj_offset = blob.len() as u32;
-            blob.extend(g.adj_offset());
-            d.ends = blob.len() as u32;
-            for (&u, &v) in g.edge_u().iter().zip(g.edge_v()) {
-                blob.extend([u, v]);
-            }
-            d.weight = blob.len() as u32;
-            blob.extend(g.edge_weight());
-            d.obs = blob.len() as u32;
-            for &o in g.edge_obs() {
-                blob.extend([o as u32, (o >> 32) as u32]);
-            }
-            d.adj_pairs = blob.len() as u32;
-            blob.extend(g.adj_pairs().iter().flatten());
-            d.boundary_edge = blob.len() as u32;
-            blob.extend(g.boundary_edge());
-            spans.push((d.adj_offset, blob.len() as u32 - d.adj_offset));
-            descs.push(d);
+            descs.push(pack_graph(w, &mut blob)?);
+            ends.push(blob.len() as u32);
         }
         for (i, d) in descs.iter().enumerate() {
             let bytes = d.to_bytes();
@@ -159,27 +129,9 @@ impl PackedModel {
             cache_words: 0,
             reserved: 0,
         };
-        // The bulk window decodes nearly every window of a stream: its arrays get a copy
-        // in the scratch when both fit in shared memory.
         let bulk = model.window_index(WindowKind::Bulk).unwrap_or(0);
-        let (from, words) = spans[bulk];
-        let limits = model.match_limits();
-        let (_, plain) = scratch_layout(max_v, max_e, limits, 0);
-        let cache = if (plain + words) as usize * 4 + KERNEL_STATIC_SHARED <= MAX_SHARED {
-            words
-        } else {
-            0
-        };
-        let (offsets, words) = scratch_layout(max_v, max_e, limits, cache as usize);
-        let desc = StreamModelDesc {
-            scratch: offsets,
-            scratch_words: words,
-            match_pool_words: offsets[abi::SCR_TABLE as usize] - offsets[abi::SCR_POOL as usize],
-            cache_graph: bulk as u32,
-            cache_from: from,
-            cache_words: cache,
-            ..desc
-        };
+        let span = (descs[bulk].adj_offset, ends[bulk] - descs[bulk].adj_offset);
+        let desc = with_scratch(desc, model.match_limits(), bulk, span);
         Ok(PackedModel { desc, blob })
     }
 
@@ -196,6 +148,70 @@ impl PackedModel {
     /// The blob's bytes, little-endian.
     pub fn blob_bytes(&self) -> Vec<u8> {
         self.blob.iter().flat_map(|w| w.to_le_bytes()).collect()
+    }
+}
+
+/// Appends window graph `w`'s arrays to `blob`, one run of words from its CSR offsets to its
+/// boundary edges; returns where each starts.
+fn pack_graph(w: &WindowGraph, blob: &mut Vec<u32>) -> Result<WindowGraphDesc> {
+    let g = &w.graph;
+    if g.num_detectors() >= u32::MAX as usize / 2 || g.num_edges() >= u32::MAX as usize / 2 {
+        return Err(Error::InvalidSetting {
+            key: "rounds_per_window",
+            detail: format!("window {:?} is too large for the device", w.kind),
+        });
+    }
+    let mut d = WindowGraphDesc {
+        vertices: g.num_detectors() as u32,
+        edges: g.num_edges() as u32,
+        rounds: w.rounds,
+        commit_rounds: w.commit_rounds,
+        ..Default::default()
+    };
+    d.adj_offset = blob.len() as u32;
+    blob.extend(g.adj_offset());
+    d.ends = blob.len() as u32;
+    for (&u, &v) in g.edge_u().iter().zip(g.edge_v()) {
+        blob.extend([u, v]);
+    }
+    d.weight = blob.len() as u32;
+    blob.extend(g.edge_weight());
+    d.obs = blob.len() as u32;
+    for &o in g.edge_obs() {
+        blob.extend([o as u32, (o >> 32) as u32]);
+    }
+    d.adj_pairs = blob.len() as u32;
+    blob.extend(g.adj_pairs().iter().flatten());
+    d.boundary_edge = blob.len() as u32;
+    blob.extend(g.boundary_edge());
+    Ok(d)
+}
+
+/// `desc` with its scratch laid out. The bulk window (graph `bulk`, its arrays the blob words
+/// `from .. from + words`) decodes nearly every window of a stream: its arrays get a copy in
+/// the scratch when both fit in shared memory.
+fn with_scratch(
+    desc: StreamModelDesc,
+    limits: MatchLimits,
+    bulk: usize,
+    (from, words): (u32, u32),
+) -> StreamModelDesc {
+    let (max_v, max_e) = (desc.max_vertices as usize, desc.max_edges as usize);
+    let (_, plain) = scratch_layout(max_v, max_e, limits, 0);
+    let cache = if (plain + words) as usize * 4 + KERNEL_STATIC_SHARED <= MAX_SHARED {
+        words
+    } else {
+        0
+    };
+    let (offsets, scratch_words) = scratch_layout(max_v, max_e, limits, cache as usize);
+    StreamModelDesc {
+        scratch: offsets,
+        scratch_words,
+        match_pool_words: offsets[abi::SCR_TABLE as usize] - offsets[abi::SCR_POOL as usize],
+        cache_graph: bulk as u32,
+        cache_from: from,
+        cache_words: cache,
+        ..desc
     }
 }
 
