@@ -39,21 +39,9 @@ pub fn series_label(r: &StreamRow) -> String {
 
 /// Draws `rows` into `path` (SVG). Rows without reaction samples are left out.
 pub fn reaction_vs_streams(rows: &[StreamRow], path: &Path) -> Result<()> {
-    // Keyed by (engine, distance, cadence), so the legend reads in that order.
-    type Line = (String, Vec<(f64, f64, bool)>);
-    let mut series: BTreeMap<(String, u32, u64), Line> = BTreeMap::new();
-    for r in rows.iter().filter(|r| r.reaction_samples > 0) {
-        series
-            .entry((r.engine.clone(), r.distance, r.round_ns))
-            .or_insert_with(|| (series_label(r), Vec::new()))
-            .1
-            .push((f64::from(r.streams), r.reaction_p99_us.max(0.01), r.kept_up));
-    }
+    let series = lines_of(rows);
     if series.is_empty() {
         return Err(plot_err(path, "no row has reaction times to plot"));
-    }
-    for (_, points) in series.values_mut() {
-        points.sort_by(|a, b| a.0.total_cmp(&b.0));
     }
     let all = series.values().flat_map(|(_, p)| p);
     let x_hi = all.clone().map(|p| p.0).fold(1.0, f64::max) * 2.0;
@@ -86,55 +74,7 @@ pub fn reaction_vs_streams(rows: &[StreamRow], path: &Path) -> Result<()> {
             .y_label_formatter(&|v| format!("{v}"))
             .draw()
             .map_err(|e| plot_err(path, e))?;
-        // Colour by (distance, cadence), the same for both engines; the line says the
-        // engine (solid: CPU pool, dotted: a launch per batch, dashed: the persistent GPU
-        // kernel), so no two series look alike.
-        let shapes: Vec<(u32, u64)> = {
-            let mut v: Vec<(u32, u64)> = series.keys().map(|k| (k.1, k.2)).collect();
-            v.sort_unstable();
-            v.dedup();
-            v
-        };
-        for ((engine, distance, round_ns), (label, points)) in &series {
-            let i = shapes
-                .iter()
-                .position(|s| *s == (*distance, *round_ns))
-                .unwrap_or(0);
-            let color = PALETTE[i % PALETTE.len()];
-            let style = color.stroke_width(2);
-            let xy = points.iter().map(|p| (p.0, p.1));
-            let drawn = match engine.as_str() {
-                "cpu-pool" => chart.draw_series(LineSeries::new(xy, style)),
-                "gpu-launch" => chart.draw_series(DashedLineSeries::new(xy, 2, 4, style)),
-                _ => chart.draw_series(DashedLineSeries::new(xy, 8, 5, style)),
-            };
-            // The legend's sample, four strokes: joined (solid), two dashes, or four dots.
-            let strokes: [(i32, i32); 4] = match engine.as_str() {
-                "cpu-pool" => [(0, 5), (5, 10), (10, 15), (15, 20)],
-                "gpu-launch" => [(0, 2), (6, 8), (12, 14), (18, 20)],
-                _ => [(0, 8), (12, 20), (20, 20), (20, 20)],
-            };
-            drawn
-                .map_err(|e| plot_err(path, e))?
-                .label(label.as_str())
-                .legend(move |(x, y)| {
-                    let seg = |(a, b): (i32, i32)| PathElement::new(vec![(a, 0), (b, 0)], style);
-                    EmptyElement::at((x, y))
-                        + seg(strokes[0])
-                        + seg(strokes[1])
-                        + seg(strokes[2])
-                        + seg(strokes[3])
-                });
-            chart
-                .draw_series(points.iter().map(|&(x, y, kept)| {
-                    if kept {
-                        Circle::new((x, y), 5, color.filled()).into_dyn()
-                    } else {
-                        Cross::new((x, y), 6, color.stroke_width(3)).into_dyn()
-                    }
-                }))
-                .map_err(|e| plot_err(path, e))?;
-        }
+        draw_lines(&mut chart, &series, path)?;
         chart
             .configure_series_labels()
             .position(SeriesLabelPosition::LowerRight)
@@ -155,6 +95,86 @@ pub fn reaction_vs_streams(rows: &[StreamRow], path: &Path) -> Result<()> {
         path: path.to_path_buf(),
         source,
     })
+}
+
+/// One line of the plot: its label and its points (streams, reaction p99 in µs, kept up).
+type Line = (String, Vec<(f64, f64, bool)>);
+
+/// The plot's lines, keyed by (engine, distance, cadence), so the legend reads in that order.
+type Lines = BTreeMap<(String, u32, u64), Line>;
+
+/// The rows with reaction samples as lines, each line's points in order of streams.
+fn lines_of(rows: &[StreamRow]) -> Lines {
+    let mut series: Lines = BTreeMap::new();
+    for r in rows.iter().filter(|r| r.reaction_samples > 0) {
+        series
+            .entry((r.engine.clone(), r.distance, r.round_ns))
+            .or_insert_with(|| (series_label(r), Vec::new()))
+            .1
+            .push((f64::from(r.streams), r.reaction_p99_us.max(0.01), r.kept_up));
+    }
+    for (_, points) in series.values_mut() {
+        points.sort_by(|a, b| a.0.total_cmp(&b.0));
+    }
+    series
+}
+
+/// Draws every line, its legend sample and its markers (kept up or not) into `chart`.
+fn draw_lines<'a, 'b: 'a>(
+    chart: &mut ChartContext<'a, SVGBackend<'b>, Cartesian2d<LogCoord<f64>, LogCoord<f64>>>,
+    series: &Lines,
+    path: &Path,
+) -> Result<()> {
+    // Colour by (distance, cadence), the same for both engines; the line says the
+    // engine (solid: CPU pool, dotted: a launch per batch, dashed: the persistent GPU
+    // kernel), so no two series look alike.
+    let shapes: Vec<(u32, u64)> = {
+        let mut v: Vec<(u32, u64)> = series.keys().map(|k| (k.1, k.2)).collect();
+        v.sort_unstable();
+        v.dedup();
+        v
+    };
+    for ((engine, distance, round_ns), (label, points)) in series {
+        let i = shapes
+            .iter()
+            .position(|s| *s == (*distance, *round_ns))
+            .unwrap_or(0);
+        let color = PALETTE[i % PALETTE.len()];
+        let style = color.stroke_width(2);
+        let xy = points.iter().map(|p| (p.0, p.1));
+        let drawn = match engine.as_str() {
+            "cpu-pool" => chart.draw_series(LineSeries::new(xy, style)),
+            "gpu-launch" => chart.draw_series(DashedLineSeries::new(xy, 2, 4, style)),
+            _ => chart.draw_series(DashedLineSeries::new(xy, 8, 5, style)),
+        };
+        // The legend's sample, four strokes: joined (solid), two dashes, or four dots.
+        let strokes: [(i32, i32); 4] = match engine.as_str() {
+            "cpu-pool" => [(0, 5), (5, 10), (10, 15), (15, 20)],
+            "gpu-launch" => [(0, 2), (6, 8), (12, 14), (18, 20)],
+            _ => [(0, 8), (12, 20), (20, 20), (20, 20)],
+        };
+        drawn
+            .map_err(|e| plot_err(path, e))?
+            .label(label.as_str())
+            .legend(move |(x, y)| {
+                let seg = |(a, b): (i32, i32)| PathElement::new(vec![(a, 0), (b, 0)], style);
+                EmptyElement::at((x, y))
+                    + seg(strokes[0])
+                    + seg(strokes[1])
+                    + seg(strokes[2])
+                    + seg(strokes[3])
+            });
+        chart
+            .draw_series(points.iter().map(|&(x, y, kept)| {
+                if kept {
+                    Circle::new((x, y), 5, color.filled()).into_dyn()
+                } else {
+                    Cross::new((x, y), 6, color.stroke_width(3)).into_dyn()
+                }
+            }))
+            .map_err(|e| plot_err(path, e))?;
+    }
+    Ok(())
 }
 
 #[cfg(test)]
