@@ -115,7 +115,7 @@ impl UfScratch {
     }
 
     /// [`UfScratch::decode_reference`], with the full edges appended to `full` in the order
-    /// they filled (step 2c's order), for [`super::uf_potential`].
+    /// they filled (step 2c's order), for [`crate::uf_potential`].
     ///
     /// # Panics
     /// If this scratch was not sized for `g`.
