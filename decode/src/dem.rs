@@ -133,206 +133,312 @@ impl Dem {
 
     /// Parses `.dem` text; `source` names it in error messages.
     pub fn parse(text: &str, source: &str) -> Result<Dem> {
-        let err = |line: usize, detail: String| Error::Dem {
-            file: source.to_string(),
-            line,
-            detail,
-        };
-        // Pass 1: instructions with their lines, blocks matched.
-        let mut instrs: Vec<(usize, Instr)> = Vec::new();
-        let mut open: Vec<usize> = Vec::new();
-        // Instructions and targets each open block executes once flattened (index 0: the top
-        // level), so an oversized model is refused before anything is expanded.
-        let mut flat: Vec<Flat> = vec![Flat::default()];
-        let too_many = |line: usize, f: &Flat| {
-            let (what, value, limit) = if f.instructions > MAX_FLAT_INSTRUCTIONS as u128 {
-                ("instructions", f.instructions, MAX_FLAT_INSTRUCTIONS)
-            } else {
-                ("targets", f.targets, MAX_FLAT_TARGETS)
-            };
-            let value = if value == u128::MAX {
-                "over 10^38".to_string()
-            } else {
-                value.to_string()
-            };
-            err(
-                line,
-                format!(
-                    "{value} {what} once `repeat` blocks are flattened; at most {limit} are \
-                     supported"
-                ),
-            )
-        };
-        for (i, raw) in text.lines().enumerate() {
-            let line = i + 1;
-            let code = raw.split('#').next().unwrap_or("").trim();
-            if code.is_empty() {
-                continue;
-            }
-            if code == "}" {
-                let Some(start) = open.pop() else {
-                    return Err(err(line, "`}` without a matching `repeat ... {`".into()));
-                };
-                let here = instrs.len();
-                let (repeat_line, ref mut instr) = instrs[start];
-                if let Instr::Repeat { end, count } = instr {
-                    *end = here;
-                    let mut inner = flat.pop().expect("one counter per open block");
-                    inner.instructions += 1;
-                    let top = flat.last_mut().expect("the top-level counter stays");
-                    top.add_times(&inner, *count);
-                    if top.too_large() {
-                        return Err(too_many(repeat_line, top));
-                    }
-                }
-                instrs.push((line, Instr::End));
-                continue;
-            }
-            let instr = parse_line(code).map_err(|d| err(line, d))?;
-            let top = flat.last_mut().expect("the top-level counter stays");
-            top.instructions += 1;
-            top.targets += instr.targets() as u128;
-            if top.too_large() {
-                return Err(too_many(line, top));
-            }
-            if let Instr::Repeat { .. } = instr {
-                open.push(instrs.len());
-                flat.push(Flat::default());
-            }
-            instrs.push((line, instr));
-        }
-        if let Some(&start) = open.last() {
-            return Err(err(
-                instrs[start].0,
-                "`repeat` block is never closed with `}`".into(),
-            ));
-        }
+        let instrs = read_instructions(text, source)?;
+        flatten(&instrs, source)
+    }
+}
 
-        // Pass 2: flatten with an explicit stack of (first instruction, end, repetitions left).
-        let mut dem = Dem {
+/// The error at `line` of the model read from `source`.
+fn dem_error(source: &str, line: usize, detail: String) -> Error {
+    Error::Dem {
+        file: source.to_string(),
+        line,
+        detail,
+    }
+}
+
+/// The error for a model whose flattened count `f` is past a limit, at `line`.
+fn too_many(source: &str, line: usize, f: &Flat) -> Error {
+    let (what, value, limit) = if f.instructions > MAX_FLAT_INSTRUCTIONS as u128 {
+        ("instructions", f.instructions, MAX_FLAT_INSTRUCTIONS)
+    } else {
+        ("targets", f.targets, MAX_FLAT_TARGETS)
+    };
+    let value = if value == u128::MAX {
+        "over 10^38".to_string()
+    } else {
+        value.to_string()
+    };
+    dem_error(
+        source,
+        line,
+        format!(
+            "{value} {what} once `repeat` blocks are flattened; at most {limit} are \
+             supported"
+        ),
+    )
+}
+
+/// Pass 1: the instructions with their lines, blocks matched (each `Repeat` knows its
+/// `End`), refused as soon as their flattened count is past the limits.
+fn read_instructions(text: &str, source: &str) -> Result<Vec<(usize, Instr)>> {
+    let err = |line: usize, detail: String| dem_error(source, line, detail);
+    let mut instrs: Vec<(usize, Instr)> = Vec::new();
+    let mut open: Vec<usize> = Vec::new();
+    // Instructions and targets each open block executes once flattened (index 0: the top
+    // level), so an oversized model is refused before anything is expanded.
+    let mut flat: Vec<Flat> = vec![Flat::default()];
+    for (i, raw) in text.lines().enumerate() {
+        let line = i + 1;
+        let code = raw.split('#').next().unwrap_or("").trim();
+        if code.is_empty() {
+            continue;
+        }
+        if code == "}" {
+            let Some(start) = open.pop() else {
+                return Err(err(line, "`}` without a matching `repeat ... {`".into()));
+            };
+            let here = instrs.len();
+            let (repeat_line, ref mut instr) = instrs[start];
+            if let Instr::Repeat { end, count } = instr {
+                *end = here;
+                let mut inner = flat.pop().expect("one counter per open block");
+                inner.instructions += 1;
+                let top = flat.last_mut().expect("the top-level counter stays");
+                top.add_times(&inner, *count);
+                if top.too_large() {
+                    return Err(too_many(source, repeat_line, top));
+                }
+            }
+            instrs.push((line, Instr::End));
+            continue;
+        }
+        let instr = parse_line(code).map_err(|d| err(line, d))?;
+        let top = flat.last_mut().expect("the top-level counter stays");
+        top.instructions += 1;
+        top.targets += instr.targets() as u128;
+        if top.too_large() {
+            return Err(too_many(source, line, top));
+        }
+        if let Instr::Repeat { .. } = instr {
+            open.push(instrs.len());
+            flat.push(Flat::default());
+        }
+        instrs.push((line, instr));
+    }
+    if let Some(&start) = open.last() {
+        return Err(err(
+            instrs[start].0,
+            "`repeat` block is never closed with `}`".into(),
+        ));
+    }
+    Ok(instrs)
+}
+
+/// Pass 2: runs the instructions, `repeat` blocks with an explicit stack of (first
+/// instruction, end, repetitions left), into a flat [`Dem`].
+fn flatten(instrs: &[(usize, Instr)], source: &str) -> Result<Dem> {
+    let mut out = Flattener {
+        source,
+        dem: Dem {
             source: source.to_string(),
             num_detectors: 0,
             num_observables: 0,
             errors: Vec::new(),
             detector_coords: Vec::new(),
-        };
-        let mut offset: u64 = 0;
-        let mut coord_offset: Vec<f64> = Vec::new();
-        let mut stack: Vec<(usize, usize, u64)> = Vec::new();
-        let mut pc = 0usize;
-        let abs = |rel: u64, offset: u64, line: usize| -> Result<u32> {
-            match rel.checked_add(offset) {
-                Some(d) if d <= MAX_DETECTOR => Ok(d as u32),
-                _ if offset == 0 => Err(err(
+        },
+        offset: 0,
+        coord_offset: Vec::new(),
+    };
+    let mut stack: Vec<(usize, usize, u64)> = Vec::new();
+    let mut pc = 0usize;
+    while pc < instrs.len() {
+        let (line, ref instr) = instrs[pc];
+        match instr {
+            Instr::Error { p, components } => out.error(line, *p, components)?,
+            Instr::Detector { coords, targets } => out.detectors(line, coords, targets)?,
+            Instr::Observable(k) => out.dem.num_observables = out.dem.num_observables.max(k + 1),
+            Instr::Shift { coords, by } => out.shift(line, coords, *by)?,
+            Instr::Repeat { count, end } => {
+                if *count == 0 {
+                    pc = *end + 1;
+                    continue;
+                }
+                stack.push((pc + 1, *end, *count));
+            }
+            Instr::End => {
+                let top = stack.last_mut().expect("blocks were matched in pass 1");
+                top.2 -= 1;
+                if top.2 > 0 {
+                    pc = top.0;
+                    continue;
+                }
+                stack.pop();
+            }
+        }
+        pc += 1;
+    }
+    let mut dem = out.dem;
+    dem.detector_coords
+        .resize(dem.num_detectors as usize, Vec::new());
+    Ok(dem)
+}
+
+/// The flat model being built, and the `shift_detectors` offsets in force.
+struct Flattener<'a> {
+    source: &'a str,
+    dem: Dem,
+    offset: u64,
+    coord_offset: Vec<f64>,
+}
+
+impl Flattener<'_> {
+    /// The absolute index of detector `rel` (as written) at `line`, counted in
+    /// `num_detectors`.
+    fn detector(&mut self, rel: u64, line: usize) -> Result<u32> {
+        let offset = self.offset;
+        let d = match rel.checked_add(offset) {
+            Some(d) if d <= MAX_DETECTOR => d as u32,
+            _ if offset == 0 => {
+                return Err(dem_error(
+                    self.source,
                     line,
                     format!(
                         "detector D{rel} is past the largest supported, D{MAX_DETECTOR} (at \
                          most {MAX_DETECTORS} detectors)"
                     ),
-                )),
-                _ => Err(err(
+                ))
+            }
+            _ => {
+                return Err(dem_error(
+                    self.source,
                     line,
                     format!(
                         "detector D{rel} shifted by {offset} is past the largest supported, \
                          D{MAX_DETECTOR} (at most {MAX_DETECTORS} detectors)"
                     ),
-                )),
+                ))
             }
         };
-        while pc < instrs.len() {
-            let (line, ref instr) = instrs[pc];
-            match instr {
-                Instr::Error { p, components } => {
-                    let mut comps = Vec::with_capacity(components.len());
-                    for (dets, obs) in components {
-                        let mut ds = Vec::with_capacity(dets.len());
-                        for &d in dets {
-                            let d = abs(d, offset, line)?;
-                            dem.num_detectors = dem.num_detectors.max(d + 1);
-                            ds.push(d);
-                        }
-                        // A detector named twice in one component flips back: keep it mod 2.
-                        keep_odd(&mut ds);
-                        if let Some(&last) = obs.last() {
-                            dem.num_observables = dem.num_observables.max(last + 1);
-                        }
-                        comps.push(Component {
-                            detectors: ds,
-                            observables: obs.clone(),
-                        });
-                    }
-                    dem.errors.push(DemError {
-                        p: *p,
-                        line,
-                        components: comps,
-                    });
-                }
-                Instr::Detector { coords, targets } => {
-                    for &d in targets {
-                        let d = abs(d, offset, line)?;
-                        dem.num_detectors = dem.num_detectors.max(d + 1);
-                        if !coords.is_empty() {
-                            let at = d as usize;
-                            if dem.detector_coords.len() <= at {
-                                dem.detector_coords.resize(at + 1, Vec::new());
-                            }
-                            dem.detector_coords[at] = coords
-                                .iter()
-                                .enumerate()
-                                .map(|(i, c)| c + coord_offset.get(i).copied().unwrap_or(0.0))
-                                .collect();
-                        }
-                    }
-                }
-                Instr::Observable(k) => dem.num_observables = dem.num_observables.max(k + 1),
-                Instr::Shift { coords, by: k } => {
-                    if coord_offset.len() < coords.len() {
-                        coord_offset.resize(coords.len(), 0.0);
-                    }
-                    for (o, c) in coord_offset.iter_mut().zip(coords) {
-                        *o += c;
-                    }
-                    offset = offset
-                        .checked_add(*k)
-                        .filter(|&o| o <= MAX_DETECTOR)
-                        .ok_or_else(|| {
-                            err(
-                                line,
-                                format!(
-                                    "shift_detectors by {k} moves detector indices (shifted by \
-                                     {offset} so far) past the largest supported, \
-                                     D{MAX_DETECTOR}"
-                                ),
-                            )
-                        })?;
-                }
-                Instr::Repeat { count, end } => {
-                    if *count == 0 {
-                        pc = *end + 1;
-                        continue;
-                    }
-                    stack.push((pc + 1, *end, *count));
-                }
-                Instr::End => {
-                    let top = stack.last_mut().expect("blocks were matched in pass 1");
-                    top.2 -= 1;
-                    if top.2 > 0 {
-                        pc = top.0;
-                        continue;
-                    }
-                    stack.pop();
-                }
+        self.dem.num_detectors = self.dem.num_detectors.max(d + 1);
+        Ok(d)
+    }
+
+    /// `error(p)` at `line`.
+    fn error(&mut self, line: usize, p: f64, components: &[(Vec<u64>, Vec<u32>)]) -> Result<()> {
+        let mut comps = Vec::with_capacity(components.len());
+        for (dets, obs) in components {
+            let mut ds = Vec::with_capacity(dets.len());
+            for &d in dets {
+                ds.push(self.detector(d, line)?);
             }
-            pc += 1;
+            // A detector named twice in one component flips back: keep it mod 2.
+            keep_odd(&mut ds);
+            if let Some(&last) = obs.last() {
+                self.dem.num_observables = self.dem.num_observables.max(last + 1);
+            }
+            comps.push(Component {
+                detectors: ds,
+                observables: obs.clone(),
+            });
         }
-        dem.detector_coords
-            .resize(dem.num_detectors as usize, Vec::new());
-        Ok(dem)
+        self.dem.errors.push(DemError {
+            p,
+            line,
+            components: comps,
+        });
+        Ok(())
+    }
+
+    /// `detector(coords) targets` at `line`: the targets' coordinates, shifted.
+    fn detectors(&mut self, line: usize, coords: &[f64], targets: &[u64]) -> Result<()> {
+        for &d in targets {
+            let d = self.detector(d, line)?;
+            if !coords.is_empty() {
+                let at = d as usize;
+                let dem = &mut self.dem;
+                if dem.detector_coords.len() <= at {
+                    dem.detector_coords.resize(at + 1, Vec::new());
+                }
+                dem.detector_coords[at] = coords
+                    .iter()
+                    .enumerate()
+                    .map(|(i, c)| c + self.coord_offset.get(i).copied().unwrap_or(0.0))
+                    .collect();
+            }
+        }
+        Ok(())
+    }
+
+    /// `shift_detectors(coords) k` at `line`.
+    fn shift(&mut self, line: usize, coords: &[f64], k: u64) -> Result<()> {
+        let coord_offset = &mut self.coord_offset;
+        if coord_offset.len() < coords.len() {
+            coord_offset.resize(coords.len(), 0.0);
+        }
+        for (o, c) in coord_offset.iter_mut().zip(coords) {
+            *o += c;
+        }
+        let offset = self.offset;
+        self.offset = offset
+            .checked_add(k)
+            .filter(|&o| o <= MAX_DETECTOR)
+            .ok_or_else(|| {
+                dem_error(
+                    self.source,
+                    line,
+                    format!(
+                        "shift_detectors by {k} moves detector indices (shifted by \
+                         {offset} so far) past the largest supported, \
+                         D{MAX_DETECTOR}"
+                    ),
+                )
+            })?;
+        Ok(())
     }
 }
 
 /// Splits `name[tag](args) targets` and parses one instruction (not `}`).
 fn parse_line(code: &str) -> std::result::Result<Instr, String> {
+    let Line {
+        name,
+        args,
+        has_parens,
+        targets,
+    } = split_line(code)?;
+    match name.as_str() {
+        "error" => parse_error(&args, &targets),
+        "detector" => parse_detector(args, &targets),
+        "logical_observable" => parse_logical_observable(has_parens, &args, &targets),
+        "shift_detectors" => match targets.as_slice() {
+            [t] => t
+                .parse::<u64>()
+                .map(|by| Instr::Shift { coords: args, by })
+                .map_err(|_| format!("`shift_detectors` amount {t:?} is not an integer >= 0")),
+            _ => Err("`shift_detectors` takes one integer target (`shift_detectors 4`)".into()),
+        },
+        "repeat" => match targets.as_slice() {
+            [n, "{"] => n
+                .parse::<u64>()
+                .map(|count| Instr::Repeat { count, end: 0 })
+                .map_err(|_| format!("`repeat` count {n:?} is not an integer >= 0")),
+            _ => Err("`repeat` needs a count and `{` on the same line (`repeat 10 {`)".into()),
+        },
+        "detector_separator" => Err("`detector_separator` is not supported: export with \
+             `circuit.detector_error_model(decompose_errors=True, flatten_loops=True)`"
+            .into()),
+        "" => Err(format!(
+            "cannot read {code:?}: expected an instruction name"
+        )),
+        other => Err(format!(
+            "unknown instruction `{other}` (expected error, detector, logical_observable, \
+             shift_detectors or repeat); export with \
+             `circuit.detector_error_model(decompose_errors=True, flatten_loops=True)`"
+        )),
+    }
+}
+
+/// One instruction line, split: its name (lower case), arguments, whether it had
+/// parentheses, and its targets.
+struct Line<'a> {
+    name: String,
+    args: Vec<f64>,
+    has_parens: bool,
+    targets: Vec<&'a str>,
+}
+
+/// Splits `name[tag](args) targets`; the tag is dropped.
+fn split_line(code: &str) -> std::result::Result<Line<'_>, String> {
     let name_end = code
         .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
         .unwrap_or(code.len());
@@ -368,105 +474,88 @@ fn parse_line(code: &str) -> std::result::Result<Instr, String> {
             "cannot read {code:?}: expected `name(args) targets`"
         ));
     }
-    let targets: Vec<&str> = rest.split_whitespace().collect();
-    match name.as_str() {
-        "error" => {
-            if args.len() != 1 {
-                return Err(format!(
-                    "`error` takes one probability argument, found {} (`error(0.001) D0 D1 L0`)",
-                    args.len()
-                ));
-            }
-            let p = args[0];
-            if !(0.0..=1.0).contains(&p) {
-                return Err(format!("error probability {p} is not in [0, 1]"));
-            }
-            let mut components: Vec<(Vec<u64>, Vec<u32>)> = vec![(Vec::new(), Vec::new())];
-            let mut last_was_sep = true;
-            for t in &targets {
-                if *t == "^" {
-                    if last_was_sep {
-                        return Err(
-                            "`^` must separate two non-empty components (`D0 D1 ^ D2`)".into()
-                        );
-                    }
-                    components.push((Vec::new(), Vec::new()));
-                    last_was_sep = true;
-                    continue;
-                }
-                last_was_sep = false;
-                let comp = components.last_mut().expect("starts with one component");
-                if let Some(k) = index(t, 'D')? {
-                    comp.0.push(detector(k)?);
-                } else if let Some(k) = index(t, 'L')? {
-                    comp.1.push(observable(k)?);
-                } else {
-                    return Err(format!(
-                        "`error` target {t:?} is not a detector (D5), an observable (L0) or `^`"
-                    ));
-                }
-            }
-            if last_was_sep && components.len() > 1 {
+    Ok(Line {
+        name,
+        args,
+        has_parens,
+        targets: rest.split_whitespace().collect(),
+    })
+}
+
+/// `error(p) targets`: components split at `^`, observables kept mod 2.
+fn parse_error(args: &[f64], targets: &[&str]) -> std::result::Result<Instr, String> {
+    if args.len() != 1 {
+        return Err(format!(
+            "`error` takes one probability argument, found {} (`error(0.001) D0 D1 L0`)",
+            args.len()
+        ));
+    }
+    let p = args[0];
+    if !(0.0..=1.0).contains(&p) {
+        return Err(format!("error probability {p} is not in [0, 1]"));
+    }
+    let mut components: Vec<(Vec<u64>, Vec<u32>)> = vec![(Vec::new(), Vec::new())];
+    let mut last_was_sep = true;
+    for t in targets {
+        if *t == "^" {
+            if last_was_sep {
                 return Err("`^` must separate two non-empty components (`D0 D1 ^ D2`)".into());
             }
-            for (_, obs) in &mut components {
-                keep_odd(obs);
-            }
-            Ok(Instr::Error { p, components })
+            components.push((Vec::new(), Vec::new()));
+            last_was_sep = true;
+            continue;
         }
-        "detector" => {
-            let mut ds = Vec::with_capacity(targets.len());
-            for t in &targets {
-                match index(t, 'D')? {
-                    Some(k) => ds.push(detector(k)?),
-                    None => return Err(format!("`detector` target {t:?} is not D<index>")),
-                }
-            }
-            Ok(Instr::Detector {
-                coords: args,
-                targets: ds,
-            })
+        last_was_sep = false;
+        let comp = components.last_mut().expect("starts with one component");
+        if let Some(k) = index(t, 'D')? {
+            comp.0.push(detector(k)?);
+        } else if let Some(k) = index(t, 'L')? {
+            comp.1.push(observable(k)?);
+        } else {
+            return Err(format!(
+                "`error` target {t:?} is not a detector (D5), an observable (L0) or `^`"
+            ));
         }
-        "logical_observable" => {
-            if has_parens && !args.is_empty() {
-                return Err("`logical_observable` takes no arguments".into());
-            }
-            match targets.as_slice() {
-                [t] => match index(t, 'L')? {
-                    Some(k) => Ok(Instr::Observable(observable(k)?)),
-                    None => Err(format!("`logical_observable` target {t:?} is not L<index>")),
-                },
-                _ => Err(
-                    "`logical_observable` takes exactly one target (`logical_observable L0`)"
-                        .into(),
-                ),
-            }
+    }
+    if last_was_sep && components.len() > 1 {
+        return Err("`^` must separate two non-empty components (`D0 D1 ^ D2`)".into());
+    }
+    for (_, obs) in &mut components {
+        keep_odd(obs);
+    }
+    Ok(Instr::Error { p, components })
+}
+
+/// `detector(coords) targets`.
+fn parse_detector(coords: Vec<f64>, targets: &[&str]) -> std::result::Result<Instr, String> {
+    let mut ds = Vec::with_capacity(targets.len());
+    for t in targets {
+        match index(t, 'D')? {
+            Some(k) => ds.push(detector(k)?),
+            None => return Err(format!("`detector` target {t:?} is not D<index>")),
         }
-        "shift_detectors" => match targets.as_slice() {
-            [t] => t
-                .parse::<u64>()
-                .map(|by| Instr::Shift { coords: args, by })
-                .map_err(|_| format!("`shift_detectors` amount {t:?} is not an integer >= 0")),
-            _ => Err("`shift_detectors` takes one integer target (`shift_detectors 4`)".into()),
+    }
+    Ok(Instr::Detector {
+        coords,
+        targets: ds,
+    })
+}
+
+/// `logical_observable L<k>`.
+fn parse_logical_observable(
+    has_parens: bool,
+    args: &[f64],
+    targets: &[&str],
+) -> std::result::Result<Instr, String> {
+    if has_parens && !args.is_empty() {
+        return Err("`logical_observable` takes no arguments".into());
+    }
+    match targets {
+        [t] => match index(t, 'L')? {
+            Some(k) => Ok(Instr::Observable(observable(k)?)),
+            None => Err(format!("`logical_observable` target {t:?} is not L<index>")),
         },
-        "repeat" => match targets.as_slice() {
-            [n, "{"] => n
-                .parse::<u64>()
-                .map(|count| Instr::Repeat { count, end: 0 })
-                .map_err(|_| format!("`repeat` count {n:?} is not an integer >= 0")),
-            _ => Err("`repeat` needs a count and `{` on the same line (`repeat 10 {`)".into()),
-        },
-        "detector_separator" => Err("`detector_separator` is not supported: export with \
-             `circuit.detector_error_model(decompose_errors=True, flatten_loops=True)`"
-            .into()),
-        "" => Err(format!(
-            "cannot read {code:?}: expected an instruction name"
-        )),
-        other => Err(format!(
-            "unknown instruction `{other}` (expected error, detector, logical_observable, \
-             shift_detectors or repeat); export with \
-             `circuit.detector_error_model(decompose_errors=True, flatten_loops=True)`"
-        )),
+        _ => Err("`logical_observable` takes exactly one target (`logical_observable L0`)".into()),
     }
 }
 

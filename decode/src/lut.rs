@@ -58,105 +58,13 @@ impl Lut {
     /// Builds the table and also returns `cost[s]`, the minimum weight of an edge set whose
     /// boundary is `s` (`INF` if none): for tests and diagnostics.
     pub fn build_with_costs(graph: &MatchingGraph) -> Result<(Lut, Vec<u32>)> {
+        check_size(graph)?;
         let n = graph.num_detectors();
-        if n > MAX_LUT_DETECTORS {
-            return Err(Error::DecoderModel {
-                file: graph.source().to_string(),
-                detail: format!(
-                    "the lut decoder holds 2^n entries and supports at most {MAX_LUT_DETECTORS} \
-                     detectors; this model has {n}: use the uf decoder"
-                ),
-            });
-        }
-        let nobs = graph.num_observables();
-        if nobs > 64 {
-            return Err(Error::DecoderModel {
-                file: graph.source().to_string(),
-                detail: format!(
-                    "the lut decoder holds at most 64 observables; this model has {nobs}: use \
-                     the uf decoder"
-                ),
-            });
-        }
-        let entry_bytes = nobs.div_ceil(8);
-        let nv = n + 1;
+        let entry_bytes = graph.num_observables().div_ceil(8);
         // 1. All-pairs shortest paths with observable masks.
-        let mut dist = vec![INF; nv * nv];
-        let mut pobs = vec![0u64; nv * nv];
-        for v in 0..nv {
-            dist[v * nv + v] = 0;
-        }
-        let (eu, ev, ew, eo) = (
-            graph.edge_u(),
-            graph.edge_v(),
-            graph.edge_weight(),
-            graph.edge_obs(),
-        );
-        for e in 0..graph.num_edges() {
-            let (u, v) = (eu[e] as usize, ev[e] as usize);
-            if ew[e] < dist[u * nv + v] {
-                for (a, b) in [(u, v), (v, u)] {
-                    dist[a * nv + b] = ew[e];
-                    pobs[a * nv + b] = eo[e];
-                }
-            }
-        }
-        for k in 0..nv {
-            for i in 0..nv {
-                let dik = dist[i * nv + k];
-                if dik == INF {
-                    continue;
-                }
-                for j in 0..nv {
-                    let c = dik.saturating_add(dist[k * nv + j]);
-                    if c < dist[i * nv + j] {
-                        dist[i * nv + j] = c;
-                        pobs[i * nv + j] = pobs[i * nv + k] ^ pobs[k * nv + j];
-                    }
-                }
-            }
-        }
+        let paths = ShortestPaths::of(graph);
         // 2. DP over syndromes.
-        let entries = 1usize << n;
-        let mut cost = vec![INF; entries];
-        let mut table = vec![0u8; entries * entry_bytes];
-        cost[0] = 0;
-        let read = |table: &[u8], s: usize| -> u64 {
-            let mut m = 0u64;
-            for (k, &byte) in table[s * entry_bytes..(s + 1) * entry_bytes]
-                .iter()
-                .enumerate()
-            {
-                m |= u64::from(byte) << (8 * k);
-            }
-            m
-        };
-        let b = n;
-        for s in 1..entries {
-            let i = s.trailing_zeros() as usize;
-            let t = s & (s - 1);
-            let mut best = dist[i * nv + b].saturating_add(cost[t]);
-            let mut best_obs = if best == INF {
-                0
-            } else {
-                pobs[i * nv + b] ^ read(&table, t)
-            };
-            let mut rest = t;
-            while rest != 0 {
-                let j = rest.trailing_zeros() as usize;
-                rest &= rest - 1;
-                let sub = t & !(1 << j);
-                let c = dist[i * nv + j].saturating_add(cost[sub]);
-                if c < best {
-                    best = c;
-                    best_obs = pobs[i * nv + j] ^ read(&table, sub);
-                }
-            }
-            cost[s] = best;
-            for k in 0..entry_bytes {
-                table[s * entry_bytes + k] = (best_obs >> (8 * k)) as u8;
-            }
-        }
+        let (cost, table) = paths.syndrome_programme(entry_bytes);
         Ok((
             Lut {
                 num_detectors: n,
@@ -206,6 +114,131 @@ impl Lut {
             m |= u64::from(byte) << (8 * k);
         }
         m
+    }
+}
+
+/// Refuses a model past the table's limits: [`MAX_LUT_DETECTORS`] detectors, 64
+/// observables.
+fn check_size(graph: &MatchingGraph) -> Result<()> {
+    let n = graph.num_detectors();
+    if n > MAX_LUT_DETECTORS {
+        return Err(Error::DecoderModel {
+            file: graph.source().to_string(),
+            detail: format!(
+                "the lut decoder holds 2^n entries and supports at most {MAX_LUT_DETECTORS} \
+                 detectors; this model has {n}: use the uf decoder"
+            ),
+        });
+    }
+    let nobs = graph.num_observables();
+    if nobs > 64 {
+        return Err(Error::DecoderModel {
+            file: graph.source().to_string(),
+            detail: format!(
+                "the lut decoder holds at most 64 observables; this model has {nobs}: use \
+                 the uf decoder"
+            ),
+        });
+    }
+    Ok(())
+}
+
+/// Step 1 of the construction: distances between the `nv = n + 1` vertices (the boundary
+/// last), row-major, and the observable mask of each path.
+struct ShortestPaths {
+    nv: usize,
+    dist: Vec<u32>,
+    pobs: Vec<u64>,
+}
+
+impl ShortestPaths {
+    /// Floyd–Warshall from the edges, a mask replaced only on a strictly shorter path.
+    fn of(graph: &MatchingGraph) -> ShortestPaths {
+        let nv = graph.num_detectors() + 1;
+        let mut dist = vec![INF; nv * nv];
+        let mut pobs = vec![0u64; nv * nv];
+        for v in 0..nv {
+            dist[v * nv + v] = 0;
+        }
+        let (eu, ev, ew, eo) = (
+            graph.edge_u(),
+            graph.edge_v(),
+            graph.edge_weight(),
+            graph.edge_obs(),
+        );
+        for e in 0..graph.num_edges() {
+            let (u, v) = (eu[e] as usize, ev[e] as usize);
+            if ew[e] < dist[u * nv + v] {
+                for (a, b) in [(u, v), (v, u)] {
+                    dist[a * nv + b] = ew[e];
+                    pobs[a * nv + b] = eo[e];
+                }
+            }
+        }
+        for k in 0..nv {
+            for i in 0..nv {
+                let dik = dist[i * nv + k];
+                if dik == INF {
+                    continue;
+                }
+                for j in 0..nv {
+                    let c = dik.saturating_add(dist[k * nv + j]);
+                    if c < dist[i * nv + j] {
+                        dist[i * nv + j] = c;
+                        pobs[i * nv + j] = pobs[i * nv + k] ^ pobs[k * nv + j];
+                    }
+                }
+            }
+        }
+        ShortestPaths { nv, dist, pobs }
+    }
+
+    /// Step 2 of the construction: `cost[s]` and the table of `entry_bytes`-byte entries,
+    /// over the syndromes in increasing order.
+    fn syndrome_programme(&self, entry_bytes: usize) -> (Vec<u32>, Vec<u8>) {
+        let (nv, dist, pobs) = (self.nv, &self.dist, &self.pobs);
+        let n = nv - 1;
+        let entries = 1usize << n;
+        let mut cost = vec![INF; entries];
+        let mut table = vec![0u8; entries * entry_bytes];
+        cost[0] = 0;
+        let read = |table: &[u8], s: usize| -> u64 {
+            let mut m = 0u64;
+            for (k, &byte) in table[s * entry_bytes..(s + 1) * entry_bytes]
+                .iter()
+                .enumerate()
+            {
+                m |= u64::from(byte) << (8 * k);
+            }
+            m
+        };
+        let b = n;
+        for s in 1..entries {
+            let i = s.trailing_zeros() as usize;
+            let t = s & (s - 1);
+            let mut best = dist[i * nv + b].saturating_add(cost[t]);
+            let mut best_obs = if best == INF {
+                0
+            } else {
+                pobs[i * nv + b] ^ read(&table, t)
+            };
+            let mut rest = t;
+            while rest != 0 {
+                let j = rest.trailing_zeros() as usize;
+                rest &= rest - 1;
+                let sub = t & !(1 << j);
+                let c = dist[i * nv + j].saturating_add(cost[sub]);
+                if c < best {
+                    best = c;
+                    best_obs = pobs[i * nv + j] ^ read(&table, sub);
+                }
+            }
+            cost[s] = best;
+            for k in 0..entry_bytes {
+                table[s * entry_bytes + k] = (best_obs >> (8 * k)) as u8;
+            }
+        }
+        (cost, table)
     }
 }
 

@@ -104,10 +104,6 @@ struct Listed {
 
 /// Runs the device's lane growth on `dets` with room for `slots` listed edges.
 pub fn lane_growth(g: &MatchingGraph, dets: &[u8], slots: usize) -> LaneRun {
-    let n = g.num_detectors();
-    let b = g.boundary();
-    let (adj_offset, adj_edge, adj_nbr) = (g.adj_offset(), g.adj_edge(), g.adj_nbr());
-    let (weight, eobs) = (g.edge_weight(), g.edge_obs());
     let mut run = LaneRun {
         result: Ok(0),
         rounds: 0,
@@ -115,73 +111,144 @@ pub fn lane_growth(g: &MatchingGraph, dets: &[u8], slots: usize) -> LaneRun {
         verts: 0,
         joins: 0,
     };
-    // Per lane: its vertex, cluster word, potential, whether it is a defect.
-    let mut vert: Vec<u32> = Vec::with_capacity(MAX_LANE_VERTS);
-    let mut word: Vec<u32> = Vec::with_capacity(MAX_LANE_VERTS);
-    let mut phi: Vec<u64> = Vec::with_capacity(MAX_LANE_VERTS);
-    let mut defect: Vec<bool> = Vec::with_capacity(MAX_LANE_VERTS);
-    let mut bword = cluster_word(b, BOUNDARY);
-    // Shared memory: cluster words (as of the last round's end) and lane + 1 by vertex.
-    let mut cl = vec![0u32; n + 1];
-    let mut lane_of = vec![0u32; n + 1];
-    for v in 0..n {
-        if dets.get(v / 8).is_some_and(|x| x >> (v % 8) & 1 == 1) {
-            if vert.len() == MAX_LANE_VERTS {
-                run.result = Err(GiveUp::Vertices);
-                return run;
-            }
-            vert.push(v as u32);
-            word.push(cluster_word(v as u32, ODD));
-            phi.push(0);
-            defect.push(true);
-        }
-    }
-    if vert.is_empty() {
+    let mut lanes = Lanes::new(g);
+    if let Err(why) = lanes.seed(dets) {
+        run.result = Err(why);
         return run;
     }
-    let mut list: Vec<Listed> = Vec::new();
-    let mut first_joiner = 0;
-    loop {
-        // Publish the words and the joiners' lanes; rebuild the list if a vertex joined.
-        for (l, (&v, &w)) in vert.iter().zip(&word).enumerate() {
-            cl[v as usize] = w;
-            lane_of[v as usize] = l as u32 + 1;
+    if lanes.vert.is_empty() {
+        return run;
+    }
+    let grown = lanes.grow(slots, &mut run);
+    run.result = grown.map(|()| lanes.observables());
+    run.verts = lanes.vert.len();
+    run
+}
+
+/// The warp during one decode: per lane, its vertex, cluster word, potential, whether it
+/// is a defect; the boundary's word; shared memory; the list.
+struct Lanes<'g> {
+    g: &'g MatchingGraph,
+    vert: Vec<u32>,
+    word: Vec<u32>,
+    phi: Vec<u64>,
+    defect: Vec<bool>,
+    bword: u32,
+    /// Shared memory: cluster words (as of the last round's end) and lane + 1 by vertex.
+    cl: Vec<u32>,
+    lane_of: Vec<u32>,
+    list: Vec<Listed>,
+    /// The first lane whose vertex joined since the last rebuild of the list.
+    first_joiner: usize,
+}
+
+impl<'g> Lanes<'g> {
+    fn new(g: &'g MatchingGraph) -> Lanes<'g> {
+        let n = g.num_detectors();
+        Lanes {
+            g,
+            vert: Vec::with_capacity(MAX_LANE_VERTS),
+            word: Vec::with_capacity(MAX_LANE_VERTS),
+            phi: Vec::with_capacity(MAX_LANE_VERTS),
+            defect: Vec::with_capacity(MAX_LANE_VERTS),
+            bword: cluster_word(g.boundary(), BOUNDARY),
+            cl: vec![0u32; n + 1],
+            lane_of: vec![0u32; n + 1],
+            list: Vec::new(),
+            first_joiner: 0,
         }
-        cl[b as usize] = bword;
-        if first_joiner < vert.len() {
-            // Dropped: what the last step found full or inside one cluster (marked full).
-            list.retain(|s| s.g < s.w);
-            for &x in &vert[first_joiner..] {
-                let cx = cl[x as usize];
-                for a in adj_offset[x as usize] as usize..adj_offset[x as usize + 1] as usize {
-                    let y = adj_nbr[a];
-                    let cy = cl[y as usize];
-                    let joined_now = lane_of[y as usize] > first_joiner as u32;
-                    if cy == 0 || (label(cy) != label(cx) && (y == b || (joined_now && x < y))) {
-                        let e = adj_edge[a];
-                        list.push(Listed {
-                            x,
-                            y,
-                            e,
-                            g: 0,
-                            w: weight[e as usize],
-                        });
-                    }
+    }
+
+    /// Gives vertex `v` the next lane, or gives up when every lane is taken.
+    fn take_lane(&mut self, v: u32, word: u32, phi: u64, defect: bool) -> Result<(), GiveUp> {
+        if self.vert.len() == MAX_LANE_VERTS {
+            return Err(GiveUp::Vertices);
+        }
+        self.vert.push(v);
+        self.word.push(word);
+        self.phi.push(phi);
+        self.defect.push(defect);
+        Ok(())
+    }
+
+    /// Each defect of `dets` a lane, as an odd cluster of its own.
+    fn seed(&mut self, dets: &[u8]) -> Result<(), GiveUp> {
+        for v in 0..self.g.num_detectors() {
+            if dets.get(v / 8).is_some_and(|x| x >> (v % 8) & 1 == 1) {
+                self.take_lane(v as u32, cluster_word(v as u32, ODD), 0, true)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// The growth rounds, until no listed edge can grow or the lanes give up.
+    fn grow(&mut self, slots: usize, run: &mut LaneRun) -> Result<(), GiveUp> {
+        loop {
+            self.publish();
+            if self.first_joiner < self.vert.len() {
+                self.rebuild_list();
+                run.max_list = run.max_list.max(self.list.len());
+                if self.list.len() > slots {
+                    return Err(GiveUp::List);
+                }
+                self.first_joiner = self.vert.len();
+            }
+            run.rounds += 1;
+            let Some((delta, ks)) = self.step_size() else {
+                return Ok(());
+            };
+            let fused = self.grow_listed(delta, &ks);
+            self.merge(fused, run)?;
+        }
+    }
+
+    /// Publishes the words and the joiners' lanes to shared memory.
+    fn publish(&mut self) {
+        for (l, (&v, &w)) in self.vert.iter().zip(&self.word).enumerate() {
+            self.cl[v as usize] = w;
+            self.lane_of[v as usize] = l as u32 + 1;
+        }
+        self.cl[self.g.boundary() as usize] = self.bword;
+    }
+
+    /// Rebuilds the list after vertices joined: drops what the last step found full or
+    /// inside one cluster (marked full), and adds the joiners' edges by the join rule.
+    fn rebuild_list(&mut self) {
+        let g = self.g;
+        let b = g.boundary();
+        let (adj_offset, adj_edge, adj_nbr) = (g.adj_offset(), g.adj_edge(), g.adj_nbr());
+        let weight = g.edge_weight();
+        let (cl, lane_of, first_joiner) = (&self.cl, &self.lane_of, self.first_joiner);
+        let list = &mut self.list;
+        list.retain(|s| s.g < s.w);
+        for &x in &self.vert[first_joiner..] {
+            let cx = cl[x as usize];
+            for a in adj_offset[x as usize] as usize..adj_offset[x as usize + 1] as usize {
+                let y = adj_nbr[a];
+                let cy = cl[y as usize];
+                let joined_now = lane_of[y as usize] > first_joiner as u32;
+                if cy == 0 || (label(cy) != label(cx) && (y == b || (joined_now && x < y))) {
+                    let e = adj_edge[a];
+                    list.push(Listed {
+                        x,
+                        y,
+                        e,
+                        g: 0,
+                        w: weight[e as usize],
+                    });
                 }
             }
-            run.max_list = run.max_list.max(list.len());
-            if list.len() > slots {
-                run.result = Err(GiveUp::List);
-                run.verts = vert.len();
-                return run;
-            }
-            first_joiner = vert.len();
         }
-        run.rounds += 1;
-        // The step.
+    }
+
+    /// The step: each listed edge's `k` (its active ends; 0 when it waits or lies inside
+    /// one cluster, which marks it full for the rebuild) and the least
+    /// `ceil((w - g) / k)`. `None` when nothing can grow.
+    fn step_size(&mut self) -> Option<(u32, Vec<u32>)> {
+        let cl = &self.cl;
         let mut delta = u32::MAX;
-        let mut ks = Vec::with_capacity(list.len());
-        for s in &mut list {
+        let mut ks = Vec::with_capacity(self.list.len());
+        for s in &mut self.list {
             let (cx, cy) = (cl[s.x as usize], cl[s.y as usize]);
             let mut k = 0;
             if s.g < s.w && label(cx) != label(cy) {
@@ -196,10 +263,15 @@ pub fn lane_growth(g: &MatchingGraph, dets: &[u8], slots: usize) -> LaneRun {
             ks.push(k);
         }
         if delta == u32::MAX {
-            break;
+            return None;
         }
+        Some((delta, ks))
+    }
+
+    /// Grows each listed edge by `k * delta`; returns those that filled `(x, y, e)`.
+    fn grow_listed(&mut self, delta: u32, ks: &[u32]) -> Vec<(u32, u32, u32)> {
         let mut fused = Vec::new();
-        for (s, &k) in list.iter_mut().zip(&ks) {
+        for (s, &k) in self.list.iter_mut().zip(ks) {
             if k > 0 {
                 s.g = (s.g + k * delta).min(s.w);
                 if s.g == s.w {
@@ -207,85 +279,92 @@ pub fn lane_growth(g: &MatchingGraph, dets: &[u8], slots: usize) -> LaneRun {
                 }
             }
         }
-        // Merges, from the lanes' words (x is a cluster vertex; y one, the boundary, or in
-        // no cluster: a join).
+        fused
+    }
+
+    fn lane(&self, z: u32) -> Option<usize> {
+        self.vert.iter().position(|&v| v == z)
+    }
+
+    /// Merges, from the lanes' words (x is a cluster vertex; y one, the boundary, or in no
+    /// cluster: a join).
+    fn merge(&mut self, fused: Vec<(u32, u32, u32)>, run: &mut LaneRun) -> Result<(), GiveUp> {
+        let (b, eobs) = (self.g.boundary(), self.g.edge_obs());
         for (x, y, e) in fused {
-            let lane = |z: u32| vert.iter().position(|&v| v == z);
-            let lx = lane(x).expect("a listed edge's x is a cluster vertex");
-            let (cx, px) = (word[lx], phi[lx]);
-            let (cy, py) = match lane(y) {
-                _ if y == b => (bword, 0),
-                Some(ly) => (word[ly], phi[ly]),
+            let lx = self.lane(x).expect("a listed edge's x is a cluster vertex");
+            let (cx, px) = (self.word[lx], self.phi[lx]);
+            let (cy, py) = match self.lane(y) {
+                _ if y == b => (self.bword, 0),
+                Some(ly) => (self.word[ly], self.phi[ly]),
                 None => {
                     // A join: y takes x's cluster word as it is; no other vertex changes.
-                    if vert.len() == MAX_LANE_VERTS {
-                        run.result = Err(GiveUp::Vertices);
-                        run.verts = vert.len();
-                        return run;
-                    }
-                    vert.push(y);
-                    word.push(cx);
-                    phi.push(px ^ eobs[e as usize]);
-                    defect.push(false);
+                    self.take_lane(y, cx, px ^ eobs[e as usize], false)?;
                     run.joins += 1;
                     continue;
                 }
             };
             let pot = px ^ py ^ eobs[e as usize];
-            let (rx, ry) = (label(cx), label(cy));
-            if rx == ry {
+            if label(cx) == label(cy) {
                 if pot != 0 {
-                    run.result = Err(GiveUp::OddCycle);
-                    run.verts = vert.len();
-                    return run;
+                    return Err(GiveUp::OddCycle);
                 }
                 continue;
             }
-            let (fx, fy) = (cx >> 16, cy >> 16);
-            let odd = u32::from(ODD);
-            let bnd = u32::from(BOUNDARY);
-            let fl = ((fx ^ fy) & odd) | ((fx | fy) & bnd);
-            let nc = rx.min(ry) | fl << 16;
-            // The cluster whose potentials shift: the one without the boundary (neither has
-            // it: the one whose label goes).
-            let shifts = if fx & bnd != 0 {
-                ry
-            } else if fy & bnd != 0 {
-                rx
-            } else {
-                rx.max(ry)
-            };
-            for (w, p) in word.iter_mut().zip(phi.iter_mut()) {
-                let r = label(*w);
-                if r == rx || r == ry {
-                    *w = nc;
-                }
-                if r == shifts {
-                    *p ^= pot;
-                }
+            self.unite(cx, cy, pot);
+        }
+        Ok(())
+    }
+
+    /// Unites the different clusters of words `cx` and `cy` across an edge whose potential
+    /// difference is `pot`.
+    fn unite(&mut self, cx: u32, cy: u32, pot: u64) {
+        let (rx, ry) = (label(cx), label(cy));
+        let (fx, fy) = (cx >> 16, cy >> 16);
+        let odd = u32::from(ODD);
+        let bnd = u32::from(BOUNDARY);
+        let fl = ((fx ^ fy) & odd) | ((fx | fy) & bnd);
+        let nc = rx.min(ry) | fl << 16;
+        // The cluster whose potentials shift: the one without the boundary (neither has
+        // it: the one whose label goes).
+        let shifts = if fx & bnd != 0 {
+            ry
+        } else if fy & bnd != 0 {
+            rx
+        } else {
+            rx.max(ry)
+        };
+        for (w, p) in self.word.iter_mut().zip(self.phi.iter_mut()) {
+            let r = label(*w);
+            if r == rx || r == ry {
+                *w = nc;
             }
-            if label(bword) == rx || label(bword) == ry {
-                bword = nc;
+            if r == shifts {
+                *p ^= pot;
             }
+        }
+        if label(self.bword) == rx || label(self.bword) == ry {
+            self.bword = nc;
         }
     }
-    // Step 3': the defects' potentials, and for each odd cluster away from the boundary (an
-    // impossible syndrome's), its least vertex's.
-    let mut obs = 0;
-    for l in 0..vert.len() {
-        if defect[l] {
-            obs ^= phi[l];
+
+    /// Step 3': the defects' potentials, and for each odd cluster away from the boundary
+    /// (an impossible syndrome's), its least vertex's.
+    fn observables(&self) -> u64 {
+        let (vert, word, phi) = (&self.vert, &self.word, &self.phi);
+        let mut obs = 0;
+        for l in 0..vert.len() {
+            if self.defect[l] {
+                obs ^= phi[l];
+            }
+            let least = (0..vert.len())
+                .filter(|&m| label(word[m]) == label(word[l]))
+                .all(|m| vert[m] >= vert[l]);
+            if word[l] >> 16 == u32::from(ODD) && least {
+                obs ^= phi[l];
+            }
         }
-        let least = (0..vert.len())
-            .filter(|&m| label(word[m]) == label(word[l]))
-            .all(|m| vert[m] >= vert[l]);
-        if word[l] >> 16 == u32::from(ODD) && least {
-            obs ^= phi[l];
-        }
+        obs
     }
-    run.result = Ok(obs);
-    run.verts = vert.len();
-    run
 }
 
 #[cfg(test)]

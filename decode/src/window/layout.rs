@@ -198,109 +198,10 @@ impl Templates {
     pub fn of(dem: &Dem) -> Result<Templates> {
         let places = DetectorPlaces::of(dem, None)?;
         let g = MatchingGraph::from_dem(dem)?;
-        let keep = observable_detectors(&g);
-        let mut kept_slot = vec![false; places.slots.len()];
-        for (d, &k) in keep.iter().enumerate() {
-            if k {
-                kept_slot[places.place[d].1 as usize] = true;
-            }
-        }
-        let kept: Vec<u32> = (0..kept_slot.len() as u32)
-            .filter(|&s| kept_slot[s as usize])
-            .collect();
-        if kept.is_empty() {
-            return Err(model_error(
-                dem,
-                "no edge flips an observable: there is nothing to decode".into(),
-            ));
-        }
-        let mut kept_index = vec![u32::MAX; places.slots.len()];
-        for (i, &s) in kept.iter().enumerate() {
-            kept_index[s as usize] = i as u32;
-        }
-        let rounds = places.last_round as usize + 1;
-        let mut classes: Vec<RoundClass> = (0..rounds)
-            .map(|_| RoundClass {
-                edges: Vec::new(),
-                present: vec![false; kept.len()],
-            })
-            .collect();
-        for &(r, s) in &places.place {
-            if kept_index[s as usize] != u32::MAX {
-                classes[r as usize].present[kept_index[s as usize] as usize] = true;
-            }
-        }
-        let n = g.num_detectors() as u32;
-        for e in 0..g.num_edges() {
-            let (u, v) = (g.edge_u()[e], g.edge_v()[e]);
-            let (ru, su) = places.place[u as usize];
-            let ku = kept_index[su as usize];
-            let far = (v != n).then(|| places.place[v as usize]);
-            let v_kept = far.map(|(_, sv)| kept_index[sv as usize] != u32::MAX);
-            match (ku != u32::MAX, v_kept) {
-                (false, None | Some(false)) => continue,
-                (true, None | Some(true)) => {}
-                _ => {
-                    return Err(model_error(
-                        dem,
-                        format!("edge D{u} - D{v} joins a kept detector to a dropped one"),
-                    ))
-                }
-            }
-            let kv = far.map_or(TO_BOUNDARY, |(_, sv)| kept_index[sv as usize]);
-            let (lo, a, b, db) = match far {
-                None => (ru, ku, TO_BOUNDARY, 0),
-                Some((rv, _)) => {
-                    if ru.abs_diff(rv) > 1 {
-                        return Err(model_error(
-                            dem,
-                            format!(
-                                "edge D{u} (round {ru}) - D{v} (round {rv}) spans more than \
-                                 one round; windows need edges within a round or to the next"
-                            ),
-                        ));
-                    }
-                    // Lower round first; within a round, the lower slot first.
-                    if (ru, ku) <= (rv, kv) {
-                        (ru, ku, kv, rv - ru)
-                    } else {
-                        (rv, kv, ku, ru - rv)
-                    }
-                }
-            };
-            classes[lo as usize].edges.push(TemplateEdge {
-                a,
-                b,
-                db,
-                p: g.edge_p()[e],
-                weight: g.edge_weight()[e],
-                observables: g.edge_obs()[e],
-            });
-        }
-        for c in &mut classes {
-            c.edges
-                .sort_by(|x, y| x.key().cmp(&y.key()).then(x.p.total_cmp(&y.p)));
-        }
-        let mid = rounds / 2;
-        let mut h = mid;
-        while h > 0 && classes[h - 1].same(&classes[mid]) {
-            h -= 1;
-        }
-        let mut t0 = mid + 1;
-        while t0 < rounds && classes[t0].same(&classes[mid]) {
-            t0 += 1;
-        }
-        if t0 - h < 2 {
-            return Err(model_error(
-                dem,
-                format!(
-                    "rounds {h}..{t0} repeat, fewer than 2 of {rounds}: a stream model needs \
-                     a memory experiment whose middle rounds repeat (generate it with more \
-                     rounds, e.g. 3 x distance)"
-                ),
-            ));
-        }
-        let bulk = classes[mid].clone();
+        let kept = kept_slots(dem, &places, &g)?;
+        let mut classes = round_classes(dem, &places, &g, &kept)?;
+        let (h, t0) = repeating_rounds(dem, &classes)?;
+        let bulk = classes[classes.len() / 2].clone();
         let tail = classes.split_off(t0);
         classes.truncate(h);
         Ok(Templates {
@@ -312,4 +213,145 @@ impl Templates {
             num_observables: g.num_observables() as u32,
         })
     }
+}
+
+/// The slots whose detectors can flip an observable, ascending; refuses a model where
+/// there are none.
+fn kept_slots(dem: &Dem, places: &DetectorPlaces, g: &MatchingGraph) -> Result<Vec<u32>> {
+    let keep = observable_detectors(g);
+    let mut kept_slot = vec![false; places.slots.len()];
+    for (d, &k) in keep.iter().enumerate() {
+        if k {
+            kept_slot[places.place[d].1 as usize] = true;
+        }
+    }
+    let kept: Vec<u32> = (0..kept_slot.len() as u32)
+        .filter(|&s| kept_slot[s as usize])
+        .collect();
+    if kept.is_empty() {
+        return Err(model_error(
+            dem,
+            "no edge flips an observable: there is nothing to decode".into(),
+        ));
+    }
+    Ok(kept)
+}
+
+/// The class of every round: its kept slots with a detector, and its edges between kept
+/// slots, sorted.
+fn round_classes(
+    dem: &Dem,
+    places: &DetectorPlaces,
+    g: &MatchingGraph,
+    kept: &[u32],
+) -> Result<Vec<RoundClass>> {
+    let mut kept_index = vec![u32::MAX; places.slots.len()];
+    for (i, &s) in kept.iter().enumerate() {
+        kept_index[s as usize] = i as u32;
+    }
+    let rounds = places.last_round as usize + 1;
+    let mut classes: Vec<RoundClass> = (0..rounds)
+        .map(|_| RoundClass {
+            edges: Vec::new(),
+            present: vec![false; kept.len()],
+        })
+        .collect();
+    for &(r, s) in &places.place {
+        if kept_index[s as usize] != u32::MAX {
+            classes[r as usize].present[kept_index[s as usize] as usize] = true;
+        }
+    }
+    for e in 0..g.num_edges() {
+        if let Some((lo, edge)) = template_edge(dem, places, g, &kept_index, e)? {
+            classes[lo as usize].edges.push(edge);
+        }
+    }
+    for c in &mut classes {
+        c.edges
+            .sort_by(|x, y| x.key().cmp(&y.key()).then(x.p.total_cmp(&y.p)));
+    }
+    Ok(classes)
+}
+
+/// Edge `e` of `g` as its lower round's template edge, with that round; `None` for an
+/// edge between dropped slots. Refuses an edge from a kept slot to a dropped one, or
+/// across more than one round.
+fn template_edge(
+    dem: &Dem,
+    places: &DetectorPlaces,
+    g: &MatchingGraph,
+    kept_index: &[u32],
+    e: usize,
+) -> Result<Option<(u32, TemplateEdge)>> {
+    let n = g.num_detectors() as u32;
+    let (u, v) = (g.edge_u()[e], g.edge_v()[e]);
+    let (ru, su) = places.place[u as usize];
+    let ku = kept_index[su as usize];
+    let far = (v != n).then(|| places.place[v as usize]);
+    let v_kept = far.map(|(_, sv)| kept_index[sv as usize] != u32::MAX);
+    match (ku != u32::MAX, v_kept) {
+        (false, None | Some(false)) => return Ok(None),
+        (true, None | Some(true)) => {}
+        _ => {
+            return Err(model_error(
+                dem,
+                format!("edge D{u} - D{v} joins a kept detector to a dropped one"),
+            ))
+        }
+    }
+    let kv = far.map_or(TO_BOUNDARY, |(_, sv)| kept_index[sv as usize]);
+    let (lo, a, b, db) = match far {
+        None => (ru, ku, TO_BOUNDARY, 0),
+        Some((rv, _)) => {
+            if ru.abs_diff(rv) > 1 {
+                return Err(model_error(
+                    dem,
+                    format!(
+                        "edge D{u} (round {ru}) - D{v} (round {rv}) spans more than \
+                         one round; windows need edges within a round or to the next"
+                    ),
+                ));
+            }
+            // Lower round first; within a round, the lower slot first.
+            if (ru, ku) <= (rv, kv) {
+                (ru, ku, kv, rv - ru)
+            } else {
+                (rv, kv, ku, ru - rv)
+            }
+        }
+    };
+    let edge = TemplateEdge {
+        a,
+        b,
+        db,
+        p: g.edge_p()[e],
+        weight: g.edge_weight()[e],
+        observables: g.edge_obs()[e],
+    };
+    Ok(Some((lo, edge)))
+}
+
+/// The rounds `h..t0` whose class is the middle round's, around it; refuses fewer than 2.
+fn repeating_rounds(dem: &Dem, classes: &[RoundClass]) -> Result<(usize, usize)> {
+    let rounds = classes.len();
+    let mid = rounds / 2;
+    let mut h = mid;
+    while h > 0 && classes[h - 1].same(&classes[mid]) {
+        h -= 1;
+    }
+    let mut t0 = mid + 1;
+    while t0 < rounds && classes[t0].same(&classes[mid]) {
+        t0 += 1;
+    }
+    if t0 - h < 2 {
+        return Err(model_error(
+            dem,
+            format!(
+                "rounds {h}..{t0} repeat, fewer than 2 of {rounds}: a stream model needs \
+                 a memory experiment whose middle rounds repeat (generate it with more \
+                 rounds, e.g. 3 x distance)"
+            ),
+        ));
+    }
+    Ok((h, t0))
 }
