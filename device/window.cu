@@ -354,7 +354,7 @@ QW_DEV void qw_fill(const QwGroup& g, const QwGraph& G, const QwScratch& s, u32 
 
 // Step 2c: compresses every cluster vertex (and the boundary) onto its root, and gathers
 // the roots' parity and boundary bit into `next` (clean there); clears `cur` for the round
-// after next.
+// after next. Each cluster vertex is also a region of its own for the matching to join.
 QW_DEV void qw_settle(const QwGroup& g, const QwGraph& G, const QwScratch& s, u32* cur, u32* next) {
     const u32 nverts = s.sc[QW_SC_NVERTS];
     for (u32 i = g.tid; i <= nverts; i += g.size) {
@@ -363,6 +363,7 @@ QW_DEV void qw_settle(const QwGroup& g, const QwGraph& G, const QwScratch& s, u3
         qw_st(s.parent + v, r);
         if (s.defect[v]) qw_xor(next + r, QW_ODD);
         if (v == G.n) qw_or(next + r, QW_BOUNDARY);
+        else s.region[v] = v;  // every cluster vertex starts as a region of its own (step 2')
         cur[v] = 0;
     }
 }
@@ -403,12 +404,14 @@ QW_DEV u64 qw_correct(const QwGroup& g, const QfwdStreamModel& m, const QwGraph&
     // 3. Level 0: the boundary and the roots of clusters without it. When the matching
     // resolved every defect, there is nothing to peel: no level is built.
     const bool peel = s.sc[QW_SC_COUNT] != 0;
-    for (u32 i = g.tid; peel && i < nverts; i += g.size) {
-        const u32 v = s.verts[i];
-        if (s.parent[v] == v && !(flags[v] & QW_BOUNDARY)) s.level[v] = 0;
+    if (peel) {
+        for (u32 i = g.tid; i < nverts; i += g.size) {
+            const u32 v = s.verts[i];
+            if (s.parent[v] == v && !(flags[v] & QW_BOUNDARY)) s.level[v] = 0;
+        }
+        if (g.tid == 0) s.level[n] = 0;
+        qw_sync(g);
     }
-    if (g.tid == 0) s.level[n] = 0;
-    qw_sync(g);
     u32 level = 0;
     while (peel) {
         for (u32 i = g.tid; i < nfull; i += g.size) {

@@ -7,11 +7,11 @@
 // limits are matched in *batches*, all of a batch's regions in the same passes: thread 0
 // admits regions in list order while their arrays fit the pool (each region's members,
 // defects, distances, subsets' costs and edges in a segment of its own; the first always
-// fits), then the group lists every admitted region's members, defects and edges, runs
-// Bellman-Ford over all their edges for all their defects at once (a flat item space, a
-// region found by binary search over its items' offsets), the subsets' costs level by
-// level, each region's matches (a thread per region) and each match's path (a thread per
-// match). A region's answer is the one it would get alone: regions are disjoint, and each
+// fits) and places their items, then the group lists every admitted region's members,
+// defects and edges, runs Bellman-Ford over all their edges for all their defects at once
+// (a flat item space, a region found by binary search over its items' offsets; boundary
+// distances kept on the way), the subsets' costs level by level, each region's matches (a
+// thread per region) and each match's path (a thread per match). A region's answer is the one it would get alone: regions are disjoint, and each
 // reads only its own segment and members. A window's regions thus cost one batch of
 // passes, not one per region.
 #ifndef QFWD_WINDOW_MATCH_CUH
@@ -108,7 +108,7 @@ QW_DEV u32 qw_region_of(const QwScratch& s, u32 nq, u32 field, u32 t) {
 // always does), at most MATCH_BATCH_REGIONS; marks their roots.
 QW_DEV void qw_admit(const QfwdStreamModel& m, const QwScratch& s) {
     const u32 next = s.sc[QW_SC_NEXT], regions = s.sc[QW_SC_NREG];
-    u32 used = 0, q = 0, mdmax = 0;
+    u32 used = 0, q = 0, mdmax = 0, items = 0, subsets = 0;
     for (; next + q < regions && q < QFWD_MATCH_BATCH_REGIONS; q++) {
         const u32 R = s.rlist[next + q], k = s.rmem[R], md = s.rdef[R];
         const u32 ecap = qw_edge_cap(m, k), words = qw_region_words(k, md, ecap);
@@ -120,13 +120,20 @@ QW_DEV void qw_admit(const QfwdStreamModel& m, const QwScratch& s) {
         t[QW_T_DEFECTS] = md;
         t[QW_T_BASE] = used;
         t[QW_T_ECAP] = ecap;
+        // Bellman-Ford items: each defect against every edge slot the region may fill.
+        t[QW_T_ITEMS] = items;
+        t[QW_T_SUBSETS] = subsets;
         s.rdef[R] = QW_MATCHED | q;
         qw_region(s, q).cost[0] = 0;
         used += words;
+        items += md * ecap;
+        subsets += 1u << md;
         mdmax = md > mdmax ? md : mdmax;
     }
     s.sc[QW_SC_NQ] = q;
     s.sc[QW_SC_MDMAX] = mdmax;
+    s.sc[QW_SC_ITEMS] = items;
+    s.sc[QW_SC_SUBSETS] = subsets;
     s.sc[QW_SC_CHANGED] = 0;
     s.sc[QW_SC_CHANGED + 1] = 0;
     s.sc[QW_SC_CHANGED + 2] = 0;
@@ -147,7 +154,8 @@ QW_DEV void qw_batch_members(const QwGroup& g, const QwScratch& s) {
 }
 
 // Lists the batch regions' edges (both ends in the region, from the lower end); sorts
-// their defects; distances start at infinity, 0 at each defect.
+// their defects; distances start at infinity, 0 at each defect, and each defect's distance
+// to the boundary at its own boundary edge's weight.
 QW_DEV void qw_batch_edges(const QwGroup& g, const QfwdStreamModel& m, const QwGraph& G,
                            const QwScratch& s) {
     const u32 n = G.n, nverts = s.sc[QW_SC_NVERTS], shift = m.degree_shift;
@@ -169,55 +177,49 @@ QW_DEV void qw_batch_edges(const QwGroup& g, const QfwdStreamModel& m, const QwG
             rank = 0;
             for (u32 j = 0; j < r.md; j++) rank += r.dsort[j] < v;
             r.defects[rank] = v;
-            r.distb[rank] = QW_NONE;
+            const u32 be = qw_ro(G.bedge + v);
+            r.distb[rank] = be == QW_NONE ? QW_NONE : qw_ro(G.weight + be);
         }
         const u32 x = s.local[v];
         for (u32 a = 0; a < r.md; a++) r.dist[a * r.k + x] = a == rank ? 0 : QW_NONE;
     }
 }
 
-// Thread 0: which regions are matched (their edges within the limit), and where each
-// one's Bellman-Ford items and subsets start in the flat item spaces.
-QW_DEV void qw_batch_items(const QfwdStreamModel& m, const QwScratch& s) {
-    const u32 nq = s.sc[QW_SC_NQ];
-    u32 items = 0, subsets = 0;
-    for (u32 q = 0; q < nq; q++) {
-        u32* t = s.table + q * QFWD_MATCH_ENTRY_WORDS;
-        const u32 ok = t[QW_T_NEDGES] <= m.match_edges;
-        t[QW_T_OK] = ok;
-        t[QW_T_ITEMS] = items;
-        t[QW_T_SUBSETS] = subsets;
-        if (ok) {
-            items += t[QW_T_DEFECTS] * t[QW_T_NEDGES];
-            subsets += 1u << t[QW_T_DEFECTS];
-        }
-    }
-    s.sc[QW_SC_ITEMS] = items;
-    s.sc[QW_SC_SUBSETS] = subsets;
+// Offers defect a of region r the boundary through vertex x at distance d from it.
+QW_DEV void qw_offer_boundary(const QwGraph& G, const QwRegion& r, u32 a, u32 x, u32 d) {
+    const u32 be = qw_ro(G.bedge + x);
+    if (be != QW_NONE) qw_min(r.distb + a, d + qw_ro(G.weight + be));
 }
 
 // Distances from every defect inside its region: Bellman-Ford over every region's edges
-// for all its defects at once, until a pass changes nothing (pass p raises flag p % 3 and
-// clears flag (p + 1) % 3, last read two barriers ago); then each defect's distance to
-// the boundary through any member's boundary edge.
-QW_DEV void qw_batch_distances(const QwGroup& g, const QwGraph& G, const QwScratch& s) {
-    const u32 nq = s.sc[QW_SC_NQ], items = s.sc[QW_SC_ITEMS], nverts = s.sc[QW_SC_NVERTS];
+// for all its defects at once (each defect's items cover its region's edge slots; a region
+// with more edges than the limit is skipped), until a pass changes nothing (pass p raises
+// flag p % 3 and clears flag (p + 1) % 3, last read two barriers ago). Every distance a pass
+// sets is a path's length and every final one is set by some pass, so offering each to the
+// boundary through its vertex leaves each defect's least boundary distance.
+QW_DEV void qw_batch_distances(const QwGroup& g, const QfwdStreamModel& m, const QwGraph& G,
+                               const QwScratch& s) {
+    const u32 nq = s.sc[QW_SC_NQ], items = s.sc[QW_SC_ITEMS];
     for (u32 pass = 0;; pass++) {
         u32* changed = s.sc + QW_SC_CHANGED + pass % 3;
         for (u32 t = g.tid; t < items; t += g.size) {
             const QwRegion r = qw_region(s, qw_region_of(s, nq, QW_T_ITEMS, t));
-            const u32 i = t - r.t[QW_T_ITEMS], ne = r.t[QW_T_NEDGES];
-            const u32 a = i / ne, e = r.redges[i % ne];
-            const u32 w = qw_ro(G.weight + e);
+            const u32 i = t - r.t[QW_T_ITEMS], ne = r.t[QW_T_NEDGES], ecap = r.t[QW_T_ECAP];
+            const u32 a = i / ecap, j = i % ecap;
+            if (ne > m.match_edges || j >= ne) continue;
+            const u32 e = r.redges[j], w = qw_ro(G.weight + e);
+            const u32 u = qw_ro(G.ends + 2 * e), v = qw_ro(G.ends + 2 * e + 1);
             u32* row = r.dist + a * r.k;
-            const u32 lu = s.local[qw_ro(G.ends + 2 * e)], lv = s.local[qw_ro(G.ends + 2 * e + 1)];
+            const u32 lu = s.local[u], lv = s.local[v];
             const u32 du = qw_ld(row + lu), dv = qw_ld(row + lv);
             if (du != QW_NONE && du + w < dv) {
                 qw_min(row + lv, du + w);
+                qw_offer_boundary(G, r, a, v, du + w);
                 qw_st(changed, 1);
             }
             if (dv != QW_NONE && dv + w < du) {
                 qw_min(row + lu, dv + w);
+                qw_offer_boundary(G, r, a, u, dv + w);
                 qw_st(changed, 1);
             }
         }
@@ -225,31 +227,19 @@ QW_DEV void qw_batch_distances(const QwGroup& g, const QwGraph& G, const QwScrat
         qw_sync(g);
         if (!*changed) break;
     }
-    for (u32 i = g.tid; i < nverts; i += g.size) {
-        const u32 v = s.verts[i], q = qw_batch_index(s, v);
-        if (q == QW_NONE) continue;
-        const QwRegion r = qw_region(s, q);
-        const u32 be = qw_ro(G.bedge + v);
-        if (!r.t[QW_T_OK] || be == QW_NONE) continue;
-        const u32 x = s.local[v], wb = qw_ro(G.weight + be);
-        for (u32 a = 0; a < r.md; a++) {
-            const u32 d = r.dist[a * r.k + x];
-            if (d != QW_NONE) qw_min(r.distb + a, d + wb);
-        }
-    }
-    qw_sync(g);
 }
 
 // The subsets' costs by number of defects (f(S): the least defect of S to the boundary,
 // tried first, or paired with the others in increasing order, the first least kept), all
-// regions' subsets of one size in one pass; then each region's matches (a thread each).
-QW_DEV void qw_batch_subsets(const QwGroup& g, const QwScratch& s) {
+// regions' subsets of one size in one pass; then each region's matches (a thread each). A
+// region is matched when its edges are within the limit and all its defects can be.
+QW_DEV void qw_batch_subsets(const QwGroup& g, const QfwdStreamModel& m, const QwScratch& s) {
     const u32 nq = s.sc[QW_SC_NQ], subsets = s.sc[QW_SC_SUBSETS], mdmax = s.sc[QW_SC_MDMAX];
     for (u32 level = 1; level <= mdmax; level++) {
         for (u32 t = g.tid; t < subsets; t += g.size) {
             const QwRegion r = qw_region(s, qw_region_of(s, nq, QW_T_SUBSETS, t));
             const u32 set = t - r.t[QW_T_SUBSETS];
-            if ((u32)qw_popc(set) != level) continue;
+            if ((u32)qw_popc(set) != level || r.t[QW_T_NEDGES] > m.match_edges) continue;
             const u32 i = qw_ctz(set), rest = set & ~(1u << i);
             const u32* row = r.dist + i * r.k;
             u32 best = r.cost[rest], choice = r.md;
@@ -271,10 +261,8 @@ QW_DEV void qw_batch_subsets(const QwGroup& g, const QwScratch& s) {
     for (u32 q = g.tid; q < nq; q += g.size) {
         const QwRegion r = qw_region(s, q);
         const u32 all = (1u << r.md) - 1;
-        if (!r.t[QW_T_OK] || r.cost[all] == QW_NONE) {
-            r.t[QW_T_OK] = 0;
-            continue;
-        }
+        if (r.t[QW_T_NEDGES] > m.match_edges || r.cost[all] == QW_NONE) continue;
+        r.t[QW_T_OK] = 1;
         u32 nm = 0;
         for (u32 set = all; set;) {
             const u32 i = qw_ctz(set), c = r.choice[set];
@@ -330,10 +318,12 @@ QW_DEV void qw_match_path(const QwGraph& G, const QwScratch& s, const QwRegion& 
     }
 }
 
-// Every matched region's paths (a thread per match), its defects cleared; then the batch's
-// marks undone, and the next batch starts after it.
-QW_DEV void qw_batch_finish(const QwGroup& g, const QwGraph& G, const QwScratch& s) {
+// Every matched region's paths (a thread per match), its defects cleared; then, unless this
+// batch was the last (the window's reset cleans up after it), the batch's marks undone and
+// the next batch starts after it. Returns whether it was the last.
+QW_DEV bool qw_batch_finish(const QwGroup& g, const QwGraph& G, const QwScratch& s) {
     const u32 nq = s.sc[QW_SC_NQ], mdmax = s.sc[QW_SC_MDMAX], nverts = s.sc[QW_SC_NVERTS];
+    const bool last = s.sc[QW_SC_NEXT] + nq >= s.sc[QW_SC_NREG];
     for (u32 t = g.tid; t < nq * mdmax; t += g.size) {
         const QwRegion r = qw_region(s, t / mdmax);
         if (r.t[QW_T_OK] && t % mdmax < r.t[QW_T_NMATCH]) qw_match_path(G, s, r, r.matches[t % mdmax]);
@@ -345,10 +335,12 @@ QW_DEV void qw_batch_finish(const QwGroup& g, const QwGraph& G, const QwScratch&
         qw_add(s.sc + QW_SC_COUNT, 0u - r.md);
     }
     qw_sync(g);
+    if (last) return true;
     for (u32 i = g.tid; i < nverts; i += g.size) s.local[s.verts[i]] = QW_NONE;
     for (u32 q = g.tid; q < nq; q += g.size) s.rdef[s.table[q * QFWD_MATCH_ENTRY_WORDS + QW_T_ROOT]] = 0;
     if (g.tid == 0) s.sc[QW_SC_NEXT] += nq;
     qw_sync(g);
+    return false;
 }
 
 // Step 2': regions from the cluster vertices and the full edges, their defects and
@@ -357,8 +349,12 @@ QW_DEV void qw_match_regions(const QwGroup& g, const QfwdStreamModel& m, const Q
                              const QwScratch& s) {
     if (m.match_defects == 0) return;
     const u32 n = G.n, nverts = s.sc[QW_SC_NVERTS], nfull = s.sc[QW_SC_NFULL];
-    for (u32 i = g.tid; i < nverts; i += g.size) s.region[s.verts[i]] = s.verts[i];
-    qw_sync(g);
+    // Every growth round's last pass made each cluster vertex a region of its own; a window
+    // without growth rounds (never, with defects: a defect's edges all grow) does it here.
+    if (s.sc[QW_SC_ROUNDS] == 0) {
+        for (u32 i = g.tid; i < nverts; i += g.size) s.region[s.verts[i]] = s.verts[i];
+        qw_sync(g);
+    }
     for (u32 i = g.tid; i < nfull; i += g.size) {
         const u32 e = s.full[i];
         const u32 u = qw_ro(G.ends + 2 * e), v = qw_ro(G.ends + 2 * e + 1);
@@ -387,11 +383,9 @@ QW_DEV void qw_match_regions(const QwGroup& g, const QfwdStreamModel& m, const Q
         qw_sync(g);
         qw_batch_edges(g, m, G, s);
         qw_sync(g);
-        if (g.tid == 0) qw_batch_items(m, s);
-        qw_sync(g);
-        qw_batch_distances(g, G, s);
-        qw_batch_subsets(g, s);
-        qw_batch_finish(g, G, s);
+        qw_batch_distances(g, m, G, s);
+        qw_batch_subsets(g, m, s);
+        if (qw_batch_finish(g, G, s)) break;
     }
 }
 
