@@ -6,7 +6,7 @@
 //! (`tests/gpu_window.rs` checks it on a GPU, `tests/window_host.rs` on the CPU).
 //!
 //! A persistent kernel serves streams with the same device functions
-//! (`qfwd_stream_push_round`, `qfwd_stream_finish`, `qfwd_stream_reset`) over a model
+//! (`qfwd_stream_push_rounds`, `qfwd_stream_finish`, `qfwd_stream_reset`) over a model
 //! uploaded by [`DeviceModel::upload`], its streams' states and rows, and a scratch area
 //! per decoding group ([`PackedModel::scratch_bytes`]).
 //!
