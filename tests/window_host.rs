@@ -12,7 +12,8 @@ use std::process::Command;
 use std::sync::{Arc, OnceLock};
 
 use qfwd::decode::window::{
-    repetition_text, Commit, MatchLimits, StreamDecoder, StreamError, StreamModel, StreamSampler,
+    repetition_text, repetition_text_per_qubit, Commit, MatchLimits, StreamDecoder, StreamError,
+    StreamModel, StreamSampler,
 };
 use qfwd::decode::Dem;
 use qfwd::gpu::window::PackedModel;
@@ -52,6 +53,10 @@ fn driver() -> Option<&'static PathBuf> {
 fn model(name: &str, w: u32, c: u32, limits: MatchLimits) -> Arc<StreamModel> {
     let dem = if name == "rep" {
         Dem::parse(&repetition_text(9, 6, 0.03, 0.03), "rep").unwrap()
+    } else if name == "rep-qubits" {
+        Dem::parse(&repetition_text_per_qubit(9, 6, 0.03, 0.03), "rep-qubits").unwrap()
+    } else if name == "rep5-qubits" {
+        Dem::parse(&repetition_text_per_qubit(5, 6, 0.08, 0.08), "rep5-qubits").unwrap()
     } else {
         Dem::from_path(&root().join(format!("tests/fixtures/{name}.dem"))).unwrap()
     };
@@ -232,6 +237,17 @@ fn device_code_commits_what_the_cpu_commits_d5() {
 fn device_code_breaks_ties_as_the_cpu_does() {
     check("rep", (8, 4), MatchLimits::DEFAULT, 24, 30, &[32, 64]);
     check("rep", (8, 4), MatchLimits::OFF, 24, 30, &[64]);
+    // An observable per data qubit: the commits show which qubits each correction flips,
+    // so equal commits mean equal choices (boundary or pair, which boundary, which path).
+    check(
+        "rep-qubits",
+        (8, 4),
+        MatchLimits::DEFAULT,
+        24,
+        30,
+        &[32, 64],
+    );
+    check("rep5-qubits", (8, 4), MatchLimits::DEFAULT, 24, 30, &[32]);
 }
 
 #[test]

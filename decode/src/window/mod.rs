@@ -56,6 +56,17 @@ mod tests;
 /// with `shift_detectors` between rounds, as Stim writes them. The smallest stream model
 /// with a head and a tail: for tests (equal `p` and `q` give many equal-weight choices).
 pub fn repetition_text(d: u32, rounds: u32, p: f64, q: f64) -> String {
+    repetition(d, rounds, p, q, false)
+}
+
+/// [`repetition_text`] with one observable per data qubit (`L{i}` for qubit `i`, `d <= 64`):
+/// a stream's commits then say which data qubits its corrections flipped, not only the
+/// logical parity, so two decoders that agree on them chose the same corrections.
+pub fn repetition_text_per_qubit(d: u32, rounds: u32, p: f64, q: f64) -> String {
+    repetition(d, rounds, p, q, true)
+}
+
+fn repetition(d: u32, rounds: u32, p: f64, q: f64, per_qubit: bool) -> String {
     let a = d - 1;
     // Round 0 has the Z chain only; later rounds Z then X.
     let base = |r: u32| if r == 0 { 0 } else { a + (r - 1) * 2 * a };
@@ -86,7 +97,9 @@ pub fn repetition_text(d: u32, rounds: u32, p: f64, q: f64) -> String {
             if i < a {
                 targets.push(format!("D{}", z(r, i)));
             }
-            if i == 0 {
+            if per_qubit {
+                targets.push(format!("L{i}"));
+            } else if i == 0 {
                 targets.push("L0".into());
             }
             t.push_str(&format!("error({pd}) {}\n", targets.join(" ")));
