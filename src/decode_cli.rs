@@ -517,6 +517,84 @@ pub fn wilson_interval(k: u64, n: u64, z: f64) -> (f64, f64) {
     ((center - half).max(0.0), (center + half).min(1.0))
 }
 
+/// What the timed passes over every shot measured.
+struct Timed {
+    /// Every shot's result bytes, shot after shot.
+    results: Vec<u8>,
+    /// Per-shot times (ns).
+    hist: Histogram<u64>,
+    total_ns: u128,
+    batch_ns_per_shot: f64,
+    batch_passes: u32,
+    windows_per_shot: f64,
+}
+
+/// Decodes every shot of `dets` (at least one) on `args.backend`: the back-to-back
+/// passes, then the pass that times each shot.
+fn time_shots(
+    args: &DecodeArgs,
+    dec: &Arc<Decoder>,
+    dem: Option<&Dem>,
+    dets: &Shots,
+) -> Result<Timed> {
+    let shots = dets.len();
+    let rb = dec.result_len();
+    let mut hist =
+        Histogram::<u64>::new_with_bounds(1, 60_000_000_000, 3).expect("valid histogram bounds");
+    let mut total_ns: u128 = 0;
+    let mut results = vec![0u8; shots * rb];
+    let (batch_ns_per_shot, batch_passes);
+    let mut windows_per_shot = 0.0;
+    match args.backend {
+        DecodeBackend::Cpu => {
+            let mut shot_decoder =
+                ShotDecoder::new(dec, args.window, args.match_defects, dem, dets)?;
+            // Passes 1..=CPU_BATCH_PASSES: back to back, the fastest counts.
+            let mut best = Duration::MAX;
+            for _ in 0..CPU_BATCH_PASSES {
+                let t = Instant::now();
+                for (i, r) in results.chunks_exact_mut(rb.max(1)).enumerate().take(shots) {
+                    shot_decoder.decode(dets, i, r);
+                }
+                best = best.min(t.elapsed());
+            }
+            batch_ns_per_shot = best.as_nanos() as f64 / shots as f64;
+            batch_passes = CPU_BATCH_PASSES;
+            if let ShotDecoder::Stream { commits, .. } = &shot_decoder {
+                windows_per_shot = *commits as f64 / (CPU_BATCH_PASSES as usize * shots) as f64;
+            }
+            // Last pass: each shot timed.
+            let mut again = vec![0u8; rb];
+            for i in 0..shots {
+                let t = Instant::now();
+                shot_decoder.decode(dets, i, &mut again);
+                let ns = t.elapsed().as_nanos();
+                total_ns += ns;
+                hist.saturating_record(ns.max(1) as u64);
+                debug_assert_eq!(again, results[i * rb..(i + 1) * rb], "deterministic");
+            }
+        }
+        DecodeBackend::Gpu => {
+            let gpu = gpu_passes(dec, dets)?;
+            batch_ns_per_shot = gpu.batch_ns_per_shot;
+            batch_passes = 1;
+            for &ns in &gpu.round_trip_ns {
+                total_ns += u128::from(ns);
+                hist.saturating_record(ns.max(1));
+            }
+            results = gpu.results;
+        }
+    }
+    Ok(Timed {
+        results,
+        hist,
+        total_ns,
+        batch_ns_per_shot,
+        batch_passes,
+        windows_per_shot,
+    })
+}
+
 /// Loads the model and shots, decodes every shot, and measures (counting mistakes: the
 /// observables come from `--obs` or are appended to the detection events).
 pub fn evaluate(args: &DecodeArgs) -> Result<DecodeReport> {
@@ -544,52 +622,14 @@ pub fn evaluate(args: &DecodeArgs) -> Result<DecodeReport> {
         });
     }
     let rb = dec.result_len();
-    let mut hist =
-        Histogram::<u64>::new_with_bounds(1, 60_000_000_000, 3).expect("valid histogram bounds");
-    let mut total_ns: u128 = 0;
-    let mut results = vec![0u8; shots * rb];
-    let (batch_ns_per_shot, batch_passes);
-    let mut windows_per_shot = 0.0;
-    match args.backend {
-        DecodeBackend::Cpu => {
-            let mut shot_decoder =
-                ShotDecoder::new(&dec, args.window, args.match_defects, dem.as_ref(), &dets)?;
-            // Passes 1..=CPU_BATCH_PASSES: back to back, the fastest counts.
-            let mut best = Duration::MAX;
-            for _ in 0..CPU_BATCH_PASSES {
-                let t = Instant::now();
-                for (i, r) in results.chunks_exact_mut(rb.max(1)).enumerate().take(shots) {
-                    shot_decoder.decode(&dets, i, r);
-                }
-                best = best.min(t.elapsed());
-            }
-            batch_ns_per_shot = best.as_nanos() as f64 / shots as f64;
-            batch_passes = CPU_BATCH_PASSES;
-            if let ShotDecoder::Stream { commits, .. } = &shot_decoder {
-                windows_per_shot = *commits as f64 / (CPU_BATCH_PASSES as usize * shots) as f64;
-            }
-            // Last pass: each shot timed.
-            let mut again = vec![0u8; rb];
-            for i in 0..shots {
-                let t = Instant::now();
-                shot_decoder.decode(&dets, i, &mut again);
-                let ns = t.elapsed().as_nanos();
-                total_ns += ns;
-                hist.saturating_record(ns.max(1) as u64);
-                debug_assert_eq!(again, results[i * rb..(i + 1) * rb], "deterministic");
-            }
-        }
-        DecodeBackend::Gpu => {
-            let gpu = gpu_passes(&dec, &dets)?;
-            batch_ns_per_shot = gpu.batch_ns_per_shot;
-            batch_passes = 1;
-            for &ns in &gpu.round_trip_ns {
-                total_ns += u128::from(ns);
-                hist.saturating_record(ns.max(1));
-            }
-            results = gpu.results;
-        }
-    }
+    let Timed {
+        results,
+        hist,
+        total_ns,
+        batch_ns_per_shot,
+        batch_passes,
+        windows_per_shot,
+    } = time_shots(args, &dec, dem.as_ref(), &dets)?;
 
     let mut predictions = Shots::new(dec.num_observables());
     let mut mistakes = 0u64;

@@ -199,6 +199,14 @@ impl Report {
                 let _ = writeln!(s, "{c}");
             }
         }
+        self.render_rdma(&mut s);
+        self.render_gpus(&mut s);
+        self.render_doorbells(&mut s);
+        s
+    }
+
+    /// The RDMA devices, their ports and GIDs, and what libibverbs says.
+    fn render_rdma(&self, s: &mut String) {
         let _ = writeln!(s, "== RDMA devices ({})", self.sysfs_root.display());
         if self.devices.is_empty() {
             let _ = writeln!(
@@ -264,6 +272,10 @@ impl Report {
                 Err(e) => writeln!(s, "  {}: BlueFlame size unknown: {e}", p.device),
             };
         }
+    }
+
+    /// The GPUs, with their NUMA nodes.
+    fn render_gpus(&self, s: &mut String) {
         let _ = writeln!(s, "== GPUs");
         match &self.gpus {
             Ok(g) if g.is_empty() => {
@@ -285,6 +297,10 @@ impl Report {
                 let _ = writeln!(s, "  {e}");
             }
         }
+    }
+
+    /// Which doorbell mode works on which path, and why.
+    fn render_doorbells(&self, s: &mut String) {
         let _ = writeln!(s, "== Doorbell modes");
         for a in &self.doorbells {
             let _ = writeln!(
@@ -296,7 +312,6 @@ impl Report {
                 a.reason
             );
         }
-        s
     }
 }
 
@@ -394,66 +409,8 @@ pub fn doorbells(report: &Report) -> Vec<Availability> {
     }
     let roce = report.roce_ready();
     let mlx5: Vec<&&Device> = roce.iter().filter(|d| d.is_mlx5()).collect();
-    let names = |v: &[&&Device]| {
-        v.iter()
-            .map(|d| d.name.as_str())
-            .collect::<Vec<_>>()
-            .join(", ")
-    };
     for d in Doorbell::ALL {
-        let (usable, reason) = if !report.rdma_feature {
-            (false, "built without the `rdma` feature".to_string())
-        } else if roce.is_empty() {
-            (false, "no RDMA device with an active RoCE port".to_string())
-        } else {
-            match d {
-                Doorbell::CpuAssisted => (
-                    true,
-                    format!(
-                        "the GPU writes responses to host memory, a CPU thread posts them ({})",
-                        roce.iter().map(|d| d.name.as_str()).collect::<Vec<_>>().join(", ")
-                    ),
-                ),
-                Doorbell::Regular | Doorbell::BlueFlame if mlx5.is_empty() => {
-                    (false, "no mlx5 (ConnectX) device: its doorbells are the only ones qfwd rings".to_string())
-                }
-                Doorbell::Regular | Doorbell::BlueFlame if !gpu_ok => (false, gpu_why.clone()),
-                Doorbell::Regular | Doorbell::BlueFlame
-                    if !report.gpu_nic_probes.is_empty()
-                        && report.gpu_nic_probes.iter().all(|p| p.uar.is_err()) =>
-                {
-                    let p = &report.gpu_nic_probes[0];
-                    (
-                        false,
-                        format!(
-                            "GPU {} cannot map {}'s UAR page: {}",
-                            p.gpu,
-                            p.nic,
-                            p.uar.clone().err().unwrap_or_default()
-                        ),
-                    )
-                }
-                Doorbell::Regular => (
-                    true,
-                    format!(
-                        "GPU rings {} (UAR via cuMemHostRegister IOMEMORY: confirm with the GPU tests; \
-                         best when GPU and NIC share a PCIe switch)",
-                        names(&mlx5)
-                    ),
-                ),
-                Doorbell::BlueFlame => {
-                    let sizes: Vec<&VerbsProbe> = report.verbs_probes.iter().collect();
-                    match sizes.iter().find(|p| matches!(p.bf_size, Ok(n) if n > 0)) {
-                        Some(p) => (true, format!("{} has a BlueFlame register", p.device)),
-                        None if sizes.is_empty() => (
-                            true,
-                            format!("{} (BlueFlame size not probed: --no-verbs)", names(&mlx5)),
-                        ),
-                        None => (false, "no BlueFlame register on the mlx5 devices (bf.size 0)".to_string()),
-                    }
-                }
-            }
-        };
+        let (usable, reason) = rdma_availability(report, d, &roce, &mlx5, gpu_ok, &gpu_why);
         out.push(Availability {
             doorbell: d,
             path: "rdma",
@@ -462,6 +419,84 @@ pub fn doorbells(report: &Report) -> Vec<Availability> {
         });
     }
     out
+}
+
+/// Whether doorbell mode `d` can be used on the `rdma` path (`roce`: the devices with an
+/// active RoCE port, `mlx5`: those of them qfwd rings), and why (not).
+fn rdma_availability(
+    report: &Report,
+    d: Doorbell,
+    roce: &[&Device],
+    mlx5: &[&&Device],
+    gpu_ok: bool,
+    gpu_why: &str,
+) -> (bool, String) {
+    let names = |v: &[&&Device]| {
+        v.iter()
+            .map(|d| d.name.as_str())
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    if !report.rdma_feature {
+        (false, "built without the `rdma` feature".to_string())
+    } else if roce.is_empty() {
+        (false, "no RDMA device with an active RoCE port".to_string())
+    } else {
+        match d {
+            Doorbell::CpuAssisted => (
+                true,
+                format!(
+                    "the GPU writes responses to host memory, a CPU thread posts them ({})",
+                    roce.iter()
+                        .map(|d| d.name.as_str())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+            ),
+            Doorbell::Regular | Doorbell::BlueFlame if mlx5.is_empty() => (
+                false,
+                "no mlx5 (ConnectX) device: its doorbells are the only ones qfwd rings".to_string(),
+            ),
+            Doorbell::Regular | Doorbell::BlueFlame if !gpu_ok => (false, gpu_why.to_string()),
+            Doorbell::Regular | Doorbell::BlueFlame
+                if !report.gpu_nic_probes.is_empty()
+                    && report.gpu_nic_probes.iter().all(|p| p.uar.is_err()) =>
+            {
+                let p = &report.gpu_nic_probes[0];
+                (
+                    false,
+                    format!(
+                        "GPU {} cannot map {}'s UAR page: {}",
+                        p.gpu,
+                        p.nic,
+                        p.uar.clone().err().unwrap_or_default()
+                    ),
+                )
+            }
+            Doorbell::Regular => (
+                true,
+                format!(
+                    "GPU rings {} (UAR via cuMemHostRegister IOMEMORY: confirm with the GPU tests; \
+                     best when GPU and NIC share a PCIe switch)",
+                    names(mlx5)
+                ),
+            ),
+            Doorbell::BlueFlame => {
+                let sizes: Vec<&VerbsProbe> = report.verbs_probes.iter().collect();
+                match sizes.iter().find(|p| matches!(p.bf_size, Ok(n) if n > 0)) {
+                    Some(p) => (true, format!("{} has a BlueFlame register", p.device)),
+                    None if sizes.is_empty() => (
+                        true,
+                        format!("{} (BlueFlame size not probed: --no-verbs)", names(mlx5)),
+                    ),
+                    None => (
+                        false,
+                        "no BlueFlame register on the mlx5 devices (bf.size 0)".to_string(),
+                    ),
+                }
+            }
+        }
+    }
 }
 
 /// Gathers the report.

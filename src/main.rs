@@ -254,123 +254,145 @@ struct RunArgs {
 }
 
 impl RunArgs {
-    fn into_config(self) -> qfwd::Result<RunConfig> {
+    fn into_config(mut self) -> qfwd::Result<RunConfig> {
         let mut c = match &self.config {
             Some(p) => RunConfig::from_file(p)?,
             None => RunConfig::default(),
         };
-        if let Some(v) = self.transport {
+        self.apply_service(&mut c);
+        self.apply_limits(&mut c);
+        self.apply_gpu(&mut c);
+        self.apply_decoders(&mut c);
+        c.validate()?;
+        Ok(c)
+    }
+
+    /// The flags over the transport, who may send, the handlers, cores and run time.
+    fn apply_service(&mut self, c: &mut RunConfig) {
+        if let Some(v) = self.transport.take() {
             c.transport = v;
         }
-        if let Some(v) = self.listen {
+        if let Some(v) = self.listen.take() {
             c.listen = v;
         }
         if !self.allow.is_empty() {
-            c.allow = self.allow;
+            c.allow = std::mem::take(&mut self.allow);
         }
         if self.allow_any {
             c.allow_any = true;
         }
         if !self.handlers.is_empty() {
-            c.handlers = self.handlers;
+            c.handlers = std::mem::take(&mut self.handlers);
         }
-        if let Some(v) = self.topology {
+        if let Some(v) = self.topology.take() {
             c.topology = v;
         }
         if !self.cores.is_empty() {
-            c.cores = self.cores;
+            c.cores = std::mem::take(&mut self.cores);
         }
         if self.duration.is_some() {
-            c.duration_s = self.duration;
+            c.duration_s = self.duration.take();
         }
-        if let Some(v) = self.stats_interval {
+        if let Some(v) = self.stats_interval.take() {
             c.stats_interval_s = v;
         }
-        if let Some(v) = self.max_request_bytes {
+    }
+
+    /// The flags over request limits, batching, deadlines and idling.
+    fn apply_limits(&mut self, c: &mut RunConfig) {
+        if let Some(v) = self.max_request_bytes.take() {
             c.max_request_bytes = v;
         }
-        if let Some(v) = self.batch {
+        if let Some(v) = self.batch.take() {
             c.batch = v;
         }
-        if let Some(v) = self.max_in_flight {
+        if let Some(v) = self.max_in_flight.take() {
             c.max_in_flight = v;
         }
-        if let Some(v) = self.watchdog_us {
+        if let Some(v) = self.watchdog_us.take() {
             c.watchdog_us = v;
         }
-        if let Some(v) = self.queue_deadline_us {
+        if let Some(v) = self.queue_deadline_us.take() {
             c.queue_deadline_us = v;
         }
-        if let Some(v) = self.idle {
+        if let Some(v) = self.idle.take() {
             c.idle = v;
         }
-        if let Some(v) = self.gpu_device {
+    }
+
+    /// The flags over the GPUs, routes, mailbox pollers and NIC queues.
+    fn apply_gpu(&mut self, c: &mut RunConfig) {
+        if let Some(v) = self.gpu_device.take() {
             c.gpu_device = v;
         }
         if !self.gpus.is_empty() {
-            c.gpus = self.gpus;
+            c.gpus = std::mem::take(&mut self.gpus);
         }
         if !self.routes.is_empty() {
-            c.route = self.routes.into_iter().collect();
+            c.route = std::mem::take(&mut self.routes).into_iter().collect();
         }
-        if let Some(v) = self.rx_completion {
+        if let Some(v) = self.rx_completion.take() {
             c.rx_completion = v;
         }
-        if let Some(v) = self.pollers {
+        if let Some(v) = self.pollers.take() {
             c.pollers = v;
         }
         if self.pollers_per_slot.is_some() {
-            c.pollers_per_slot = self.pollers_per_slot;
+            c.pollers_per_slot = self.pollers_per_slot.take();
         }
         if self.uf_table_max_defects.is_some() {
-            c.uf_table_max_defects = self.uf_table_max_defects;
+            c.uf_table_max_defects = self.uf_table_max_defects.take();
         }
         if self.uf_split_max_defects.is_some() {
-            c.uf_split_max_defects = self.uf_split_max_defects;
+            c.uf_split_max_defects = self.uf_split_max_defects.take();
         }
-        if let Some(v) = self.slots {
+        if let Some(v) = self.slots.take() {
             c.slots = v;
         }
-        if let Some(v) = self.doorbell {
+        if let Some(v) = self.doorbell.take() {
             c.doorbell = v;
         }
-        if let Some(v) = self.data_path {
+        if let Some(v) = self.data_path.take() {
             c.data_path = v;
         }
-        if let Some(v) = self.links {
+        if let Some(v) = self.links.take() {
             c.links = v;
         }
-        if let Some(v) = self.rx_memory {
+        if let Some(v) = self.rx_memory.take() {
             c.rx_memory = v;
         }
+    }
+
+    /// The flags over the decoders, their model and the streams.
+    fn apply_decoders(&mut self, c: &mut RunConfig) {
         if self.decoder.is_some() {
-            c.decoder = self.decoder;
+            c.decoder = self.decoder.take();
         }
         if self.dem.is_some() {
-            c.dem = self.dem;
+            c.dem = self.dem.take();
         }
-        if let Some(n) = self.streams {
+        if let Some(n) = self.streams.take() {
             let mut st = c.streams.take().unwrap_or_default();
             st.streams = n;
-            if let Some(v) = self.window {
+            if let Some(v) = self.window.take() {
                 st.window = v;
             }
-            if let Some(v) = self.commit {
+            if let Some(v) = self.commit.take() {
                 st.commit = v;
             }
-            if let Some(v) = self.stream_workers {
+            if let Some(v) = self.stream_workers.take() {
                 st.workers = v;
             }
-            if let Some(v) = self.stream_queue_slots {
+            if let Some(v) = self.stream_queue_slots.take() {
                 st.queue_slots = v;
             }
-            if let Some(v) = self.stream_engine {
+            if let Some(v) = self.stream_engine.take() {
                 st.engine = v;
             }
             c.streams = Some(st);
         }
         if self.decoder_max_defects.is_some() {
-            c.decoder_max_defects = self.decoder_max_defects;
+            c.decoder_max_defects = self.decoder_max_defects.take();
         }
         match self.name.len() {
             0 => {}
@@ -378,10 +400,8 @@ impl RunArgs {
                 c.decoder_name = self.name[0].clone();
                 c.decoder_names.clear();
             }
-            _ => c.decoder_names = self.name,
+            _ => c.decoder_names = std::mem::take(&mut self.name),
         }
-        c.validate()?;
-        Ok(c)
     }
 }
 

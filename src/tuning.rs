@@ -430,12 +430,11 @@ pub fn memlock(r: &Roots) -> Check {
     }
 }
 
-/// Physical NICs (`/sys/class/net/*/device`) and where their interrupts may land.
-pub fn nic_irqs(r: &Roots) -> Check {
-    const NAME: &str = "nic irq affinity";
-    let net = r.sys.join("class/net");
+/// The physical NICs under `net` (`/sys/class/net`), by name, each with its MSI
+/// interrupts.
+fn physical_nics(net: &Path) -> Vec<(String, Vec<u32>)> {
     let mut nics: Vec<(String, Vec<u32>)> = Vec::new();
-    if let Ok(entries) = std::fs::read_dir(&net) {
+    if let Ok(entries) = std::fs::read_dir(net) {
         for e in entries.flatten() {
             let dev = e.path().join("device");
             if !dev.exists() {
@@ -459,6 +458,13 @@ pub fn nic_irqs(r: &Roots) -> Check {
         }
     }
     nics.sort();
+    nics
+}
+
+/// Physical NICs (`/sys/class/net/*/device`) and where their interrupts may land.
+pub fn nic_irqs(r: &Roots) -> Check {
+    const NAME: &str = "nic irq affinity";
+    let nics = physical_nics(&r.sys.join("class/net"));
     if nics.is_empty() {
         return Check::pass(
             NAME,

@@ -243,41 +243,8 @@ impl DirectService {
         let ctx = GpuContext::open(g.device)?;
         let base = device_address_of(&ctx, region.host_addr(0), "the gpu-direct counters")?;
         let doorbell = options.queues.doorbell;
-        let (mut links, mut regs, mut descs) = (Vec::new(), Vec::new(), Vec::new());
-        for i in 0..options.links {
-            let link = Arc::new(ConnectxLink::open(
-                &nic.rdma,
-                &options.queues,
-                |pd, bytes| rx_buffers(&ctx, pd, bytes, nic.rx_memory),
-            )?);
-            if doorbell == Doorbell::BlueFlame && link.queues().qp.bf_size == 0 {
-                return Err(Error::ConnectxQueues {
-                    device: link.device().to_string(),
-                    detail: "the QP has no BlueFlame register (bf.size 0): use --doorbell regular"
-                        .to_string(),
-                });
-            }
-            let reg = HostRegistrations::map(&ctx, Arc::clone(&link) as _)?;
-            let soft: LinkDesc = set.desc(i, base, doorbell, options.queues.signal_every);
-            descs.push(link.desc(&soft, &|addr, len, what| reg.device_addr(addr, len, what))?);
-            regs.push(reg);
-            links.push(link);
-        }
-        let mut bfs: Vec<u64> = links.iter().map(|l| l.queues().qp.bf_reg).collect();
-        bfs.sort_unstable();
-        bfs.dedup();
-        if bfs.len() != links.len() {
-            return Err(Error::InvalidSetting {
-                key: "links",
-                detail: "two links share one doorbell register; each link needs its own"
-                    .to_string(),
-            });
-        }
-        let queues = Arc::new(ConnectxQueues {
-            _regs: regs,
-            links,
-            _region: region.clone(),
-        });
+        let (queues, descs) = ConnectxQueues::open(options, nic, &ctx, &set, base, &region)?;
+        let queues = Arc::new(queues);
         let decoders: Vec<Arc<Decoder>> = gpu::decoder::registry_decoders(registry);
         let params = super::gpu_params(options, g, &table);
         let kernel = gpu::direct::DirectKernel::start_on(
@@ -288,51 +255,12 @@ impl DirectService {
             &decoders,
         )?;
         let proxy = match doorbell {
-            Doorbell::CpuAssisted => {
-                let mut posters = Vec::new();
-                for (i, link) in queues.links.iter().enumerate() {
-                    let ring = RespConsumer::new(&set.link(&region, i as u32)?, &set.layout);
-                    let sender = link.inline_sender(options.queues.signal_every);
-                    let timeout = options.queues.send_timeout;
-                    posters.push((ring, VerbsPoster { sender, timeout }));
-                }
-                Some(Proxy::start_with(posters, &options.queues)?)
-            }
+            Doorbell::CpuAssisted => Some(verbs_proxy(options, &queues, &set, &region)?),
             _ => None,
         };
         let connected = Arc::new(AtomicU32::new(0));
         let (control, control_addr) = start_control(&nic.rdma, &queues.links, &connected)?;
-        let first = &queues.links[0];
-        let q = first.queues();
-        let description = format!(
-            "gpu-direct: {} ConnectX link(s) on {} port {} ({}, receive buffers in {}, \
-             {}-byte CQEs{}, {}), device side GPU {} ({} poller warps per link, {} per slot), \
-             doorbell {}, {} function(s); QPU links connect through the control plane on udp {}",
-            options.links,
-            first.device(),
-            nic.rdma.port,
-            match first.kind() {
-                QpKind::Uc => "UC",
-                QpKind::Rc => "RC",
-            },
-            first.rx_placement(),
-            q.recv_cq.cqe_size,
-            if q.scatter_to_cqe {
-                ", SENDs of <= 32 B scattered into them"
-            } else {
-                ""
-            },
-            match q.qp.bf_size {
-                0 => "no BlueFlame register".to_string(),
-                n => format!("BlueFlame {n} B"),
-            },
-            kernel.device_index(),
-            options.pollers_per_link,
-            options.pollers_per_slot,
-            doorbell,
-            table.len(),
-            control_addr
-        );
+        let description = describe(options, nic, &queues, &kernel, &table, control_addr);
         Ok(DirectService {
             proxy,
             nics: Vec::new(),
@@ -364,6 +292,117 @@ impl DirectService {
             .as_ref()
             .map_or(0, |c| c.connected.load(Ordering::Acquire))
     }
+}
+
+impl ConnectxQueues {
+    /// Opens `options.links` ConnectX queue sets, maps each for the GPU and describes it
+    /// (its counters and rings at `base`, the device address of `region`) for the kernel.
+    fn open(
+        options: &DirectOptions,
+        nic: &ConnectxOptions,
+        ctx: &Arc<GpuContext>,
+        set: &LinkSet,
+        base: u64,
+        region: &SharedRegion,
+    ) -> Result<(ConnectxQueues, Vec<LinkDesc>)> {
+        let doorbell = options.queues.doorbell;
+        let (mut links, mut regs, mut descs) = (Vec::new(), Vec::new(), Vec::new());
+        for i in 0..options.links {
+            let link = Arc::new(ConnectxLink::open(
+                &nic.rdma,
+                &options.queues,
+                |pd, bytes| rx_buffers(ctx, pd, bytes, nic.rx_memory),
+            )?);
+            if doorbell == Doorbell::BlueFlame && link.queues().qp.bf_size == 0 {
+                return Err(Error::ConnectxQueues {
+                    device: link.device().to_string(),
+                    detail: "the QP has no BlueFlame register (bf.size 0): use --doorbell regular"
+                        .to_string(),
+                });
+            }
+            let reg = HostRegistrations::map(ctx, Arc::clone(&link) as _)?;
+            let soft: LinkDesc = set.desc(i, base, doorbell, options.queues.signal_every);
+            descs.push(link.desc(&soft, &|addr, len, what| reg.device_addr(addr, len, what))?);
+            regs.push(reg);
+            links.push(link);
+        }
+        let mut bfs: Vec<u64> = links.iter().map(|l| l.queues().qp.bf_reg).collect();
+        bfs.sort_unstable();
+        bfs.dedup();
+        if bfs.len() != links.len() {
+            return Err(Error::InvalidSetting {
+                key: "links",
+                detail: "two links share one doorbell register; each link needs its own"
+                    .to_string(),
+            });
+        }
+        let queues = ConnectxQueues {
+            _regs: regs,
+            links,
+            _region: region.clone(),
+        };
+        Ok((queues, descs))
+    }
+}
+
+/// The `cpu-assisted` proxy: posts each link's answers from its response ring in
+/// `region` through verbs.
+fn verbs_proxy(
+    options: &DirectOptions,
+    queues: &ConnectxQueues,
+    set: &LinkSet,
+    region: &SharedRegion,
+) -> Result<Proxy> {
+    let mut posters = Vec::new();
+    for (i, link) in queues.links.iter().enumerate() {
+        let ring = RespConsumer::new(&set.link(region, i as u32)?, &set.layout);
+        let sender = link.inline_sender(options.queues.signal_every);
+        let timeout = options.queues.send_timeout;
+        posters.push((ring, VerbsPoster { sender, timeout }));
+    }
+    Proxy::start_with(posters, &options.queues)
+}
+
+/// The start-up line of a service on ConnectX links.
+fn describe(
+    options: &DirectOptions,
+    nic: &ConnectxOptions,
+    queues: &ConnectxQueues,
+    kernel: &gpu::direct::DirectKernel,
+    table: &FunctionTable,
+    control_addr: SocketAddr,
+) -> String {
+    let first = &queues.links[0];
+    let q = first.queues();
+    format!(
+        "gpu-direct: {} ConnectX link(s) on {} port {} ({}, receive buffers in {}, \
+         {}-byte CQEs{}, {}), device side GPU {} ({} poller warps per link, {} per slot), \
+         doorbell {}, {} function(s); QPU links connect through the control plane on udp {}",
+        options.links,
+        first.device(),
+        nic.rdma.port,
+        match first.kind() {
+            QpKind::Uc => "UC",
+            QpKind::Rc => "RC",
+        },
+        first.rx_placement(),
+        q.recv_cq.cqe_size,
+        if q.scatter_to_cqe {
+            ", SENDs of <= 32 B scattered into them"
+        } else {
+            ""
+        },
+        match q.qp.bf_size {
+            0 => "no BlueFlame register".to_string(),
+            n => format!("BlueFlame {n} B"),
+        },
+        kernel.device_index(),
+        options.pollers_per_link,
+        options.pollers_per_slot,
+        options.queues.doorbell,
+        table.len(),
+        control_addr
+    )
 }
 
 /// What trying showed about a GPU and an RDMA device together (`qfwd doctor`): each

@@ -350,6 +350,145 @@ impl Blob {
     }
 }
 
+/// The one decoder of each kind in `decoders` (the same decoder may come twice).
+fn one_per_kind(decoders: &[Arc<Decoder>]) -> Result<(Option<&Decoder>, Option<&Decoder>)> {
+    let (mut lut, mut uf) = (None::<&Decoder>, None::<&Decoder>);
+    for d in decoders {
+        let slot = match d.kind() {
+            DecoderKind::Lut => &mut lut,
+            DecoderKind::Uf => &mut uf,
+        };
+        if let Some(first) = slot {
+            if !std::ptr::eq(*first, d.as_ref()) {
+                return Err(Error::InvalidSetting {
+                    key: "decoders",
+                    detail: format!(
+                        "two {} decoders ({} and {}) for one GPU backend: it holds one model \
+                         per decoder kind; register one, or start one backend per model",
+                        d.kind(),
+                        first.graph().source(),
+                        d.graph().source()
+                    ),
+                });
+            }
+        }
+        *slot = Some(d.as_ref());
+    }
+    Ok((lut, uf))
+}
+
+/// Appends the `lut` model `d`'s table to `blob` and points `p` at it.
+fn push_lut(blob: &mut Blob, p: &mut DecoderParams, d: &Decoder) {
+    let table = d.lut().expect("a lut decoder has its table");
+    p.lut_table = blob.push_bytes(table.table());
+    p.lut_detectors = d.num_detectors() as u32;
+    p.lut_entry_bytes = table.entry_bytes() as u32;
+    p.lut_max_defects = device_budget(d);
+    p.loaded |= LOADED_LUT;
+}
+
+/// What appending the `uf` model left beside its parameters.
+struct UfUpload {
+    /// Bytes of the graph's arrays (one region the kernel may stage whole).
+    graph_bytes: u32,
+    table: Option<Arc<UfTable>>,
+    split: bool,
+}
+
+/// Appends the `uf` model `d` (its graph, observable part, syndrome table and split path)
+/// to `blob` and points `p` at it.
+fn push_uf(
+    blob: &mut Blob,
+    p: &mut DecoderParams,
+    d: &Decoder,
+    uf_table_max_defects: Option<u32>,
+    uf_split_max_defects: Option<u32>,
+) -> Result<UfUpload> {
+    // The observable part's graph where the model has one: the kernel compacts each
+    // request's syndrome onto it first (device/decode.cu step 0).
+    let graph = d.decode_graph();
+    let m = UfDeviceModel::new(graph)?;
+    p.uf_adj_offset = blob.push_u32s(m.adj_offset.iter().copied());
+    p.uf_adj = blob.push_u32s(m.adj.iter().flatten().copied());
+    p.uf_edges = blob.push_u32s(m.edges.iter().flatten().copied());
+    let obs: Vec<u8> = m.edge_obs.iter().flat_map(|o| o.to_le_bytes()).collect();
+    p.uf_edge_obs = blob.push_bytes(&obs);
+    p.uf_boundary = blob.push_u32s(m.boundary.iter().copied());
+    // The graph's arrays, one region that the persistent kernel may stage whole.
+    if blob.0.len() % 2 == 1 {
+        blob.0.push(0);
+    }
+    let graph_bytes = u32::try_from(blob.0.len() as u64 * 8 - p.uf_adj_offset)
+        .expect("a 16-bit model's graph is far below 4 GiB");
+    p.uf_detectors = m.num_detectors;
+    p.uf_wire_detectors = d.num_detectors() as u32;
+    p.uf_max_defects = device_budget(d);
+    if let Some(part) = d.observable_part() {
+        p.uf_keep = blob.push_u32s(part.device_words().into_iter().flatten());
+    }
+    p.uf_result_bytes = m.result_bytes;
+    copy_scratch_layout(p, &m.layout);
+    p.uf_max_degree = m.max_degree;
+    p.loaded |= LOADED_UF;
+    let pre = UfPrecompute::for_graph(
+        graph,
+        uf_table_max_defects,
+        uf_split_max_defects,
+        &crate::host::table_workers(),
+    )?;
+    let split = push_uf_tables(blob, p, &pre);
+    Ok(UfUpload {
+        graph_bytes,
+        table: pre.table,
+        split,
+    })
+}
+
+/// Points `p` at the parts of a warp's `uf` scratch.
+fn copy_scratch_layout(p: &mut DecoderParams, l: &UfScratchLayout) {
+    p.uf_scratch_bytes = l.bytes;
+    p.uf_off_visited = l.visited;
+    p.uf_off_defect = l.defect;
+    p.uf_off_vbits = l.vbits;
+    p.uf_off_growth = l.growth;
+    p.uf_clear_bytes = l.clear_bytes;
+    p.uf_off_tree = l.tree;
+    p.uf_off_verts = l.verts;
+    p.uf_off_frontier = l.frontier;
+    p.uf_off_order = l.order;
+    p.uf_off_levels = l.levels;
+    p.uf_off_cand = l.cand;
+    p.uf_off_phi = l.phi;
+}
+
+/// Appends the `uf` model's syndrome table and split path, if `pre` has them; whether
+/// the split path is on.
+fn push_uf_tables(blob: &mut Blob, p: &mut DecoderParams, pre: &UfPrecompute) -> bool {
+    let mut uf_split = false;
+    if let Some(t) = &pre.table {
+        p.uf_table = blob.push_bytes(t.entries());
+        p.uf_table_index = blob.push_u32s(t.device_index());
+        p.uf_table_defects = t.max_defects();
+        p.uf_table_entries = u32::try_from(t.len()).expect("a table holds at most 2^30 entries");
+        // The split path: off (uf_dist 0) for a model too large for its matrix.
+        if let Some(sp) = &pre.split {
+            p.uf_split_max_defects = sp.max_defects as u32;
+            p.uf_dist = blob.push_bytes(&u16_bytes(sp.dist.as_slice()));
+            p.uf_table_times = blob.push_bytes(&u16_bytes(t.times()));
+            uf_split = true;
+            if let Some(st) = StageImage::new(&sp.dist, t) {
+                p.uf_stage = blob.push_bytes(&st.bytes);
+                p.uf_stage_bytes = st.bytes.len() as u32;
+                p.uf_stage_index = st.index;
+                p.uf_stage_obs = st.obs;
+                p.uf_stage_times = st.times;
+                p.uf_stage_entries = st.entries;
+            }
+        }
+    }
+    uf_split
+}
+
 impl DeviceModels {
     /// Flattens `decoders` (at most one per kind; none is fine), with the `uf` model's
     /// low-weight syndrome table of `uf_table_max_defects` defects (`None`: automatic,
@@ -371,108 +510,24 @@ impl DeviceModels {
     ) -> Result<DeviceModels> {
         let mut blob = Blob(Vec::new());
         let mut p = DecoderParams::default();
-        let (mut lut, mut uf) = (None::<&Decoder>, None::<&Decoder>);
+        let (lut, uf) = one_per_kind(decoders)?;
+        if let Some(d) = lut {
+            push_lut(&mut blob, &mut p, d);
+        }
         let mut uf_table = None;
         let mut uf_split = false;
         let mut uf_graph_bytes = 0u32;
-        for d in decoders {
-            let slot = match d.kind() {
-                DecoderKind::Lut => &mut lut,
-                DecoderKind::Uf => &mut uf,
-            };
-            if let Some(first) = slot {
-                if !std::ptr::eq(*first, d.as_ref()) {
-                    return Err(Error::InvalidSetting {
-                        key: "decoders",
-                        detail: format!(
-                            "two {} decoders ({} and {}) for one GPU backend: it holds one model \
-                             per decoder kind; register one, or start one backend per model",
-                            d.kind(),
-                            first.graph().source(),
-                            d.graph().source()
-                        ),
-                    });
-                }
-            }
-            *slot = Some(d.as_ref());
-        }
-        if let Some(d) = lut {
-            let table = d.lut().expect("a lut decoder has its table");
-            p.lut_table = blob.push_bytes(table.table());
-            p.lut_detectors = d.num_detectors() as u32;
-            p.lut_entry_bytes = table.entry_bytes() as u32;
-            p.lut_max_defects = device_budget(d);
-            p.loaded |= LOADED_LUT;
-        }
         if let Some(d) = uf {
-            // The observable part's graph where the model has one: the kernel compacts each
-            // request's syndrome onto it first (device/decode.cu step 0).
-            let graph = d.decode_graph();
-            let m = UfDeviceModel::new(graph)?;
-            p.uf_adj_offset = blob.push_u32s(m.adj_offset.iter().copied());
-            p.uf_adj = blob.push_u32s(m.adj.iter().flatten().copied());
-            p.uf_edges = blob.push_u32s(m.edges.iter().flatten().copied());
-            let obs: Vec<u8> = m.edge_obs.iter().flat_map(|o| o.to_le_bytes()).collect();
-            p.uf_edge_obs = blob.push_bytes(&obs);
-            p.uf_boundary = blob.push_u32s(m.boundary.iter().copied());
-            // The graph's arrays, one region that the persistent kernel may stage whole.
-            if blob.0.len() % 2 == 1 {
-                blob.0.push(0);
-            }
-            uf_graph_bytes = u32::try_from(blob.0.len() as u64 * 8 - p.uf_adj_offset)
-                .expect("a 16-bit model's graph is far below 4 GiB");
-            p.uf_detectors = m.num_detectors;
-            p.uf_wire_detectors = d.num_detectors() as u32;
-            p.uf_max_defects = device_budget(d);
-            if let Some(part) = d.observable_part() {
-                p.uf_keep = blob.push_u32s(part.device_words().into_iter().flatten());
-            }
-            p.uf_result_bytes = m.result_bytes;
-            let l = m.layout;
-            p.uf_scratch_bytes = l.bytes;
-            p.uf_off_visited = l.visited;
-            p.uf_off_defect = l.defect;
-            p.uf_off_vbits = l.vbits;
-            p.uf_off_growth = l.growth;
-            p.uf_clear_bytes = l.clear_bytes;
-            p.uf_off_tree = l.tree;
-            p.uf_off_verts = l.verts;
-            p.uf_off_frontier = l.frontier;
-            p.uf_off_order = l.order;
-            p.uf_off_levels = l.levels;
-            p.uf_off_cand = l.cand;
-            p.uf_off_phi = l.phi;
-            p.uf_max_degree = m.max_degree;
-            p.loaded |= LOADED_UF;
-            let pre = UfPrecompute::for_graph(
-                graph,
+            let upload = push_uf(
+                &mut blob,
+                &mut p,
+                d,
                 uf_table_max_defects,
                 uf_split_max_defects,
-                &crate::host::table_workers(),
             )?;
-            if let Some(t) = &pre.table {
-                p.uf_table = blob.push_bytes(t.entries());
-                p.uf_table_index = blob.push_u32s(t.device_index());
-                p.uf_table_defects = t.max_defects();
-                p.uf_table_entries =
-                    u32::try_from(t.len()).expect("a table holds at most 2^30 entries");
-                // The split path: off (uf_dist 0) for a model too large for its matrix.
-                if let Some(sp) = &pre.split {
-                    p.uf_split_max_defects = sp.max_defects as u32;
-                    p.uf_dist = blob.push_bytes(&u16_bytes(sp.dist.as_slice()));
-                    p.uf_table_times = blob.push_bytes(&u16_bytes(t.times()));
-                    uf_split = true;
-                    if let Some(st) = StageImage::new(&sp.dist, t) {
-                        p.uf_stage = blob.push_bytes(&st.bytes);
-                        p.uf_stage_bytes = st.bytes.len() as u32;
-                        p.uf_stage_index = st.index;
-                        p.uf_stage_obs = st.obs;
-                        p.uf_stage_times = st.times;
-                        p.uf_stage_entries = st.entries;
-                    }
-                }
-            }
-            uf_table = pre.table;
+            uf_graph_bytes = upload.graph_bytes;
+            uf_table = upload.table;
+            uf_split = upload.split;
         }
         if blob.0.is_empty() {
             blob.0.push(0);

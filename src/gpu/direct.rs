@@ -18,7 +18,7 @@ use cudarc::driver::sys;
 use super::context::GpuContext;
 use super::decoder::{DeviceDecoders, ScratchPlacement};
 use super::memory::{device_address_of, DeviceBuffer};
-use super::module::{Module, Stream};
+use super::module::{Kernel, Module, Stream};
 use super::nvrtc::DIRECT;
 use super::GpuOptions;
 use crate::abi::{self, DirectParams, LinkDesc};
@@ -124,101 +124,34 @@ impl DirectKernel {
         mut params: DirectParams,
         decoders: &[Arc<Decoder>],
     ) -> Result<DirectKernel> {
-        let bad = |detail: String| {
-            Err(Error::InvalidSetting {
-                key: "pollers",
-                detail,
-            })
-        };
-        let warps = params.warps_per_link;
-        if warps == 0
-            || warps > MAX_WARPS_PER_LINK
-            || params.pollers_per_slot == 0
-            || warps % params.pollers_per_slot != 0
-        {
-            return bad(format!(
-                "gpu-direct runs 1..={MAX_WARPS_PER_LINK} poller warps per link in groups that \
-                 divide them; got {warps} warps, {} per slot",
-                params.pollers_per_slot
-            ));
-        }
-        let nlinks = descs.len() as u32;
-        let doorbell = descs
-            .first()
-            .map_or(abi::DB_MODE_CPU_ASSISTED, |d| d.doorbell);
-        if nlinks == 0 || nlinks != params.nlinks || descs.iter().any(|d| d.doorbell != doorbell) {
-            return Err(Error::InvalidSetting {
-                key: "links",
-                detail: format!(
-                    "{nlinks} link descriptions for {} links, all with one doorbell mode",
-                    params.nlinks
-                ),
-            });
-        }
-        let rx_slot_bytes = descs.iter().map(|d| d.rx_slot_bytes).max().unwrap_or(0);
+        let doorbell = check_links(descs, &params)?;
         let ctx = GpuContext::open(options.device)?;
-        let module = Module::compile_and_load(&ctx, &DIRECT)?;
-        let kernel = module.kernel::<DirectParams>()?;
-        let function = *kernel.function();
-        let mut words = Vec::new();
-        for d in descs {
-            words.extend(d.to_u64_words());
-        }
-        let descs = DeviceBuffer::zeroed(&ctx, words.len() * 8)?;
-        descs.write_u64s(&words)?;
-        params.links = descs.device_ptr();
-        // regular / blueflame: each link's poster block, and the ring its pollers hand
-        // answers to it through.
-        let posters = doorbell != abi::DB_MODE_CPU_ASSISTED;
-        let per_link =
-            (abi::HANDOFF_HEADER_BYTES + abi::HANDOFF_SLOTS * abi::HANDOFF_SLOT_BYTES) as usize;
-        let handoff = DeviceBuffer::zeroed(&ctx, per_link * nlinks as usize)?;
-        params.handoff = if posters { handoff.device_ptr() } else { 0 };
-        let blocks = nlinks * if posters { 2 } else { 1 };
-        params.poll_chunks = poll_chunks_for(decoders, params.poll_chunks);
-        let mut decoders = DeviceDecoders::upload(&ctx, decoders, options)?;
-        let staging = warps * (rx_slot_bytes + RESP_STAGE_BYTES);
-        // The poster's block stages four answers of 256 B in the same memory.
-        let mut shared = staging.max(4 * RESP_STAGE_BYTES);
-        if let Some(d) = decoders.as_mut() {
-            shared += d.place(
-                &ctx,
-                ScratchPlacement::Auto,
-                staging,
-                warps,
-                nlinks * warps,
-                true,
-            )?;
-            d.install(&module)?;
-        } else {
-            super::decoder::install_none(&module)?;
-        }
-        // One block per SM: a system fence waits for its SM's outstanding host reads, so a
-        // poster must not share its SM with pollers (nor pollers of two links share one).
-        // Asking for more than half an SM's shared memory keeps any two blocks apart.
-        let sms =
-            ctx.attribute(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)?;
-        let per_sm = ctx.attribute(
-            sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_MULTIPROCESSOR,
-        )?;
-        if i64::from(blocks) <= i64::from(sms) && per_sm > 0 {
-            shared = shared.max(per_sm as u32 / 2 + 1024);
-        }
-        if shared > DEFAULT_SHARED_LIMIT {
-            let max = ctx.attribute(
-                sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN,
-            )?;
-            if i64::from(shared) > i64::from(max) {
-                return bad(format!(
-                    "{warps} warps x {} B of staging need {shared} B of shared memory per block; \
-                     GPU {} allows {max}",
-                    rx_slot_bytes + RESP_STAGE_BYTES,
-                    options.device
-                ));
-            }
-            function.allow_dynamic_shared(&ctx, shared)?;
-        }
-        let stream = Stream::new(&ctx)?;
+        let mut prepared = Prepared::build(&ctx, options, descs, doorbell, &mut params, decoders)?;
+        prepared.shared = reserve_shared(&ctx, options, &prepared, params.warps_per_link)?;
+        Self::launch(&ctx, options, links, prepared, &params)
+    }
+
+    /// Launches the prepared kernel once everything its parameters point at is written,
+    /// and checks that it did not exit at once.
+    fn launch(
+        ctx: &Arc<GpuContext>,
+        options: &GpuOptions,
+        links: Arc<dyn KernelLinks>,
+        prepared: Prepared,
+        params: &DirectParams,
+    ) -> Result<DirectKernel> {
+        let Prepared {
+            module,
+            kernel,
+            descs,
+            handoff,
+            decoders,
+            nlinks,
+            blocks,
+            shared,
+            ..
+        } = prepared;
+        let stream = Stream::new(ctx)?;
         // Every copy and memset above (the NULL stream's) is done before the kernel, which
         // runs on a non-blocking stream, reads what they wrote.
         ctx.bind()?;
@@ -232,13 +165,14 @@ impl DirectKernel {
             decoders: None,
             links: Some(links),
             nlinks,
-            ctx: Arc::clone(&ctx),
+            ctx: Arc::clone(ctx),
             running: false,
         };
+        let warps = params.warps_per_link;
         // SAFETY: the addresses in `params` are of `descs`, the decoders' buffers and the
         // links' queues, which `running` owns (or keeps alive) from here on and frees only
         // after the kernel stopped (or leaks, see Drop).
-        unsafe { kernel.launch(&ctx, &stream, blocks, warps * 32, shared, &params) }?;
+        unsafe { kernel.launch(ctx, &stream, blocks, warps * 32, shared, params) }?;
         running.stream = Some(stream);
         running.module = Some(module);
         running.descs = Some(descs);
@@ -354,6 +288,164 @@ impl Drop for DirectKernel {
             std::mem::forget(self.stream.take());
         }
     }
+}
+
+/// The `pollers` setting's error.
+fn pollers_error(detail: String) -> Error {
+    Error::InvalidSetting {
+        key: "pollers",
+        detail,
+    }
+}
+
+/// Checks the poller warps per link and that `descs` matches `params`' links, all with
+/// one doorbell mode; returns that mode.
+fn check_links(descs: &[LinkDesc], params: &DirectParams) -> Result<u32> {
+    let warps = params.warps_per_link;
+    if warps == 0
+        || warps > MAX_WARPS_PER_LINK
+        || params.pollers_per_slot == 0
+        || warps % params.pollers_per_slot != 0
+    {
+        return Err(pollers_error(format!(
+            "gpu-direct runs 1..={MAX_WARPS_PER_LINK} poller warps per link in groups that \
+             divide them; got {warps} warps, {} per slot",
+            params.pollers_per_slot
+        )));
+    }
+    let nlinks = descs.len() as u32;
+    let doorbell = descs
+        .first()
+        .map_or(abi::DB_MODE_CPU_ASSISTED, |d| d.doorbell);
+    if nlinks == 0 || nlinks != params.nlinks || descs.iter().any(|d| d.doorbell != doorbell) {
+        return Err(Error::InvalidSetting {
+            key: "links",
+            detail: format!(
+                "{nlinks} link descriptions for {} links, all with one doorbell mode",
+                params.nlinks
+            ),
+        });
+    }
+    Ok(doorbell)
+}
+
+/// The compiled kernel and the device memory it reads, before its launch.
+struct Prepared {
+    module: Module,
+    kernel: Kernel<DirectParams>,
+    /// The link table.
+    descs: DeviceBuffer,
+    /// The rings pollers hand answers to their link's poster through.
+    handoff: DeviceBuffer,
+    decoders: Option<DeviceDecoders>,
+    nlinks: u32,
+    /// Bytes of one link's receive slot (the largest).
+    rx_slot_bytes: u32,
+    blocks: u32,
+    /// Dynamic shared memory per block.
+    shared: u32,
+}
+
+impl Prepared {
+    /// Compiles the kernel, uploads the link table, the handoff rings and the decoders,
+    /// and fills in `params`' addresses.
+    fn build(
+        ctx: &Arc<GpuContext>,
+        options: &GpuOptions,
+        descs: &[LinkDesc],
+        doorbell: u32,
+        params: &mut DirectParams,
+        decoders: &[Arc<Decoder>],
+    ) -> Result<Prepared> {
+        let nlinks = descs.len() as u32;
+        let warps = params.warps_per_link;
+        let rx_slot_bytes = descs.iter().map(|d| d.rx_slot_bytes).max().unwrap_or(0);
+        let module = Module::compile_and_load(ctx, &DIRECT)?;
+        let kernel = module.kernel::<DirectParams>()?;
+        let mut words = Vec::new();
+        for d in descs {
+            words.extend(d.to_u64_words());
+        }
+        let descs = DeviceBuffer::zeroed(ctx, words.len() * 8)?;
+        descs.write_u64s(&words)?;
+        params.links = descs.device_ptr();
+        // regular / blueflame: each link's poster block, and the ring its pollers hand
+        // answers to it through.
+        let posters = doorbell != abi::DB_MODE_CPU_ASSISTED;
+        let per_link =
+            (abi::HANDOFF_HEADER_BYTES + abi::HANDOFF_SLOTS * abi::HANDOFF_SLOT_BYTES) as usize;
+        let handoff = DeviceBuffer::zeroed(ctx, per_link * nlinks as usize)?;
+        params.handoff = if posters { handoff.device_ptr() } else { 0 };
+        let blocks = nlinks * if posters { 2 } else { 1 };
+        params.poll_chunks = poll_chunks_for(decoders, params.poll_chunks);
+        let mut decoders = DeviceDecoders::upload(ctx, decoders, options)?;
+        let staging = warps * (rx_slot_bytes + RESP_STAGE_BYTES);
+        // The poster's block stages four answers of 256 B in the same memory.
+        let mut shared = staging.max(4 * RESP_STAGE_BYTES);
+        if let Some(d) = decoders.as_mut() {
+            shared += d.place(
+                ctx,
+                ScratchPlacement::Auto,
+                staging,
+                warps,
+                nlinks * warps,
+                true,
+            )?;
+            d.install(&module)?;
+        } else {
+            super::decoder::install_none(&module)?;
+        }
+        Ok(Prepared {
+            module,
+            kernel,
+            descs,
+            handoff,
+            decoders,
+            nlinks,
+            rx_slot_bytes,
+            blocks,
+            shared,
+        })
+    }
+}
+
+/// The dynamic shared memory each block gets: at least what `prepared` needs, more to
+/// keep blocks on SMs of their own; opts the kernel in above the default limit.
+fn reserve_shared(
+    ctx: &GpuContext,
+    options: &GpuOptions,
+    prepared: &Prepared,
+    warps: u32,
+) -> Result<u32> {
+    let mut shared = prepared.shared;
+    // One block per SM: a system fence waits for its SM's outstanding host reads, so a
+    // poster must not share its SM with pollers (nor pollers of two links share one).
+    // Asking for more than half an SM's shared memory keeps any two blocks apart.
+    let sms = ctx.attribute(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)?;
+    let per_sm = ctx.attribute(
+        sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_MULTIPROCESSOR,
+    )?;
+    if i64::from(prepared.blocks) <= i64::from(sms) && per_sm > 0 {
+        shared = shared.max(per_sm as u32 / 2 + 1024);
+    }
+    if shared > DEFAULT_SHARED_LIMIT {
+        let max = ctx.attribute(
+            sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN,
+        )?;
+        if i64::from(shared) > i64::from(max) {
+            return Err(pollers_error(format!(
+                "{warps} warps x {} B of staging need {shared} B of shared memory per block; \
+                 GPU {} allows {max}",
+                prepared.rx_slot_bytes + RESP_STAGE_BYTES,
+                options.device
+            )));
+        }
+        prepared
+            .kernel
+            .function()
+            .allow_dynamic_shared(ctx, shared)?;
+    }
+    Ok(shared)
 }
 
 const _: () = assert!(abi::MAX_WARPS_PER_LINK == MAX_WARPS_PER_LINK);

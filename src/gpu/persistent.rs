@@ -87,6 +87,106 @@ pub struct PreparedKernel {
     device: usize,
 }
 
+/// Fails unless GPU `options.device` can map host memory (the mailbox lives there).
+fn check_maps_host_memory(ctx: &GpuContext, options: &GpuOptions) -> Result<()> {
+    let maps = ctx.attribute(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_CAN_MAP_HOST_MEMORY)?;
+    let uva = ctx.attribute(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_UNIFIED_ADDRESSING)?;
+    if maps == 0 || uva == 0 {
+        return Err(Error::GpuUnavailable {
+            detail: format!(
+                "GPU {} cannot map host memory (needed by gpu-persistent)",
+                options.device
+            ),
+        });
+    }
+    Ok(())
+}
+
+/// The device posting block describing the soft NIC's send queue, and the NIC's region
+/// (which the kernel writes, so it is kept alive with the block).
+fn upload_posting_block(
+    ctx: &Arc<GpuContext>,
+    posting: &DevicePosting,
+) -> Result<(DeviceBuffer, SharedRegion)> {
+    let region = posting.region().clone();
+    let base = device_address_of(ctx, region.host_addr(0), "the soft NIC's region")?;
+    let block = DeviceBuffer::zeroed(ctx, BLOCK_BYTES)?;
+    block.write_u64s(&posting.desc(base).to_u64_words())?;
+    Ok((block, region))
+}
+
+/// How the kernel is launched: blocks, poller warps in each, dynamic shared memory.
+struct LaunchShape {
+    blocks: u32,
+    warps_per_block: u32,
+    shared: u32,
+}
+
+impl LaunchShape {
+    /// Spreads the pollers over blocks, places the decoders' per-warp state (installing
+    /// the decoders in `module`), and opts the kernel in to the shared memory it needs.
+    #[allow(clippy::too_many_arguments)]
+    fn fit(
+        ctx: &Arc<GpuContext>,
+        options: &GpuOptions,
+        layout: &Layout,
+        module: &Module,
+        kernel: &Kernel<PersistentParams>,
+        decoders: Option<&mut DeviceDecoders>,
+        placement: ScratchPlacement,
+        with_nic: bool,
+    ) -> Result<LaunchShape> {
+        let pollers = options.pollers;
+        let warps_per_block = match options.warps_per_block {
+            0 if with_nic => 1,
+            0 => pollers,
+            w => w.min(pollers),
+        };
+        // No more warps in a block than the kernel's registers allow (256 threads: its
+        // __launch_bounds__): more pollers go to more blocks.
+        let warps_per_block =
+            warps_per_block.min(kernel.function().max_threads_per_block(ctx)? / 32);
+        let blocks = pollers.div_ceil(warps_per_block);
+        let mut shared =
+            warps_per_block * (layout.req_slot_bytes() + layout.resp_slot_bytes()) as u32;
+        // The decoders' per-warp state follows the staging in shared memory, or goes to
+        // global memory when it does not fit (device/decode.cu).
+        if let Some(d) = decoders {
+            shared += d.place(
+                ctx,
+                placement,
+                shared,
+                warps_per_block,
+                blocks * warps_per_block,
+                true,
+            )?;
+            d.install(module)?;
+        }
+        if shared > DEFAULT_SHARED_LIMIT {
+            let max = ctx.attribute(
+                sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN,
+            )?;
+            if shared as i64 > max as i64 {
+                return Err(Error::InvalidSetting {
+                    key: "warps_per_block",
+                    detail: format!(
+                        "{warps_per_block} warps x {} B slots need {shared} B of shared memory \
+                         per block; GPU {} allows {max}",
+                        layout.req_slot_bytes() + layout.resp_slot_bytes(),
+                        options.device
+                    ),
+                });
+            }
+            kernel.function().allow_dynamic_shared(ctx, shared)?;
+        }
+        Ok(LaunchShape {
+            blocks,
+            warps_per_block,
+            shared,
+        })
+    }
+}
+
 impl PreparedKernel {
     /// Prepares the kernel over a fresh zeroed mailbox. With `nic` (GPU-mapped pinned
     /// memory, [`super::mapped_nic_region`]) it will send every response through that soft
@@ -106,17 +206,7 @@ impl PreparedKernel {
         options.validate()?;
         let layout = options.layout()?.with_reply(nic.is_some());
         let ctx = GpuContext::open(options.device)?;
-        let maps =
-            ctx.attribute(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_CAN_MAP_HOST_MEMORY)?;
-        let uva = ctx.attribute(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_UNIFIED_ADDRESSING)?;
-        if maps == 0 || uva == 0 {
-            return Err(Error::GpuUnavailable {
-                detail: format!(
-                    "GPU {} cannot map host memory (needed by gpu-persistent)",
-                    options.device
-                ),
-            });
-        }
+        check_maps_host_memory(&ctx, options)?;
         let source = if nic.is_some() {
             &FORWARD_DOORBELL
         } else {
@@ -129,13 +219,7 @@ impl PreparedKernel {
         let base = memory.device_ptr();
         let memory = memory.into_region()?;
         let nic = match nic {
-            Some(posting) => {
-                let region = posting.region().clone();
-                let base = device_address_of(&ctx, region.host_addr(0), "the soft NIC's region")?;
-                let block = DeviceBuffer::zeroed(&ctx, BLOCK_BYTES)?;
-                block.write_u64s(&posting.desc(base).to_u64_words())?;
-                Some((block, region))
-            }
+            Some(posting) => Some(upload_posting_block(&ctx, posting)?),
             None => None,
         };
         let pollers = options.pollers;
@@ -144,50 +228,16 @@ impl PreparedKernel {
             STATE_COUNTERS_OFFSET + pollers as usize * COUNTERS_PER_POLLER * 8,
         )?;
         let stream = Stream::new(&ctx)?;
-
-        let warps_per_block = match options.warps_per_block {
-            0 if nic.is_some() => 1,
-            0 => pollers,
-            w => w.min(pollers),
-        };
-        // No more warps in a block than the kernel's registers allow (256 threads: its
-        // __launch_bounds__): more pollers go to more blocks.
-        let warps_per_block =
-            warps_per_block.min(kernel.function().max_threads_per_block(&ctx)? / 32);
-        let blocks = pollers.div_ceil(warps_per_block);
-        let mut shared =
-            warps_per_block * (layout.req_slot_bytes() + layout.resp_slot_bytes()) as u32;
-        // The decoders' per-warp state follows the staging in shared memory, or goes to
-        // global memory when it does not fit (device/decode.cu).
-        if let Some(d) = decoders.as_mut() {
-            shared += d.place(
-                &ctx,
-                placement,
-                shared,
-                warps_per_block,
-                blocks * warps_per_block,
-                true,
-            )?;
-            d.install(&module)?;
-        }
-        if shared > DEFAULT_SHARED_LIMIT {
-            let max = ctx.attribute(
-                sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN,
-            )?;
-            if shared as i64 > max as i64 {
-                return Err(Error::InvalidSetting {
-                    key: "warps_per_block",
-                    detail: format!(
-                        "{warps_per_block} warps x {} B slots need {shared} B of shared memory \
-                         per block; GPU {} allows {max}",
-                        layout.req_slot_bytes() + layout.resp_slot_bytes(),
-                        options.device
-                    ),
-                });
-            }
-            kernel.function().allow_dynamic_shared(&ctx, shared)?;
-        }
-
+        let shape = LaunchShape::fit(
+            &ctx,
+            options,
+            &layout,
+            &module,
+            &kernel,
+            decoders.as_mut(),
+            placement,
+            nic.is_some(),
+        )?;
         let params = PersistentParams {
             req_ring: base + layout.req_ring_offset() as u64,
             resp_ring: base + layout.resp_ring_offset() as u64,
@@ -208,7 +258,7 @@ impl PreparedKernel {
             pollers,
             pollers_per_slot: options.pollers_per_slot,
             // Groups that lie within one block keep their claim ticket in shared memory.
-            claim_in_block: u32::from(warps_per_block % options.pollers_per_slot == 0),
+            claim_in_block: u32::from(shape.warps_per_block % options.pollers_per_slot == 0),
         };
         Ok(PreparedKernel {
             resources: Resources {
@@ -221,9 +271,9 @@ impl PreparedKernel {
             },
             kernel,
             params,
-            blocks,
-            warps_per_block,
-            shared,
+            blocks: shape.blocks,
+            warps_per_block: shape.warps_per_block,
+            shared: shape.shared,
             ctx,
             layout,
             device: options.device,

@@ -340,24 +340,8 @@ fn run_poller(
             std::thread::yield_now();
             continue;
         }
-        let respond = |read: RequestRead, stage: &[u8], result: &mut [u8]| match read {
-            RequestRead::Ready { code, arg_len } => dispatch(
-                code,
-                &stage[HEADER_BYTES..HEADER_BYTES + arg_len],
-                result,
-                region,
-                &layout,
-                decoders,
-            ),
-            RequestRead::Oversized { .. } => (status::OVERSIZED, 0),
-            RequestRead::Torn => unreachable!("torn requests are read again"),
-        };
-        // The request's identity, when the device side answers the QPU itself.
-        let reply_to = |read: RequestRead, stage: &[u8]| match read {
-            RequestRead::Ready { arg_len, .. } if layout.reply() => {
-                Some(protocol::staged_reply_to(stage, arg_len))
-            }
-            _ => None,
+        let respond = |read: RequestRead, stage: &[u8], result: &mut [u8]| {
+            serve(read, stage, result, region, &layout, decoders)
         };
         let (status, len, to) = match layout.rx() {
             RxCompletion::Inline => {
@@ -370,14 +354,7 @@ fn run_poller(
                 // As the kernel: a side-effect-free handler runs before the claim is known
                 // (the kernel overlaps it with the CAS) and its result is dropped if the
                 // claim is lost; the stall waits for the claim.
-                let pure = !matches!(
-                    read,
-                    RequestRead::Ready {
-                        code: device_code::STALL,
-                        ..
-                    }
-                );
-                let early = pure.then(|| respond(read, &stage, &mut result));
+                let early = is_pure(read).then(|| respond(read, &stage, &mut result));
                 if let Err(actual) = claim(ticket, cursor) {
                     counters.lost_claims += 1;
                     cursor = actual;
@@ -387,7 +364,7 @@ fn run_poller(
                     Some(response) => response,
                     None => respond(read, &stage, &mut result),
                 };
-                (status, len, reply_to(read, &stage))
+                (status, len, reply_to(&layout, read, &stage))
             }
             RxCompletion::Buffer => {
                 // Flag seen: claim first, so only the winner reads the payload.
@@ -398,38 +375,115 @@ fn run_poller(
                 }
                 let read = protocol::read_buffer_request(region, &layout, slot, &mut stage);
                 let (status, len) = respond(read, &stage, &mut result);
-                (status, len, reply_to(read, &stage))
+                (status, len, reply_to(&layout, read, &stage))
             }
         };
-        let sent = match (nic, to) {
-            (Some(nic), Some(to)) => {
-                let result = if status == status::OK {
-                    &result[..len]
-                } else {
-                    &[][..]
-                };
-                match crate::wire::write_response(
-                    &mut datagram,
-                    status,
-                    to.request_id,
-                    to.ptp_timestamp,
-                    result,
-                ) {
-                    Ok(n) => nic.send(&datagram[..n], || {
-                        protocol::write_sent_completion(region, &layout, slot, want, status, len)
-                    }),
-                    Err(_) => false,
-                }
-            }
-            _ => false,
-        };
-        if !sent {
-            protocol::write_response(region, &layout, slot, want, status, &result[..len]);
-        }
+        answer(
+            region,
+            &layout,
+            slot,
+            want,
+            status,
+            &result[..len],
+            to,
+            nic,
+            &mut datagram,
+        );
         counters.served += 1;
         cursor += 1;
     }
     counters
+}
+
+/// Runs the request `read` found staged in `stage`: its status and result length.
+#[inline]
+fn serve(
+    read: RequestRead,
+    stage: &[u8],
+    result: &mut [u8],
+    region: &SharedRegion,
+    layout: &Layout,
+    decoders: &DoubleDecoders,
+) -> (i32, usize) {
+    match read {
+        RequestRead::Ready { code, arg_len } => dispatch(
+            code,
+            &stage[HEADER_BYTES..HEADER_BYTES + arg_len],
+            result,
+            region,
+            layout,
+            decoders,
+        ),
+        RequestRead::Oversized { .. } => (status::OVERSIZED, 0),
+        RequestRead::Torn => unreachable!("torn requests are read again"),
+    }
+}
+
+/// The request's identity, when the device side answers the QPU itself.
+#[inline]
+fn reply_to(layout: &Layout, read: RequestRead, stage: &[u8]) -> Option<protocol::ReplyTo> {
+    match read {
+        RequestRead::Ready { arg_len, .. } if layout.reply() => {
+            Some(protocol::staged_reply_to(stage, arg_len))
+        }
+        _ => None,
+    }
+}
+
+/// Whether serving `read` has no side effects (every handler but the stall).
+#[inline]
+fn is_pure(read: RequestRead) -> bool {
+    !matches!(
+        read,
+        RequestRead::Ready {
+            code: device_code::STALL,
+            ..
+        }
+    )
+}
+
+/// Publishes the answer to the request in `slot`: sent to the QPU through the soft NIC
+/// when the device side answers it itself (`to`), else, or when that send fails, written
+/// to the response ring.
+#[inline]
+#[allow(clippy::too_many_arguments)]
+fn answer(
+    region: &SharedRegion,
+    layout: &Layout,
+    slot: usize,
+    want: u32,
+    status: i32,
+    response: &[u8],
+    to: Option<protocol::ReplyTo>,
+    nic: Option<&DoubleNic>,
+    datagram: &mut [u8],
+) {
+    let len = response.len();
+    let sent = match (nic, to) {
+        (Some(nic), Some(to)) => {
+            let result = if status == status::OK {
+                response
+            } else {
+                &[][..]
+            };
+            match crate::wire::write_response(
+                datagram,
+                status,
+                to.request_id,
+                to.ptp_timestamp,
+                result,
+            ) {
+                Ok(n) => nic.send(&datagram[..n], || {
+                    protocol::write_sent_completion(region, layout, slot, want, status, len)
+                }),
+                Err(_) => false,
+            }
+        }
+        _ => false,
+    };
+    if !sent {
+        protocol::write_response(region, layout, slot, want, status, response);
+    }
 }
 
 /// Takes the group's request `cursor`, or returns the ticket's current value.
