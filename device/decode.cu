@@ -1,6 +1,6 @@
 // qfwd device code: the QEC decoders `lut` and `uf` (handler device codes 2 and 3), run by
 // qfwd_dispatch in device/forward.cu, bit-identical to the CPU references decode/src/lut.rs
-// and decode/src/uf.rs (`UfScratch::decode_reference`, whose module docs are the
+// and decode/src/uf.rs (`UfScratch::decode_reference`; docs/uf-specification.md is the
 // specification followed here step by step).
 //
 // Included by device/forward.cu (an NVRTC named header, src/gpu/nvrtc.rs), so the decoders

@@ -3,138 +3,15 @@
 //! output.
 //!
 //! Two implementations of one specification live here: [`UfScratch::decode_reference`]
-//! follows the steps below literally, round by round (the shape a GPU block runs, one
+//! follows the specification literally, round by round (the shape a GPU block runs, one
 //! thread per frontier vertex); [`UfScratch::decode`] is an event-driven equivalent for the
 //! CPU that touches only the clusters that change. Their outputs are identical (tested on
 //! every fixture shot and on random graphs). The specification's output depends only on
 //! *sets* (which edges fill in a round, which vertices form a cluster), never on the order
 //! a loop visits them, so a parallel port may visit in any order.
 //!
-//! # State (flat, fixed-width, sized once per decoder instance)
-//!
-//! Read-only, from [`MatchingGraph`]: `n` detectors, boundary vertex `B = n`, per edge
-//! `edge_u`, `edge_v`, `edge_weight` (u32, `1..=65535`), `edge_obs` (u64); CSR `adj_offset`,
-//! `adj_edge`, `adj_nbr`; `boundary_edge[v]`.
-//!
-//! Per decoder instance ([`UfScratch`]; on a GPU, per block):
-//!
-//! | array | type | size | meaning | reset value |
-//! |---|---|---|---|---|
-//! | `parent` | u32 | n+1 | union-find parent; `NONE` = vertex in no cluster | `NONE` |
-//! | `flags` | u8 | n+1 | at roots: bit 0 `ODD` parity, bit 1 `BOUNDARY` touched | 0 |
-//! | `defect` | u8 | n+1 | syndrome bit, consumed by peeling | 0 |
-//! | `visited` | u8 | n+1 | vertex is in the peeling forest | 0 |
-//! | `parent_edge` | u32 | n+1 | forest edge to the parent (`NO_EDGE` at a root) | (set on visit) |
-//! | `growth` | u32 | E | how far edge `e` has grown; full when `growth[e] == edge_weight[e]` | 0 |
-//! | `verts` | u32 list | ≤ n | vertices in clusters | empty |
-//! | `frontier` | u32 list | ≤ n | cluster vertices that may still have a growing edge | empty |
-//! | `cand` | u32 list | ≤ 2E | frontier edges of the current round | empty |
-//! | `touched` | u32 list | ≤ E | edges with `growth > 0` (to reset them) | empty |
-//! | `fused` | u32 list | ≤ E | edges that became full in the current round | empty |
-//! | `order` | u32 list | ≤ n | peeling forest in BFS order | empty |
-//!
-//! Every list has a fixed bound, so a GPU version uses fixed arrays plus a counter.
-//! A cluster is *active* when its root's flags are exactly `ODD` (odd parity, no boundary).
-//! `find(x)`: follow `parent` to the root with path halving
-//! (`while parent[x] != x { parent[x] = parent[parent[x]]; x = parent[x] }`).
-//! `union(a, b)` of two different roots: the smaller index becomes the root of both (so the
-//! root of a cluster is its smallest vertex, whatever the order of unions), and its flags
-//! become `ODD` xor, `BOUNDARY` or, of the two.
-//!
-//! # Algorithm, step by step
-//!
-//! 1. **Defects.** For every set bit `v < n` of the bit-packed syndrome (LSB first):
-//!    `parent[v] = v`, `flags[v] = ODD`, `defect[v] = 1`; add `v` to `verts` and
-//!    `frontier`. No defect: return 0 (no flip). Then make the boundary a cluster:
-//!    `parent[B] = B`, `flags[B] = BOUNDARY` (`B` is never in `verts` and never grows).
-//! 2. **Growth rounds**, until step 2a finds no frontier edge.
-//!    A *frontier edge* of a vertex `v` in `frontier` is an incident edge `e` with `v` in an
-//!    active cluster (root `r = find(v)`), `growth[e] < edge_weight[e]`, and whose other
-//!    endpoint `u` is in another cluster or in none (`parent[u] == NONE` or
-//!    `find(u) != r`). Cluster states are those at the start of the round throughout 2a
-//!    and 2b.
-//!    - **2a, step size.** For every frontier edge: `k = 2` if `u` is in an active cluster,
-//!      else 1; `need = ceil((edge_weight[e] - growth[e]) / k)`; add `e` to `cand`.
-//!      `delta` = the least `need`. A frontier vertex without frontier edges whose cluster
-//!      is active may leave `frontier` (full and internal edges stay so). If `cand` is
-//!      empty, stop growing (every cluster is even or touches the boundary, or an odd
-//!      cluster cannot grow: the syndrome is impossible, and decoding goes on with what
-//!      there is).
-//!    - **2b, grow.** Every frontier edge grows by `delta` per active endpoint:
-//!      `growth[e] = min(growth[e] + k * delta, edge_weight[e])` (the half-edge growth of
-//!      Delfosse–Nickerson in integer units); the edges that reach `edge_weight[e]` form
-//!      `fused` (at least one per round). Record first-time growth in `touched`.
-//!    - **2c, merge.** For each `e` in `fused`: each endpoint in no cluster joins as a
-//!      singleton (`parent[x] = x`, `flags[x] = 0`, add to `verts` and `frontier`); then
-//!      `union(find(edge_u[e]), find(edge_v[e]))` if the roots differ.
-//! 3. **Spanning forest** of the full edges (`growth[e] == edge_weight[e]`), in BFS order,
-//!    with `verts` sorted by index and `visited[B] = 1` from the start (no BFS enters `B`):
-//!    - 3a: every `v` in `verts` whose `boundary_edge[v]` is full becomes a child of `B`
-//!      (`visited[v] = 1`, `parent_edge[v] = boundary_edge[v]`, append to `order`); then
-//!      BFS: for each `x` in `order` from the front, for each full incident edge `e` (CSR
-//!      order) to an unvisited `y`: `visited[y] = 1`, `parent_edge[y] = e`, append `y`.
-//!    - 3b: the first vertex of `verts` not yet visited becomes a root (`visited = 1`,
-//!      `parent_edge = NO_EDGE`, append), BFS as in 3a; repeat until all are visited.
-//! 4. **Peel**, leaves first: for `i` from `len(order) - 1` down to 0, `v = order[i]`: if
-//!    `defect[v] == 1` and `e = parent_edge[v] != NO_EDGE`: `obs ^= edge_obs[e]`,
-//!    `defect[v] = 0`, and with `u = edge_u[e] ^ edge_v[e] ^ v`, `defect[u] ^= 1` unless
-//!    `u == B` (the boundary absorbs parity). Roots of trees without `B` end with
-//!    `defect = 0` because their clusters have even parity.
-//! 5. **Reset** only what was touched: every `v` in `verts` and `B`: `parent = NONE`,
-//!    `flags = defect = visited = 0`; every `e` in `touched`: `growth = 0`.
-//!    Return `obs` (bit k = observable `Lk` flipped by the correction).
-//!
-//! No recursion, no allocation after [`UfScratch::new`], no hashing; an empty syndrome
-//! returns at step 1.
-//!
-//! # The event-driven CPU version
-//!
-//! [`UfScratch::decode`] gives the specification's output with far less work; it is what
-//! the CPU runs (`qfwd decode`, the appliance's `cpu` topology, the GPU's syndrome table).
-//!
-//! - **Implicit growth.** A vertex `x` that is not the boundary adds one unit per time unit
-//!   to each of its growing edges while its cluster is active, from the time it joined a
-//!   cluster. So an edge `(x, y)` that is neither full nor internal has grown
-//!   `S(x) + S(y)`, where `S(x)` is the active time `x`'s cluster(s) accumulated since `x`
-//!   joined (0 outside clusters and for `B`, whose cluster is never active). A cluster
-//!   holds its accumulated active time as `A(t) = a0 + (t & mask)` (`mask` all ones while
-//!   active, 0 while not; `a0` adjusted when the activity changes so `A` is continuous);
-//!   a vertex holds an offset, `S(x) = A(root) - off[x]`. A union at time `t` relabels the
-//!   smaller cluster's members and shifts their offsets by the difference of the two
-//!   `A(t)`. An internal edge that is not full never fills (it stops growing), so the full
-//!   edges are the specification's `fused` ones, whose ends always share a cluster after
-//!   their round: no per-edge state at all, and nothing is rewritten when a cluster's
-//!   activity changes.
-//! - **Next fill time.** Every growing edge of an active cluster fills at
-//!   `t + ceil((w - S(x) - S(y)) / k)`. Per vertex of an active cluster, `vmin` is a lower
-//!   bound of its growing edges' fill times (with, when one edge alone has the least, that
-//!   edge and the next fill time); per active cluster, `cmin` is one of its vertices'
-//!   bounds. Every growing edge has an end whose bounds cover it: a scan of a vertex sets
-//!   the exact minimum; a cluster becoming active (a merge) scans the parts of it that were
-//!   inactive and keeps the bounds of those that were active; a cluster going inactive
-//!   slows its edges to active clusters from rate 2 to 1, which can make them fill
-//!   *earlier* than those clusters' bounds assumed (they were computed at rate 1 before
-//!   the rate went up), so it lowers their bounds, scanning only its vertices that ever
-//!   had an active neighbour (`hotv`), and only when it had one outside its new cluster
-//!   (`Cluster::hot`). A round jumps to the least bound of the active roots, `t`; in the
-//!   clusters whose bound is `t` it visits the vertices whose bound is `t`, and either
-//!   takes the one edge cached for `t` (checked: still growing, grown to its weight) or
-//!   scans the vertex; the edges grown to their weight are exactly the specification's
-//!   `fused` set of that round (a bound that was only a lower bound gives a round with no
-//!   fill, which changes nothing but bounds). Then the merges of step 2c.
-//! - **Forest.** Step 3 runs over per-vertex lists of the full edges (kept in increasing
-//!   edge index, the CSR order) instead of the whole adjacency; a cluster without the
-//!   boundary is one tree rooted at its least vertex (the first of the sorted `verts` that
-//!   3a leaves unvisited), and the trees peel independently, so their order does not
-//!   matter. Step 5 resets only the vertices in clusters.
-//! - An empty syndrome returns before touching any state; nothing allocates per shot, and
-//!   the edge loop (`scan_vertex`) keeps its least two fill times without branches.
-//!
-//! Clusters keep member lists and `root[v]` always names the root (the smaller cluster is
-//! relabelled on union), so there is no `find` in this version. The clusters, the full
-//! edges, the forest and so the output are those of the specification; root identities
-//! may differ, which the output never depends on.
-//!
+//! The specification (the state and its reset values, the steps of a decode, and how the
+//! event-driven version keeps to it) is `docs/uf-specification.md`.
 #![forbid(unsafe_code)]
 
 use super::graph::{MatchingGraph, NO_EDGE};

@@ -1,5 +1,5 @@
 //! The union-find decoder's answer from its full edges alone, without the spanning forest
-//! and the peel of the specification (decode/src/uf.rs, steps 3 and 4), whenever no cycle
+//! and the peel of the specification (docs/uf-specification.md, steps 3 and 4), whenever no cycle
 //! of full edges flips an odd set of observables. device/decode.cu computes it during the
 //! merges of step 2c (step 3') and builds the forest only when a cycle is odd; at d = 7
 //! the forest and the peel were ~14 700 of the full decoder's ~52 000 cycles
