@@ -83,7 +83,7 @@ QW_DEV u32 qw_ro(const u32* p) { return *p; }
 QW_DEV u32 qw_cas(u32* p, u32 cmp, u32 v) { return atomicCAS(p, cmp, v); }
 QW_DEV void qw_min(u32* p, u32 v) { atomicMin(p, v); }
 QW_DEV void qw_xor(u32* p, u32 v) { atomicXor(p, v); }
-QW_DEV void qw_or(u32* p, u32 v) { atomicOr(p, v); }
+QW_DEV u32 qw_or(u32* p, u32 v) { return atomicOr(p, v); }
 QW_DEV u32 qw_add(u32* p, u32 v) { return atomicAdd(p, v); }
 QW_DEV u32 qw_popc(u32 x) { return __popc(x); }
 QW_DEV u32 qw_ctz(u32 x) { return __ffs(x) - 1; }
@@ -229,17 +229,7 @@ QW_DEV void qw_join(const QwScratch& s, u32 x) {
 
 // Puts edge e in the matching's correction once more (mod 2), listing it the first time.
 QW_DEV void qw_toggle(const QwScratch& s, u32 e) {
-    u32 listed = 2;
-    // The host build's qw_or returns nothing; a CAS loop is enough and portable.
-    for (u32 cur = qw_ld(s.mark + e); !(cur & 2u);) {
-        const u32 seen = qw_cas(s.mark + e, cur, cur | 2u);
-        if (seen == cur) {
-            listed = 0;
-            break;
-        }
-        cur = seen;
-    }
-    if (!listed) s.marks[qw_add(s.sc + QW_SC_NMARKS, 1)] = e;
+    if (!(qw_or(s.mark + e, 2u) & 2u)) s.marks[qw_add(s.sc + QW_SC_NMARKS, 1)] = e;
     qw_xor(s.mark + e, 1u);
 }
 

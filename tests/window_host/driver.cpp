@@ -55,7 +55,7 @@ QW_DEV void qw_min(u32* p, u32 v) {
     }
 }
 QW_DEV void qw_xor(u32* p, u32 v) { std::atomic_ref<u32>(*p).fetch_xor(v); }
-QW_DEV void qw_or(u32* p, u32 v) { std::atomic_ref<u32>(*p).fetch_or(v); }
+QW_DEV u32 qw_or(u32* p, u32 v) { return std::atomic_ref<u32>(*p).fetch_or(v); }
 QW_DEV u32 qw_add(u32* p, u32 v) { return std::atomic_ref<u32>(*p).fetch_add(v); }
 QW_DEV u32 qw_popc(u32 x) { return std::popcount(x); }
 QW_DEV u32 qw_ctz(u32 x) { return std::countr_zero(x); }
