@@ -379,6 +379,10 @@ QW_DEV void qw_match_regions(const QwGroup& g, const QfwdStreamModel& m, const Q
     while (s.sc[QW_SC_NEXT] < s.sc[QW_SC_NREG]) {
         if (g.tid == 0) qw_admit(m, s);
         qw_sync(g);
+        // The host sizes the pool for the largest region the limits allow
+        // (match_region_words in src/gpu/window.rs), so a batch is never empty; were it,
+        // the regions left are peeled rather than the loop spinning.
+        if (s.sc[QW_SC_NQ] == 0) break;
         qw_batch_members(g, s);
         qw_sync(g);
         qw_batch_edges(g, m, G, s);
