@@ -52,10 +52,10 @@ pub trait BatchDecoder: Send {
         counts: &mut Vec<u32>,
     ) -> Result<u64>;
 
-    /// Decodes `segments` in order (a stream may have an entry in several: a reset
-    /// mid-batch starts a new segment): segment `s`'s commits and counts into
-    /// `commits[s]` and `counts[s]` as [`BatchDecoder::decode`] gives them (both
-    /// cleared first). Returns decode calls made. The default decodes segment after
+    /// Decodes `segments` in order (a stream may have an entry in several: a stream reset
+    /// after rounds of its own in the batch goes on in the next): segment `s`'s commits and
+    /// counts into `commits[s]` and `counts[s]` as [`BatchDecoder::decode`] gives them
+    /// (both cleared first). Returns decode calls made. The default decodes segment after
     /// segment; a decoder that keeps each stream's pieces in order may take them at once.
     fn decode_segments(
         &mut self,
