@@ -17,7 +17,7 @@ use super::plot;
 use super::record::{StreamCsv, StreamRow};
 use super::scenario::{Engine, StreamPoint, StreamScenario};
 use crate::provenance::{self, Provenance};
-use crate::sweep::{claim_output, spectrum_dir, spectrum_name, SweepArgs};
+use crate::sweep::{claim_output, plan_output, spectrum_dir, spectrum_name, SweepArgs};
 use crate::{Error, Result};
 
 /// Fails before anything is measured when a point asks for an engine this host or this
@@ -81,22 +81,20 @@ pub fn run(args: &SweepArgs) -> Result<Vec<StreamRow>> {
             p.emulator_cores.clear();
         }
     }
-    let out = args
-        .out
-        .clone()
-        .unwrap_or_else(|| PathBuf::from("results").join(format!("{}.csv", scenario.name)));
-    tracing::info!(
-        "{}: {} points -> {}",
-        scenario.path.display(),
+    let labels = scenario
+        .points
+        .iter()
+        .map(|p| p.label(&scenario.swept_keys));
+    let Some(out) = plan_output(
+        &scenario.path,
+        &scenario.name,
         scenario.points.len(),
-        out.display()
-    );
-    if args.dry_run {
-        for (i, p) in scenario.points.iter().enumerate() {
-            println!("{:3}  {}", i + 1, p.label(&scenario.swept_keys));
-        }
+        labels,
+        args.out.as_deref(),
+        args.dry_run,
+    ) else {
         return Ok(Vec::new());
-    }
+    };
     check_engines(&scenario)?;
     claim_output(&out, args.force)?;
     let rows = run_scenario(&scenario, &out)?;

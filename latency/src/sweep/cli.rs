@@ -12,7 +12,7 @@ use crate::{report, spread};
 use crate::{Error, Result};
 
 use super::measure;
-use super::output::{claim_output, point_report, record};
+use super::output::{claim_output, plan_output, point_report, record};
 use super::settings::run_config;
 
 /// `qfwd-latency sweep`: run every point of a scenario.
@@ -144,22 +144,20 @@ pub fn run(args: &SweepArgs) -> Result<Vec<Row>> {
             reason,
         })?;
     }
-    let out = args
-        .out
-        .clone()
-        .unwrap_or_else(|| PathBuf::from("results").join(format!("{}.csv", scenario.name)));
-    tracing::info!(
-        "{}: {} points -> {}",
-        scenario.path.display(),
+    let labels = scenario
+        .points
+        .iter()
+        .map(|p| p.label(&scenario.swept_keys));
+    let Some(out) = plan_output(
+        &scenario.path,
+        &scenario.name,
         scenario.points.len(),
-        out.display()
-    );
-    if args.dry_run {
-        for (i, p) in scenario.points.iter().enumerate() {
-            println!("{:3}  {}", i + 1, p.label(&scenario.swept_keys));
-        }
+        labels,
+        args.out.as_deref(),
+        args.dry_run,
+    ) else {
         return Ok(Vec::new());
-    }
+    };
     check_gpus(&scenario, gpus_here())?;
     claim_output(&out, args.force)?;
     let rows = run_scenario_repeated(&scenario, &out, args.repeat)?;

@@ -23,8 +23,8 @@ mod settings;
 pub use child::{parse_service_line, parse_shard_line, parse_stalls_line, parse_summary};
 pub use cli::{adapt, check_gpus, run, run_scenario, run_scenario_repeated, SweepArgs};
 pub use output::{
-    accounting_line, claim_output, forwarder_stall_note, record, spectrum_dir, spectrum_name,
-    stall_note,
+    accounting_line, claim_output, forwarder_stall_note, plan_output, record, spectrum_dir,
+    spectrum_name, stall_note,
 };
 pub use settings::run_config;
 

@@ -106,6 +106,31 @@ pub fn accounting_line(m: &Measured) -> String {
     s
 }
 
+/// Where the sweep of scenario `name` (read from `path`) writes: `out`, else
+/// `results/<name>.csv`, announced in the log. After a dry run has listed the points
+/// (`labels`), `None`: nothing is measured.
+pub fn plan_output(
+    path: &Path,
+    name: &str,
+    points: usize,
+    labels: impl Iterator<Item = String>,
+    out: Option<&Path>,
+    dry_run: bool,
+) -> Option<PathBuf> {
+    let out = out.map_or_else(
+        || PathBuf::from("results").join(format!("{name}.csv")),
+        Path::to_path_buf,
+    );
+    tracing::info!("{}: {} points -> {}", path.display(), points, out.display());
+    if dry_run {
+        for (i, label) in labels.enumerate() {
+            println!("{:3}  {}", i + 1, label);
+        }
+        return None;
+    }
+    Some(out)
+}
+
 /// Makes sure the sweep writes over nothing unless `force`: neither the CSV nor its
 /// spectrum folder may exist. With `force`, the old spectra go first, so that the folder
 /// holds only the new sweep's.
