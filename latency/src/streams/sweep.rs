@@ -85,14 +85,7 @@ pub fn run(args: &SweepArgs) -> Result<Vec<StreamRow>> {
         .points
         .iter()
         .map(|p| p.label(&scenario.swept_keys));
-    let Some(out) = plan_output(
-        &scenario.path,
-        &scenario.name,
-        scenario.points.len(),
-        labels,
-        args.out.as_deref(),
-        args.dry_run,
-    ) else {
+    let Some(out) = plan_output(&scenario.path, &scenario.name, labels, args) else {
         return Ok(Vec::new());
     };
     check_engines(&scenario)?;

@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use crate::record::{self, CsvSink};
 use crate::{Error, Result};
 
-use super::Measured;
+use super::{Measured, SweepArgs};
 
 /// Where a CSV's spectra go: a folder beside it named `<stem>-hgrm`.
 pub fn spectrum_dir(csv: &Path) -> (PathBuf, String) {
@@ -106,23 +106,26 @@ pub fn accounting_line(m: &Measured) -> String {
     s
 }
 
-/// Where the sweep of scenario `name` (read from `path`) writes: `out`, else
+/// Where the sweep of scenario `name` (read from `path`) writes: `--out`, else
 /// `results/<name>.csv`, announced in the log. After a dry run has listed the points
-/// (`labels`), `None`: nothing is measured.
+/// (`labels`, one per point), `None`: nothing is measured.
 pub fn plan_output(
     path: &Path,
     name: &str,
-    points: usize,
-    labels: impl Iterator<Item = String>,
-    out: Option<&Path>,
-    dry_run: bool,
+    labels: impl ExactSizeIterator<Item = String>,
+    args: &SweepArgs,
 ) -> Option<PathBuf> {
-    let out = out.map_or_else(
-        || PathBuf::from("results").join(format!("{name}.csv")),
-        Path::to_path_buf,
+    let out = args
+        .out
+        .clone()
+        .unwrap_or_else(|| PathBuf::from("results").join(format!("{name}.csv")));
+    tracing::info!(
+        "{}: {} points -> {}",
+        path.display(),
+        labels.len(),
+        out.display()
     );
-    tracing::info!("{}: {} points -> {}", path.display(), points, out.display());
-    if dry_run {
+    if args.dry_run {
         for (i, label) in labels.enumerate() {
             println!("{:3}  {}", i + 1, label);
         }
