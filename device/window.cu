@@ -493,35 +493,38 @@ QW_DEV u64 qw_decode_window(const QwGroup& g, const QfwdStreamModel& m, u32 inde
     return flips;
 }
 
-// Stores round events (every slot, bit-packed) as the kept slots' row `row`. Only the
-// group's first warp writes: each row word is one ballot over 32 kept slots, so a round
-// costs no barrier (the decode that reads the rows starts with one). The host build has
-// no ballot: its thread 0 writes the words.
-QW_DEV void qw_store_row(const QwGroup& g, const QfwdStreamModel& m, u32* rows, u32 row,
-                         const u8* events) {
+// Stores `n` rounds' events (every slot, bit-packed; round_bytes apart) as the kept slots'
+// rows of rounds `first` .. `first + n`, all in one pass: each row word is one warp's
+// ballot over 32 kept slots, and the rounds' rows are distinct (a run between two windows
+// is at most W rounds). No barrier: the decode that reads the rows starts with one. The
+// host build has no ballot: a thread builds each word.
+QW_DEV void qw_store_rows(const QwGroup& g, const QfwdStreamModel& m, u32* rows, u64 first, u32 n,
+                          const u8* events) {
     const u32* kept = (const u32*)m.data + m.kept_slots;
-    u32* to = rows + row * m.row_words;
+    const u32 RW = m.row_words, W = m.rounds_per_window;
 #ifdef QFWD_WINDOW_HOST
-    if (g.tid != 0) return;
-    for (u32 wi = 0; wi < m.row_words; wi++) {
+    for (u32 t = g.tid; t < n * RW; t += g.size) {
+        const u32 j = t / RW, wi = t % RW;
+        const u8* ev = events + (u64)j * m.round_bytes;
         u32 word = 0;
         for (u32 k = wi * 32; k < m.slots && k < wi * 32 + 32; k++) {
             const u32 slot = kept[k];
-            word |= ((events[slot / 8] >> (slot % 8)) & 1u) << (k % 32);
+            word |= ((ev[slot / 8] >> (slot % 8)) & 1u) << (k % 32);
         }
-        to[wi] = word;
+        rows[(u32)((first + j) % W) * RW + wi] = word;
     }
 #else
-    if (g.tid >= 32) return;
-    for (u32 wi = 0; wi < m.row_words; wi++) {
-        const u32 k = wi * 32 + g.tid;
+    // Every lane of a warp runs the same iterations: the items are a multiple of 32, and
+    // so is the group.
+    for (u32 t = g.tid; t < n * RW * 32; t += g.size) {
+        const u32 j = t / (RW * 32), k = t % (RW * 32);
         u32 bit = 0;
         if (k < m.slots) {
             const u32 slot = kept[k];
-            bit = (events[slot / 8] >> (slot % 8)) & 1u;
+            bit = (events[(u64)j * m.round_bytes + slot / 8] >> (slot % 8)) & 1u;
         }
         const u32 word = __ballot_sync(0xFFFFFFFFu, bit);
-        if (g.tid == 0) to[wi] = word;
+        if (k % 32 == 0) rows[(u32)((first + j) % W) * RW + k / 32] = word;
     }
 #endif
 }
@@ -529,15 +532,24 @@ QW_DEV void qw_store_row(const QwGroup& g, const QfwdStreamModel& m, u32* rows, 
 // Rounds first_round .. first_round + n of a stream (events: n rounds of round_bytes, every
 // slot bit-packed). Each answer (a commit, or why a round was refused) goes to
 // answers[count] while count < capacity (thread 0 writes); returns count plus the answers.
-// The state is read once and written back at the end, so a round that completes no window
-// is one warp's row store: no barrier. `window_cycles` (thread 0's, may be null) adds the
-// cycles of the rounds that completed a window. A group function.
+// The state is read once and written back at the end. The rows of a run of accepted
+// rounds are stored in one pass, when a round completes a window or the run ends, so the
+// rounds between two windows cost one pass together. `window_cycles` (thread 0's, may be
+// null) adds the cycles of the windows' decodes. A group function.
 QW_DEV u32 qfwd_stream_push_rounds(const QwGroup& g, const QfwdStreamModel& m,
                                    QfwdStreamState* st, u32* rows, u64 first_round,
                                    const u8* events, u32 n, u32* scratch, QfwdCommit* answers,
                                    u32 capacity, u32 count, u64* window_cycles) {
+#ifdef QFWD_WINDOW_HOST
+    (void)window_cycles;
+#endif
     u64 next = st->next_round, start = st->window_start;
     const bool finished = st->finished != 0;
+    // The accepted rounds whose rows are not stored yet: inputs run_from .. run_from + run,
+    // rounds run_round .. run_round + run. The inputs are consecutive rounds, so once one is
+    // accepted every later one is: a run has no refused input inside it.
+    u32 run_from = 0, run = 0;
+    u64 run_round = next;
     for (u32 i = 0; i < n; i++) {
         const u64 round = first_round + i;
         int status = QFWD_STREAM_NO_COMMIT;
@@ -546,8 +558,14 @@ QW_DEV u32 qfwd_stream_push_rounds(const QwGroup& g, const QfwdStreamModel& m,
         else if (round > next) status = QFWD_STREAM_ROUNDS_MISSING;
         QfwdCommit c = {start, 0, 0, status};
         if (status == QFWD_STREAM_NO_COMMIT) {
-            qw_store_row(g, m, rows, (u32)(next % m.rounds_per_window), events + (u64)i * m.round_bytes);
+            if (run == 0) {
+                run_from = i;
+                run_round = next;
+            }
+            run += 1;
             if (next + 1 - start == m.rounds_per_window) {
+                qw_store_rows(g, m, rows, run_round, run, events + (u64)run_from * m.round_bytes);
+                run = 0;
 #ifndef QFWD_WINDOW_HOST
                 const u64 t = clock64();
 #endif
@@ -566,6 +584,11 @@ QW_DEV u32 qfwd_stream_push_rounds(const QwGroup& g, const QfwdStreamModel& m,
             count++;
         }
     }
+    if (run != 0) qw_store_rows(g, m, rows, run_round, run, events + (u64)run_from * m.round_bytes);
+    // Every thread read the state above before thread 0 writes it: a call that completes
+    // no window has no other barrier, and a thread that read the new state would refuse
+    // every round as repeated.
+    qw_sync(g);
     if (g.tid == 0) {
         st->next_round = next;
         st->window_start = start;
@@ -584,7 +607,7 @@ QW_DEV int qfwd_stream_finish(const QwGroup& g, const QfwdStreamModel& m, QfwdSt
     if (st->finished) status = QFWD_STREAM_FINISHED;
     else if (next < m.min_rounds) status = QFWD_STREAM_TOO_SHORT;
     if (status == QFWD_STREAM_COMMIT) {
-        qw_store_row(g, m, rows, (u32)(next % m.rounds_per_window), events);
+        qw_store_rows(g, m, rows, next, 1, events);
         qw_sync(g);
         const u32 syndrome_rounds = (u32)(next - start);
         const u32 index = start == 0

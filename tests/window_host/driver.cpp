@@ -108,13 +108,17 @@ int main(int argc, char** argv) {
                 QfwdStreamState* st = &states[i];
                 u32* r = rows.data() + (size_t)i * m.rounds_per_window * m.row_words;
                 const u8* ev = events.data() + (size_t)i * inputs * m.round_bytes;
-                // The rounds in runs of up to 7 (a run's state is read once and written back).
+                // The rounds in runs of 7, 1, 13 and 3 in turn (a run's state is read once and
+                // written back; its rows are stored together between windows), so runs end
+                // before, at and after a window's last round, and some hold two windows.
                 std::vector<QfwdCommit> got(rounds + 1);
                 u32 count = 0;
-                for (u32 k = 0; k < rounds; k += 7) {
-                    const u32 n = rounds - k < 7 ? rounds - k : 7;
+                const u32 runs[4] = {7, 1, 13, 3};
+                for (u32 k = 0, j = 0; k < rounds; j++) {
+                    const u32 want = runs[j % 4], n = rounds - k < want ? rounds - k : want;
                     count = qfwd_stream_push_rounds(g, m, st, r, first_round + k, ev + (size_t)k * m.round_bytes,
                                                     n, scratch.data(), got.data(), rounds + 1, count, nullptr);
+                    k += n;
                 }
                 if (finish) {
                     QfwdCommit c{};
