@@ -6,7 +6,7 @@ stdin). Per probe row ("probe row N: ..." lines) and per path and pass count, it
 how many decodes were traced, their median defect count, and the median cycles spent in
 each stage: the differences between consecutive stamps, named after what each stamp ends.
 
-    QFWD_UF_TRACE=1 QFWD_PROBE_ROWS=3,6 cargo test --release --test gpu_decoders -- \\
+    QFWD_UF_TRACE=1 QFWD_PROBE_ROWS=3,6 cargo test --release --test gpu_decoder_latency -- \\
         --ignored --nocapture decoder_latency_probe | tee trace.log
     scripts/uf-trace.py trace.log
 
