@@ -594,6 +594,9 @@ static_assert(sizeof(((struct QfwdWindowBatch*)0)->commits_per_stream) == 4, "Qf
 #define QFWD_SERVE_ENTRIES_WORD 2u
 #define QFWD_SERVE_JOBS_WORD 4u
 #define QFWD_SERVE_CLAIM_WORD 3u
+#define QFWD_SERVE_COUNT_WORD 5u
+#define QFWD_SERVE_FINISHED_WORD 6u
+#define QFWD_SERVE_BUFFERS 2u
 #define QFWD_SERVE_CONTROL_BYTES 64u
 #define QFWD_SERVE_RESET 1u
 #define QFWD_SERVE_FINISH 2u
@@ -643,12 +646,13 @@ struct QfwdStreamServe {
     unsigned long long commits;
     unsigned long long counts;
     unsigned long long profile;
+    unsigned long long buffer_stride;
     unsigned int streams;
     unsigned int max_entries;
     unsigned int stage_bytes;
     unsigned int poll_ns;
 };
-static_assert(sizeof(struct QfwdStreamServe) == 120, "QfwdStreamServe size");
+static_assert(sizeof(struct QfwdStreamServe) == 128, "QfwdStreamServe size");
 static_assert(sizeof(((struct QfwdStreamServe*)0)->model) == 8, "QfwdStreamServe.model");
 static_assert(sizeof(((struct QfwdStreamServe*)0)->states) == 8, "QfwdStreamServe.states");
 static_assert(sizeof(((struct QfwdStreamServe*)0)->rows) == 8, "QfwdStreamServe.rows");
@@ -662,6 +666,7 @@ static_assert(sizeof(((struct QfwdStreamServe*)0)->events) == 8, "QfwdStreamServ
 static_assert(sizeof(((struct QfwdStreamServe*)0)->commits) == 8, "QfwdStreamServe.commits");
 static_assert(sizeof(((struct QfwdStreamServe*)0)->counts) == 8, "QfwdStreamServe.counts");
 static_assert(sizeof(((struct QfwdStreamServe*)0)->profile) == 8, "QfwdStreamServe.profile");
+static_assert(sizeof(((struct QfwdStreamServe*)0)->buffer_stride) == 8, "QfwdStreamServe.buffer_stride");
 static_assert(sizeof(((struct QfwdStreamServe*)0)->streams) == 4, "QfwdStreamServe.streams");
 static_assert(sizeof(((struct QfwdStreamServe*)0)->max_entries) == 4, "QfwdStreamServe.max_entries");
 static_assert(sizeof(((struct QfwdStreamServe*)0)->stage_bytes) == 4, "QfwdStreamServe.stage_bytes");

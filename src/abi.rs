@@ -739,6 +739,16 @@ abi_consts!(render_stream_serve {
     /// the submission's jobs after their first (block `b` starts with job `b`; block 0
     /// sets it to the grid size before relaying a number).
     SERVE_CLAIM_WORD: u32 = 3;
+    /// Relay words: how many submissions block 0 relayed (the blocks wait for the next
+    /// count), and how many (block, submission) pairs were served, each block adding one
+    /// when it finishes a submission (block 0 relays submission `n + 1` once it reads
+    /// `n * grid`: no stream's job starts before its job in the last submission ended).
+    SERVE_COUNT_WORD: u32 = 5;
+    SERVE_FINISHED_WORD: u32 = 6;
+    /// Submission buffers the host fills in turn (`StreamServeParams::buffer_stride`
+    /// apart): submission `n` (from 1) is in buffer `(n - 1) % SERVE_BUFFERS` and bears the
+    /// number `n` (wrapping), so the host writes one while the device serves the other.
+    SERVE_BUFFERS: u32 = 2;
     /// Bytes of the control block.
     SERVE_CONTROL_BYTES: u32 = 64;
     /// [`StreamServeEntryDesc::flags`]: reset the stream first; its last input is its
@@ -784,9 +794,9 @@ abi_struct!(
 
 abi_struct!(
     /// The persistent stream kernel's one parameter: every stream's state on the device,
-    /// and the submission block in mapped host memory (`src/mailbox/streams.rs`). The
+    /// and the submission buffers in mapped host memory (`src/mailbox/streams.rs`). The
     /// blocks claim a submission's jobs one by one; block `b` then writes the
-    /// submission's number into `done[b]`.
+    /// submission's number into its buffer's `done[b]`.
     StreamServeParams: "QfwdStreamServe" {
         /// Device address of the [`StreamModelDesc`].
         model: u64,
@@ -811,6 +821,9 @@ abi_struct!(
         counts: u64,
         /// Mapped host memory: `SERVE_PROFILE_WORDS` u64 counters per block.
         profile: u64,
+        /// Bytes from one submission buffer's `control`, `done`, `entries`, `events`,
+        /// `commits` and `counts` to the next buffer's (`SERVE_BUFFERS` of them).
+        buffer_stride: u64,
         streams: u32,
         max_entries: u32,
         stage_bytes: u32,

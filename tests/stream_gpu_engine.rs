@@ -238,12 +238,14 @@ fn script(m: &Arc<StreamModel>, streams: u32, cycles: u64, seed: u64) -> Vec<Vec
 /// Every response, by request id, in the order it came; and the service's counters.
 type Answers = BTreeMap<u32, Vec<Vec<u8>>>;
 
-/// Sends the whole script as fast as the ring takes it, then collects responses until
-/// the last request is answered.
+/// Sends the whole script as fast as the ring takes it (or, `paced`, reading responses
+/// between requests, so that batches are small and follow each other), then collects
+/// responses until the last request is answered.
 fn drive(
     running: RunningStreams,
     mut client: inproc::InprocClient,
     script: &[Vec<u8>],
+    paced: bool,
 ) -> (Answers, StreamStats) {
     let mut answers = Answers::new();
     let mut buf = vec![0u8; 70_000];
@@ -259,6 +261,12 @@ fn drive(
     };
     let deadline = Instant::now() + Duration::from_secs(60);
     for req in script {
+        if paced {
+            for _ in 0..50 {
+                poll(&mut client, &mut answers);
+                std::thread::yield_now();
+            }
+        }
         while !client.send(req).unwrap() {
             assert!(
                 Instant::now() < deadline,
@@ -287,6 +295,15 @@ fn serve(
     streams: u32,
     engine: Option<BatchedDecoder>,
 ) -> (Answers, StreamStats) {
+    serve_paced(script, streams, engine, false)
+}
+
+fn serve_paced(
+    script: &[Vec<u8>],
+    streams: u32,
+    engine: Option<BatchedDecoder>,
+    paced: bool,
+) -> (Answers, StreamStats) {
     let m = model();
     let opts = options(streams);
     let slot = wire::HEADER_LEN + opts.settings.max_request_bytes + 1024;
@@ -295,7 +312,7 @@ fn serve(
         None => qfwd::stream::spawn_inproc(&opts, m, server).unwrap(),
         Some(e) => qfwd::stream::spawn_batched_inproc(&opts, m, server, e).unwrap(),
     };
-    drive(running, client, script)
+    drive(running, client, script, paced)
 }
 
 fn assert_same(name: &str, a: &(Answers, StreamStats), b: &(Answers, StreamStats)) {
@@ -367,6 +384,14 @@ fn the_batched_engine_answers_what_the_cpu_pool_answers() {
         "every accepted round decoded"
     );
     eprintln!("{}", batched.1);
+    // Paced, the batches are many and small, and the persistent kernel's protocol takes
+    // them two at a time (how often one is posted while another decodes depends on the
+    // host's timing).
+    let paced = serve_paced(&script, 12, Some(BatchedDecoder::CpuServed), true);
+    assert_same("the same protocol, paced", &cpu, &paced);
+    let p = paced.1.batched.as_ref().expect("batched counts");
+    assert!(p.batches > 10, "{p}");
+    eprintln!("{}", paced.1);
 }
 
 /// Where there is no GPU, asking for the GPU engine is a clear error, not a panic.

@@ -201,10 +201,11 @@ impl PreparedStreamServer {
         let layout = submit_layout(p, streams, grid);
         let max_entries = layout.max_entries;
         let profile_bytes = 8 * abi::SERVE_PROFILE_WORDS as usize * grid as usize;
-        let block = MappedHostBuffer::new(&ctx, layout.total_bytes() + profile_bytes)?;
+        let buffers = layout.region_bytes();
+        let block = MappedHostBuffer::new(&ctx, buffers + profile_bytes)?;
         let base = block.device_ptr();
         let region = block.into_region()?;
-        region.zero(0, layout.total_bytes());
+        region.zero(0, buffers);
         let params = StreamServeParams {
             model: dmodel.desc_ptr(),
             states: states.device_ptr(),
@@ -218,7 +219,8 @@ impl PreparedStreamServer {
             events: base + layout.events() as u64,
             commits: base + layout.commits() as u64,
             counts: base + layout.counts() as u64,
-            profile: base + layout.total_bytes() as u64,
+            profile: base + buffers as u64,
+            buffer_stride: layout.total_bytes() as u64,
             streams: streams as u32,
             max_entries,
             stage_bytes: STAGE_BYTES,
@@ -226,7 +228,7 @@ impl PreparedStreamServer {
         };
         let profile = Profile {
             region: region.clone(),
-            at: layout.total_bytes(),
+            at: buffers,
             blocks: grid as usize,
             clock_khz: ctx
                 .attribute(cudarc::driver::sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_CLOCK_RATE)?
@@ -338,8 +340,8 @@ impl RunningStreamServer {
             .unwrap_or_default()
     }
 
-    /// Waits until every block served the last submission, at most `deadline`; an error
-    /// if the kernel ended, faulted or did not answer in time.
+    /// Waits until every block served the oldest submission in flight, at most
+    /// `deadline`; an error if the kernel ended, faulted or did not answer in time.
     pub fn wait(&mut self, deadline: Duration) -> Result<()> {
         let start = Instant::now();
         let mut spins = 0u32;

@@ -74,6 +74,35 @@ pub trait BatchDecoder: Send {
         Ok(calls)
     }
 
+    /// Batches the decoder holds at once: 1 for one that decodes in
+    /// [`BatchDecoder::decode_segments`]; more for one that takes a batch with
+    /// [`BatchDecoder::post`] while it decodes the one before.
+    fn depth(&self) -> usize {
+        1
+    }
+
+    /// Starts decoding `segments` (as [`BatchDecoder::decode_segments`] would) without
+    /// waiting: their answers come from [`BatchDecoder::collect`], batch after batch in
+    /// the order posted. False, with nothing started, where the decoder cannot take it
+    /// now (all its depth in flight, a batch too large for one go, or no such mode):
+    /// collect what is in flight and decode it with `decode_segments` instead.
+    fn post(&mut self, segments: &[Vec<Work>]) -> Result<bool> {
+        let _ = segments;
+        Ok(false)
+    }
+
+    /// Whether the oldest posted batch is decoded (so that `collect` will not wait).
+    fn ready(&mut self) -> bool {
+        true
+    }
+
+    /// The oldest posted batch's answers (waiting for them, with a deadline), into
+    /// `commits` and `counts` as `decode_segments` fills them. Returns decode calls made.
+    fn collect(&mut self, commits: &mut [Vec<Commit>], counts: &mut [Vec<u32>]) -> Result<u64> {
+        let _ = (commits, counts);
+        Err(fault("no batch was posted".into()))
+    }
+
     /// One line: what decodes (shown by `qfwd run`).
     fn describe(&self) -> String;
 

@@ -6,9 +6,11 @@
 //! complete a window: round indices decide it all) and gathers every stream's accepted
 //! rounds into the batch being built. The decoding thread hands a finished batch to a
 //! [`BatchDecoder`] (the GPU: one launch for all streams; or the CPU stand-in), fills in
-//! the commits' flips, and hands the responses to the dispatcher, which sends them. While
-//! a batch decodes, the next accumulates: a launch carries whatever every stream sent
-//! meanwhile, so the work per launch grows with the number of streams.
+//! the commits' flips, and hands the responses to the dispatcher, which sends them. A
+//! decoder of depth 2 (the persistent kernel) holds two batches: the next is posted while
+//! one decodes, and the oldest one's answers go out as soon as it is decoded. Meanwhile
+//! the next batch accumulates: it carries whatever every stream sent, so the work per
+//! batch grows with the number of streams.
 //!
 //! Answers are the CPU pool's, byte for byte, for the same requests (with one decoder
 //! thread, whose responses are not split by thread): `tests/stream_gpu_engine.rs`.
@@ -16,6 +18,7 @@
 //! batches and launches.
 #![forbid(unsafe_code)]
 
+use std::collections::VecDeque;
 use std::fmt;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -72,6 +75,8 @@ pub struct BatchedCounts {
     pub launches: u64,
     /// Rounds handed to the decoder (final rounds included).
     pub rounds_decoded: u64,
+    /// Batches posted while the one before was still decoding.
+    pub overlapped: u64,
     /// Time in the decoder, ns.
     pub decode_ns: u64,
 }
@@ -89,7 +94,7 @@ impl fmt::Display for BatchedCounts {
             f,
             "batched decoding on {}: batches {}, segments {} ({:.2} a batch), decode calls \
              (launches or submissions) {} ({:.2} a batch), rounds decoded {} ({:.1} a batch), \
-             {:.1} µs decoding a batch",
+             {:.1} µs decoding a batch, {} posted while another decoded",
             self.decoder,
             self.batches,
             self.segments,
@@ -98,7 +103,8 @@ impl fmt::Display for BatchedCounts {
             per(self.launches),
             self.rounds_decoded,
             per(self.rounds_decoded),
-            per(self.decode_ns) / 1e3
+            per(self.decode_ns) / 1e3,
+            self.overlapped
         )
     }
 }
@@ -361,6 +367,39 @@ impl Decoding {
     /// Decodes `batch` and sends its answers.
     fn run(&mut self, batch: &Batch) -> Result<()> {
         let start = Instant::now();
+        let segments = self.make_room(batch);
+        self.batched.launches += self.decoder.decode_segments(
+            &batch.segments,
+            &mut self.commits[..segments],
+            &mut self.counts_of[..segments],
+        )?;
+        self.answer_batch(batch, start)
+    }
+
+    /// Hands `batch` to a decoder that decodes it while it takes the next; false where
+    /// it did not take it (decode it with [`Decoding::run`], after those in flight).
+    fn post(&mut self, batch: &Batch) -> Result<bool> {
+        let start = Instant::now();
+        let taken = self.decoder.post(&batch.segments)?;
+        let ns = start.elapsed().as_nanos() as u64;
+        self.batched.decode_ns += ns;
+        self.busy_ns += ns;
+        Ok(taken)
+    }
+
+    /// The answers of the oldest batch posted, `batch`, sent.
+    fn complete(&mut self, batch: &Batch) -> Result<()> {
+        let start = Instant::now();
+        let segments = self.make_room(batch);
+        self.batched.launches += self.decoder.collect(
+            &mut self.commits[..segments],
+            &mut self.counts_of[..segments],
+        )?;
+        self.answer_batch(batch, start)
+    }
+
+    /// Room for `batch`'s segments' answers; their number.
+    fn make_room(&mut self, batch: &Batch) -> usize {
         let segments = batch.segments.len();
         self.commits
             .resize_with(segments.max(self.commits.len()), Vec::new);
@@ -368,11 +407,11 @@ impl Decoding {
             .resize_with(segments.max(self.offsets.len()), Vec::new);
         self.counts_of
             .resize_with(segments.max(self.counts_of.len()), Vec::new);
-        self.batched.launches += self.decoder.decode_segments(
-            &batch.segments,
-            &mut self.commits[..segments],
-            &mut self.counts_of[..segments],
-        )?;
+        segments
+    }
+
+    /// Counts `batch` (decoded since `start`) and sends its answers.
+    fn answer_batch(&mut self, batch: &Batch, start: Instant) -> Result<()> {
         for (i, work) in batch.segments.iter().enumerate() {
             let offsets = &mut self.offsets[i];
             offsets.clear();
@@ -535,28 +574,34 @@ struct BatcherEnd {
 }
 
 /// Takes queued requests into batches; hands a batch over whenever the decoding thread
-/// is free. Ends once `closing` is set and everything queued went out.
+/// has room for one (`depth` batches: it returns each once answered). Ends once
+/// `closing` is set and everything queued went out.
 fn batcher(
     mut b: Builder,
     mut queue: Consumer,
-    to_decoder: SyncSender<Batch>,
-    returned: Receiver<Batch>,
+    (to_decoder, returned): (SyncSender<Batch>, Receiver<Batch>),
+    depth: usize,
     opts: &ServiceOptions,
     closing: &AtomicBool,
 ) -> BatcherEnd {
     pin(opts.cores.get(1).copied(), "stream batcher");
-    let mut spare = Some(Batch::default());
+    let mut spares: Vec<Batch> = (0..depth.max(1)).map(|_| Batch::default()).collect();
     let mut item = vec![0u8; u16::MAX as usize];
     let mut wait = IdleWait::new(opts.idle);
     let (mut items, mut malformed) = (0u64, 0u64);
     loop {
         let closing_now = closing.load(Ordering::Acquire);
-        if spare.is_none() {
+        loop {
             match returned.try_recv() {
-                Ok(done) => spare = Some(done),
+                Ok(done) => spares.push(done),
                 // The decoding thread failed: batches are dropped from now on.
-                Err(TryRecvError::Disconnected) => spare = Some(Batch::default()),
-                Err(TryRecvError::Empty) => {}
+                Err(TryRecvError::Disconnected) => {
+                    if spares.is_empty() {
+                        spares.push(Batch::default());
+                    }
+                    break;
+                }
+                Err(TryRecvError::Empty) => break,
             }
         }
         let mut popped = 0;
@@ -571,10 +616,10 @@ fn batcher(
             }
         }
         if !b.batch.is_empty() {
-            if let Some(empty) = spare.take() {
+            if let Some(empty) = spares.pop() {
                 let full = b.take(empty);
                 if to_decoder.send(full).is_err() {
-                    spare = Some(Batch::default());
+                    spares.push(Batch::default());
                 }
             }
         } else if closing_now && popped == 0 {
@@ -595,7 +640,9 @@ fn batcher(
     }
 }
 
-/// Decodes batches until the batcher hangs up.
+/// Decodes batches until the batcher hangs up. A decoder of depth 2 or more holds that
+/// many batches at once: a batch is posted while the one before decodes, and the oldest
+/// batch's answers go out as soon as it is decoded, before anything else is done.
 fn decoding_thread(
     d: &mut Decoding,
     from_batcher: Receiver<Batch>,
@@ -605,21 +652,73 @@ fn decoding_thread(
 ) -> Result<()> {
     pin(opts.cores.get(2).copied(), "stream decoding thread");
     let mut wait = IdleWait::new(opts.idle);
+    let mut in_flight: VecDeque<Batch> = VecDeque::new();
+    let depth = d.decoder.depth().max(1);
+    let failed = |e: Error| {
+        tracing::error!(error = %e, "stream decoding failed; stopping the service");
+        stop.store(true, Ordering::Relaxed);
+        Err(e)
+    };
+    // When the oldest batch in flight was posted: past the deadline, its collection
+    // waits (and fails, with the decoder's own deadline) instead of polling on.
+    let mut oldest_since = Instant::now();
+    let mut hung_up = false;
     loop {
+        let overdue = oldest_since.elapsed() > IN_FLIGHT_DEADLINE;
+        let must = in_flight.len() >= depth || hung_up || overdue;
+        if !in_flight.is_empty() && (must || d.decoder.ready()) {
+            let batch = in_flight.pop_front().expect("checked");
+            if let Err(e) = d.complete(&batch) {
+                return failed(e);
+            }
+            let _ = back.send(batch);
+            oldest_since = Instant::now();
+            wait.worked();
+            continue;
+        }
         match from_batcher.try_recv() {
             Ok(batch) => {
                 wait.worked();
-                if let Err(e) = d.run(&batch) {
-                    tracing::error!(error = %e, "stream decoding failed; stopping the service");
-                    stop.store(true, Ordering::Relaxed);
-                    return Err(e);
+                if in_flight.is_empty() {
+                    oldest_since = Instant::now();
                 }
-                let _ = back.send(batch);
+                if let Err(e) = take_batch(d, batch, &mut in_flight, &back) {
+                    return failed(e);
+                }
+                continue;
             }
-            Err(TryRecvError::Empty) => wait.idle(),
-            Err(TryRecvError::Disconnected) => return Ok(()),
+            Err(TryRecvError::Disconnected) if in_flight.is_empty() => return Ok(()),
+            Err(TryRecvError::Disconnected) => hung_up = true,
+            Err(TryRecvError::Empty) => {}
         }
+        wait.idle();
     }
+}
+
+/// How long the decoding thread polls for the oldest batch in flight before it waits
+/// for it (the decoder's wait has its own deadline).
+const IN_FLIGHT_DEADLINE: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// Posts `batch`, or, where the decoder does not take it, decodes it now, after the
+/// batches in flight (answers go out in batch order).
+fn take_batch(
+    d: &mut Decoding,
+    batch: Batch,
+    in_flight: &mut VecDeque<Batch>,
+    back: &SyncSender<Batch>,
+) -> Result<()> {
+    if d.decoder.depth() > 1 && d.post(&batch)? {
+        d.batched.overlapped += u64::from(!in_flight.is_empty());
+        in_flight.push_back(batch);
+        return Ok(());
+    }
+    while let Some(old) = in_flight.pop_front() {
+        d.complete(&old)?;
+        let _ = back.send(old);
+    }
+    d.run(&batch)?;
+    let _ = back.send(batch);
+    Ok(())
 }
 
 fn serve<T>(
@@ -639,14 +738,17 @@ where
     let done = AtomicUsize::new(0);
     let streams = builder.ledgers.len() as u32;
     decoding.batched.decoder = decoding.decoder.describe();
-    let (to_decoder, from_batcher) = mpsc::sync_channel::<Batch>(1);
-    let (back, returned) = mpsc::sync_channel::<Batch>(1);
+    // Batches circulate: the batcher builds one and holds `depth` spares; the decoding
+    // thread holds up to `depth`. Neither channel can fill, so neither side blocks.
+    let depth = decoding.decoder.depth().max(1);
+    let (to_decoder, from_batcher) = mpsc::sync_channel::<Batch>(depth + 1);
+    let (back, returned) = mpsc::sync_channel::<Batch>(depth + 1);
     let (dispatch, end, decoded) = std::thread::scope(|scope| {
         let (closing, done) = (&closing, &done);
         let batcher = std::thread::Builder::new()
             .name("qfwd-batcher".into())
             .spawn_scoped(scope, move || {
-                batcher(builder, queue, to_decoder, returned, opts, closing)
+                batcher(builder, queue, (to_decoder, returned), depth, opts, closing)
             });
         let decoder = std::thread::Builder::new()
             .name("qfwd-batch-decode".into())
