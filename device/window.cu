@@ -89,6 +89,13 @@ QW_DEV u32 qw_popc(u32 x) { return __popc(x); }
 QW_DEV u32 qw_ctz(u32 x) { return __ffs(x) - 1; }
 #endif
 
+// Hooks around one window's decode: nothing on the device; the host check counts the
+// barriers a window takes with them (tests/window_host.rs, `window_barriers`).
+#ifndef QW_WINDOW_BEGIN
+#define QW_WINDOW_BEGIN(g)
+#define QW_WINDOW_END(g)
+#endif
+
 #define QW_NONE QFWD_WINDOW_NONE
 #define QW_ODD QFWD_WINDOW_ODD
 #define QW_BOUNDARY QFWD_WINDOW_BOUNDARY
@@ -484,12 +491,14 @@ QW_DEV u64 qw_decode_window(const QwGroup& g, const QfwdStreamModel& m, u32 inde
     const QwGraph G = qw_graph(m, index, scratch);
     QwScratch s = qw_scratch(m, scratch);
     u64 flips = 0;
+    QW_WINDOW_BEGIN(g);
     if (qw_defects(g, m, G, rows, start, s) != 0) {
         const u32* flags = qw_grow(g, m, G, s);
         qw_match_regions(g, m, G, s);
         flips = qw_correct(g, m, G, rows, start, s, flags);
     }
     qw_reset(g, G, s);
+    QW_WINDOW_END(g);
     return flips;
 }
 

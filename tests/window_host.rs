@@ -1,11 +1,14 @@
 //! The GPU stream decoder's device code (`device/window.cu`), built by g++ for the CPU
 //! (`tests/window_host/driver.cpp`: a group of std::threads with a std::barrier stands in
 //! for a thread block), answers exactly what the CPU's `StreamDecoder` answers: the same
-//! commits on sampled surface-code streams at d = 5 and 7 and on a repetition code whose
-//! equal weights make ties everywhere, with the window decoder's matching on, off and
-//! limited to small regions, with groups of 32 to 128 threads; and the same refusals. Skips where there is no g++ (CI installs it).
+//! commits on sampled surface-code streams at d = 5, 7 and 11, on a repetition code whose
+//! equal weights make ties everywhere, and on two-detector graphs whose weights make the
+//! two-member regions' choices tie, with the window decoder's matching on, off and
+//! limited to small regions, with groups of 32 to 128 threads; and the same refusals.
+//! Skips where there is no g++ (CI installs it).
 //!
-//! On a GPU, `tests/gpu_window.rs` checks the kernel itself.
+//! `window_barriers` (ignored: a measurement) counts the barriers a window takes, the
+//! device code's passes. On a GPU, `tests/gpu_window.rs` checks the kernel itself.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -57,10 +60,53 @@ fn model(name: &str, w: u32, c: u32, limits: MatchLimits) -> Arc<StreamModel> {
         Dem::parse(&repetition_text_per_qubit(9, 6, 0.03, 0.03), "rep-qubits").unwrap()
     } else if name == "rep5-qubits" {
         Dem::parse(&repetition_text_per_qubit(5, 6, 0.08, 0.08), "rep5-qubits").unwrap()
+    } else if let Some(weights) = name.strip_prefix("pair-").and_then(pair_weights) {
+        Dem::parse(&pair_text(12, weights), name).unwrap()
     } else {
         Dem::from_path(&root().join(format!("tests/fixtures/{name}.dem"))).unwrap()
     };
     Arc::new(StreamModel::from_dem_with(&dem, w, c, limits).unwrap())
+}
+
+/// The error probability whose quantized weight is `w` (256 per unit of ln odds).
+fn probability(w: u32) -> f64 {
+    1.0 / (1.0 + (f64::from(w) / 256.0).exp())
+}
+
+/// Weights (edge, boundary of the first detector, of the second, time) by name.
+fn pair_weights(name: &str) -> Option<[u32; 4]> {
+    match name {
+        // Two defects: paired (1024) or both to the boundary (512 + 512), a tie.
+        "tie" => Some([1024, 512, 512, 2048]),
+        // One defect: its own boundary edge (1024) or across and out (512 + 512), a tie;
+        // and a lone defect on the second detector: out across the first (512 + 1024) or
+        // through its own (512).
+        "lopsided" => Some([512, 1024, 512, 2048]),
+        _ => None,
+    }
+}
+
+/// Two detectors a round over `rounds` rounds: an edge between them, a boundary edge on
+/// each, time edges; each edge flips an observable of its own (L0 the first boundary,
+/// L1 the pair, L2 the second boundary, L3 the time edges), so the commits show every
+/// choice the matching makes in the two-member regions such a graph is made of.
+fn pair_text(rounds: u32, [edge, first, second, time]: [u32; 4]) -> String {
+    let mut t = String::new();
+    for r in 0..rounds {
+        t += &format!("detector(0, 0, {r}) D{}\n", 2 * r);
+        t += &format!("detector(1, 0, {r}) D{}\n", 2 * r + 1);
+    }
+    for r in 0..rounds {
+        let (a, b) = (2 * r, 2 * r + 1);
+        t += &format!("error({}) D{a} D{b} L1\n", probability(edge));
+        t += &format!("error({}) D{a} L0\n", probability(first));
+        t += &format!("error({}) D{b} L2\n", probability(second));
+        if r + 1 < rounds {
+            t += &format!("error({}) D{a} D{} L3\n", probability(time), a + 2);
+            t += &format!("error({}) D{b} D{} L3\n", probability(time), b + 2);
+        }
+    }
+    t
 }
 
 /// Matching only the smallest regions: both the matching and the peeling run.
@@ -87,6 +133,46 @@ fn status_of(e: StreamError) -> i32 {
     }
 }
 
+/// The driver's run over `events` (streams x inputs rounds), checked to succeed; with
+/// `count_barriers`, its stderr says how many windows and barriers inside them it ran.
+#[allow(clippy::too_many_arguments)]
+fn driver_output(
+    model: &StreamModel,
+    events: &[u8],
+    streams: usize,
+    rounds: u32,
+    finish: bool,
+    threads: u32,
+    first_round: u64,
+    count_barriers: bool,
+) -> std::process::Output {
+    let driver = driver().expect("checked by the caller");
+    let packed = PackedModel::of(model).unwrap();
+    let dir = tempdir();
+    let (blob, desc, ev) = (dir.join("blob"), dir.join("model"), dir.join("events"));
+    std::fs::write(&blob, packed.blob_bytes()).unwrap();
+    std::fs::write(&desc, packed.desc.to_bytes()).unwrap();
+    std::fs::write(&ev, events).unwrap();
+    let mut cmd = Command::new(driver);
+    cmd.arg(&blob).arg(&desc).arg(&ev).args([
+        streams.to_string(),
+        rounds.to_string(),
+        u32::from(finish).to_string(),
+        threads.to_string(),
+        first_round.to_string(),
+    ]);
+    if count_barriers {
+        cmd.env("QFWD_WINDOW_BARRIERS", "1");
+    }
+    let out = cmd.output().unwrap();
+    assert!(
+        out.status.success(),
+        "driver: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
 /// Runs the driver over `events` (streams x inputs rounds); each stream's answers.
 fn run_device(
     model: &StreamModel,
@@ -97,30 +183,15 @@ fn run_device(
     threads: u32,
     first_round: u64,
 ) -> Vec<Vec<Answer>> {
-    let driver = driver().expect("checked by the caller");
-    let packed = PackedModel::of(model).unwrap();
-    let dir = tempdir();
-    let (blob, desc, ev) = (dir.join("blob"), dir.join("model"), dir.join("events"));
-    std::fs::write(&blob, packed.blob_bytes()).unwrap();
-    std::fs::write(&desc, packed.desc.to_bytes()).unwrap();
-    std::fs::write(&ev, events).unwrap();
-    let out = Command::new(driver)
-        .arg(&blob)
-        .arg(&desc)
-        .arg(&ev)
-        .args([
-            streams.to_string(),
-            rounds.to_string(),
-            u32::from(finish).to_string(),
-            threads.to_string(),
-            first_round.to_string(),
-        ])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "driver: {}",
-        String::from_utf8_lossy(&out.stderr)
+    let out = driver_output(
+        model,
+        events,
+        streams,
+        rounds,
+        finish,
+        threads,
+        first_round,
+        false,
     );
     let mut answers = vec![Vec::new(); streams];
     for line in String::from_utf8(out.stdout).unwrap().lines() {
@@ -250,6 +321,15 @@ fn device_code_breaks_ties_as_the_cpu_does() {
     check("rep5-qubits", (8, 4), MatchLimits::DEFAULT, 24, 30, &[32]);
 }
 
+/// Regions of two members whose matchings tie: pair or both to the boundary, and which
+/// member a lone defect leaves through (the regions matched as they are listed).
+#[test]
+fn device_code_breaks_ties_in_two_member_regions_as_the_cpu_does() {
+    for name in ["pair-tie", "pair-lopsided"] {
+        check(name, (4, 2), MatchLimits::DEFAULT, 24, 11, &[32, 64]);
+    }
+}
+
 #[test]
 fn device_code_commits_what_the_cpu_commits_d7() {
     let d7 = "surface_d7_r7_z_p005";
@@ -287,4 +367,41 @@ fn device_code_refuses_what_the_cpu_refuses() {
     let want = cpu_answers(&m, &data, 0, true);
     assert_eq!(want[0].len(), 1);
     assert_eq!(run_device(&m, &events, 3, 4, true, 64, 0), want);
+}
+
+/// Measures (prints) the barriers a window takes at p = 0.001, d = 5 to 11 (W = 2d, C =
+/// d): on the GPU each ends a pass of the group, the unit of a window's time (about 0.5
+/// µs on the H200), so their number is the device code's cost measured on any host.
+/// `cargo test --release --test window_host -- --ignored --nocapture window_barriers`
+#[test]
+#[ignore = "a measurement: run with --ignored --nocapture"]
+fn window_barriers() {
+    if driver().is_none() {
+        return;
+    }
+    println!("model,d,W,C,streams,rounds,windows,barriers,barriers_per_window");
+    for (name, d) in [
+        ("surface_d5_r5_z_p001", 5),
+        ("surface_d7_r7_z_p001", 7),
+        ("stream/surface_d11_r3_z_p001", 11),
+    ] {
+        let (w, c) = (2 * d, d);
+        let m = model(name, w, c, MatchLimits::DEFAULT);
+        let (streams, rounds) = (16, 30 * c);
+        let data = sampled(&m, streams, rounds, 11);
+        let events: Vec<u8> = data.iter().flatten().flatten().copied().collect();
+        let out = driver_output(&m, &events, streams, rounds, true, 64, 0, true);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        let counts: Vec<u64> = stderr
+            .split_whitespace()
+            .filter_map(|t| t.parse().ok())
+            .collect();
+        let [windows, barriers] = counts[..] else {
+            panic!("the driver did not count: {stderr}");
+        };
+        println!(
+            "{name},{d},{w},{c},{streams},{rounds},{windows},{barriers},{:.2}",
+            barriers as f64 / windows.max(1) as f64
+        );
+    }
 }

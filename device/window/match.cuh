@@ -11,9 +11,11 @@
 // defects and edges, runs Bellman-Ford over all their edges for all their defects at once
 // (a flat item space, a region found by binary search over its items' offsets; boundary
 // distances kept on the way), the subsets' costs level by level, each region's matches (a
-// thread per region) and each match's path (a thread per match). A region's answer is the one it would get alone: regions are disjoint, and each
-// reads only its own segment and members. A window's regions thus cost one batch of
-// passes, not one per region.
+// thread per region) and each match's path (a thread per match). A region's answer is
+// the one it would get alone: regions are disjoint, and each reads only its own segment
+// and members. A window's regions thus cost one batch of passes, not one per region; and
+// regions of one or two members, the commonest, are matched as they are listed
+// (qw_match_tiny), so a window of only those takes no batch at all.
 #ifndef QFWD_WINDOW_MATCH_CUH
 #define QFWD_WINDOW_MATCH_CUH
 
@@ -343,8 +345,74 @@ QW_DEV bool qw_batch_finish(const QwGroup& g, const QwGraph& G, const QwScratch&
     return false;
 }
 
+// A region of one or two members within the limits (at low p the commonest: a lone
+// error's two defects, or a defect beside the boundary), matched by the one thread that
+// lists it, as the batch would match it: distances are the least weight between the two
+// members, choices the least vertex and edge. Returns false, with nothing changed, where
+// it has too many edges or no finite matching (left to the batch, which skips it too).
+QW_DEV bool qw_match_tiny(const QfwdStreamModel& m, const QwGraph& G, const QwScratch& s,
+                          u32 root) {
+    const u32 n = G.n;
+    // The other member (if any), the least weight between the two and its least edge.
+    u32 other = QW_NONE, d = QW_NONE, edge = QW_NONE, edges = 0;
+    for (u32 p = qw_ro(G.adj_offset + root); p < qw_ro(G.adj_offset + root + 1); p++) {
+        const u32 e = qw_ro(G.adj_pairs + 2 * p), y = qw_ro(G.adj_pairs + 2 * p + 1);
+        if (y == n || y == root || s.region[y] != root) continue;
+        const u32 w = qw_ro(G.weight + e);
+        other = y;
+        edges++;
+        if (w < d || (w == d && e < edge)) {
+            d = w;
+            edge = e;
+        }
+    }
+    if (edges > m.match_edges || (s.rmem[root] == 2 && other == QW_NONE)) return false;
+    // Each defect's distance to the boundary: through its own boundary edge, or across to
+    // the other member and through its boundary edge.
+    const u32 members[2] = {root, other};
+    const u32 k = other == QW_NONE ? 1u : 2u;
+    u32 distb[2] = {QW_NONE, QW_NONE};
+    for (u32 a = 0; a < k; a++) {
+        for (u32 x = 0; x < k; x++) {
+            const u32 be = qw_ro(G.bedge + members[x]);
+            if (be == QW_NONE) continue;
+            const u32 via = (x == a ? 0u : d) + qw_ro(G.weight + be);
+            distb[a] = via < distb[a] ? via : distb[a];
+        }
+    }
+    const bool def[2] = {s.defect[root] != 0, k == 2 && s.defect[other] != 0};
+    // Two defects: both to the boundary (tried first, kept on a tie) or paired.
+    const bool pair = def[0] && def[1] &&
+        (distb[0] == QW_NONE || distb[1] == QW_NONE || distb[0] + distb[1] > d);
+    if (!pair) {
+        for (u32 a = 0; a < k; a++)
+            if (def[a] && distb[a] == QW_NONE) return false;
+    }
+    if (pair) {
+        qw_toggle(s, edge);
+    } else {
+        for (u32 a = 0; a < k; a++) {
+            if (!def[a]) continue;
+            // The least member that attains the boundary distance, its boundary edge, and
+            // the path back from it.
+            // The root is the region's least vertex.
+            for (u32 x = 0; x < k; x++) {
+                const u32 be = qw_ro(G.bedge + members[x]);
+                if (be == QW_NONE || (x == a ? 0u : d) + qw_ro(G.weight + be) != distb[a]) continue;
+                qw_toggle(s, be);
+                if (x != a) qw_toggle(s, edge);
+                break;
+            }
+        }
+    }
+    for (u32 a = 0; a < k; a++) s.defect[members[a]] = 0;
+    qw_add(s.sc + QW_SC_COUNT, 0u - s.rdef[root]);
+    return true;
+}
+
 // Step 2': regions from the cluster vertices and the full edges, their defects and
-// members counted at their roots; the regions within the limits matched, in batches.
+// members counted at their roots; the regions of one or two members matched as they are
+// listed, the others within the limits in batches.
 QW_DEV void qw_match_regions(const QwGroup& g, const QfwdStreamModel& m, const QwGraph& G,
                              const QwScratch& s) {
     if (m.match_defects == 0) return;
@@ -372,6 +440,7 @@ QW_DEV void qw_match_regions(const QwGroup& g, const QfwdStreamModel& m, const Q
         const u32 v = s.verts[i];
         if (s.region[v] == v && s.rdef[v] >= 1 && s.rdef[v] <= m.match_defects &&
             s.rmem[v] <= m.match_members) {
+            if (s.rmem[v] <= 2 && qw_match_tiny(m, G, s, v)) continue;
             s.rlist[qw_add(s.sc + QW_SC_NREG, 1)] = v;
         }
     }

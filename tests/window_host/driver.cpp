@@ -8,7 +8,8 @@
 //
 // BLOB: the model's u32 words; MODEL: its QfwdStreamModel (data is set here); EVENTS:
 // STREAMS x (ROUNDS + FINISH) rounds of round_bytes. Prints one line per answer:
-// `stream status first_round rounds flips`.
+// `stream status first_round rounds flips`; with QFWD_WINDOW_BARRIERS set, also
+// `windows N barriers M` on stderr (the barriers inside windows' decodes).
 #include <atomic>
 #include <barrier>
 #include <bit>
@@ -38,7 +39,23 @@ struct QwGroup {
 
 static std::barrier<>* qw_barrier = nullptr;
 
-QW_DEV void qw_sync(const QwGroup&) { qw_barrier->arrive_and_wait(); }
+// Windows decoded and the barriers inside them (thread 0 counts): on the GPU each barrier
+// ends a pass, the unit of a window's time.
+static u64 qw_windows = 0, qw_window_barriers = 0;
+static thread_local bool qw_in_window = false;
+#define QW_WINDOW_BEGIN(g)           \
+    do {                             \
+        if ((g).tid == 0) {          \
+            qw_in_window = true;     \
+            qw_windows++;            \
+        }                            \
+    } while (0)
+#define QW_WINDOW_END(g) (qw_in_window = false)
+
+QW_DEV void qw_sync(const QwGroup&) {
+    if (qw_in_window) qw_window_barriers++;
+    qw_barrier->arrive_and_wait();
+}
 QW_DEV u32 qw_ld(const u32* p) {
     return std::atomic_ref<u32>(*const_cast<u32*>(p)).load(std::memory_order_relaxed);
 }
@@ -131,6 +148,8 @@ int main(int argc, char** argv) {
         });
     }
     for (auto& th : pool) th.join();
+    if (std::getenv("QFWD_WINDOW_BARRIERS") != nullptr)
+        std::fprintf(stderr, "windows %llu barriers %llu\n", qw_windows, qw_window_barriers);
     for (u32 i = 0; i < streams; i++) {
         for (const QfwdCommit& c : answers[i]) {
             std::printf("%u %d %llu %u %llu\n", i, c.status, c.first_round, c.rounds, c.flips);
