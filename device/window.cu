@@ -270,17 +270,24 @@ QW_DEV void qfwd_stream_scratch_init(const QwGroup& g, const QfwdStreamModel& m,
 }
 
 // Step 1: the window's defects (vertices without edges ignored), listed. Returns their
-// number.
+// number. The first barrier also orders the rows' stores before the listing reads them.
+// The flips are zeroed after it: the last window's threads read its flips after its
+// last barrier (qw_commit_reset), and every one of them is past that once here.
 QW_DEV u32 qw_defects(const QwGroup& g, const QfwdStreamModel& m, const QwGraph& G,
                       const u32* rows, u64 start, const QwScratch& s) {
     const u32 n = G.n, K = m.slots, W = m.rounds_per_window, RW = m.row_words;
     if (g.tid == 0) {
-        for (u32 i = 0; i < QFWD_WINDOW_SCALARS; i++) s.sc[i] = 0;
+        for (u32 i = 0; i < QFWD_WINDOW_SCALARS; i++)
+            if (i != QW_SC_FLIPS_LO && i != QW_SC_FLIPS_HI) s.sc[i] = 0;
         s.sc[QW_SC_DELTA] = QW_NONE;
         s.parent[n] = n;
         s.flags[n] = QW_BOUNDARY;
     }
     qw_sync(g);
+    if (g.tid == 0) {
+        s.sc[QW_SC_FLIPS_LO] = 0;
+        s.sc[QW_SC_FLIPS_HI] = 0;
+    }
     const u32 words = (n + K - 1) / K * RW;
     for (u32 t = g.tid; t < words; t += g.size) {
         const u32 j = t / RW, wi = t % RW;
@@ -393,10 +400,13 @@ QW_DEV u32* qw_grow(const QwGroup& g, const QfwdStreamModel& m, const QwGraph& G
 
 #include "window/match.cuh"
 
-// Steps 3-5: forest, peel, commit. Returns the committed flips.
+QW_DEV u64 qw_commit_reset(const QwGroup& g, const QfwdStreamModel& m, const QwGraph& G,
+                           u32* rows, u64 start, const QwScratch& s);
+
+// Steps 3-5: forest, peel, then commit and reset. Returns the committed flips.
 QW_DEV u64 qw_correct(const QwGroup& g, const QfwdStreamModel& m, const QwGraph& G, u32* rows,
                       u64 start, QwScratch& s, const u32* flags) {
-    const u32 n = G.n, K = m.slots, W = m.rounds_per_window, RW = m.row_words;
+    const u32 n = G.n;
     const u32 nverts = s.sc[QW_SC_NVERTS], nfull = s.sc[QW_SC_NFULL];
     // 3. Level 0: the boundary and the roots of clusters without it. When the matching
     // resolved every defect, there is nothing to peel: no level is built.
@@ -444,20 +454,35 @@ QW_DEV u64 qw_correct(const QwGroup& g, const QfwdStreamModel& m, const QwGraph&
         }
         qw_sync(g);
     }
-    // 5. Commit the edges below the commit round; carry those that cross it. The
-    // correction: the peeled vertices' parent edges, and the matching's marked edges.
+    return qw_commit_reset(g, m, G, rows, start, s);
+}
+
+// Step 5, and the window's reset, in one pass: commit the edges below the commit round
+// and carry those that cross it (the correction: the peeled vertices' parent edges, and
+// the matching's marked edges), each item cleaned by the thread that reads it (no item
+// reads another's entries), with the boundary and the edges grown. Returns the flips.
+QW_DEV u64 qw_commit_reset(const QwGroup& g, const QfwdStreamModel& m, const QwGraph& G,
+                           u32* rows, u64 start, const QwScratch& s) {
+    const u32 n = G.n, K = m.slots, W = m.rounds_per_window, RW = m.row_words;
+    const u32 nverts = s.sc[QW_SC_NVERTS], ntouched = s.sc[QW_SC_NTOUCHED];
+    const u32 items = nverts + 1 + ntouched + s.sc[QW_SC_NMARKS];
     u32 lo = 0, hi = 0;
-    const u32 items = nverts + s.sc[QW_SC_NMARKS];
     for (u32 i = g.tid; i < items; i += g.size) {
-        u32 e;
+        u32 e = QW_NONE;
         if (i < nverts) {
             const u32 v = s.verts[i];
-            if (s.defect[v] != 2) continue;
-            e = s.pedge[v];
+            if (s.defect[v] == 2) e = s.pedge[v];
+            qw_clean_vertex(s, v);
+        } else if (i == nverts) {
+            qw_clean_vertex(s, n);
+        } else if (i <= nverts + ntouched) {
+            s.growth[s.touched[i - nverts - 1]] = 0;
         } else {
-            e = s.marks[i - nverts];
-            if (!(s.mark[e] & 1u)) continue;
+            const u32 f = s.marks[i - nverts - 1 - ntouched];
+            if (s.mark[f] & 1u) e = f;
+            s.mark[f] = 0;
         }
+        if (e == QW_NONE) continue;
         const u32 a = qw_ro(G.ends + 2 * e), b = qw_ro(G.ends + 2 * e + 1);
         if (a / K >= G.commit) continue;
         lo ^= qw_ro(G.obs + 2 * e);
@@ -474,8 +499,8 @@ QW_DEV u64 qw_correct(const QwGroup& g, const QfwdStreamModel& m, const QwGraph&
     return (u64)s.sc[QW_SC_FLIPS_LO] | ((u64)s.sc[QW_SC_FLIPS_HI] << 32);
 }
 
-// Puts back the clean values of everything the window touched: its cluster vertices and
-// the boundary, the edges grown, the edges marked.
+// Puts back the clean values of everything a window without defects touched (the
+// boundary; a window with defects is reset as it commits, qw_commit_reset).
 QW_DEV void qw_reset(const QwGroup& g, const QwGraph& G, const QwScratch& s) {
     const u32 nverts = s.sc[QW_SC_NVERTS];
     for (u32 i = g.tid; i <= nverts; i += g.size) qw_clean_vertex(s, i < nverts ? s.verts[i] : G.n);
@@ -496,8 +521,9 @@ QW_DEV u64 qw_decode_window(const QwGroup& g, const QfwdStreamModel& m, u32 inde
         const u32* flags = qw_grow(g, m, G, s);
         qw_match_regions(g, m, G, s);
         flips = qw_correct(g, m, G, rows, start, s, flags);
+    } else {
+        qw_reset(g, G, s);
     }
-    qw_reset(g, G, s);
     QW_WINDOW_END(g);
     return flips;
 }
