@@ -37,8 +37,8 @@
 //      (atomicMin: the least edge wins); vertices with an offer join the next level.
 //   4. Peel, one pass per level from the deepest.
 //   5. Commit: the correction's edges below the commit round give the flips; those that
-//      cross into the commit round flip that round's event in the ring. Then the touched
-//      entries are reset.
+//      cross into the commit round flip that round's event in the ring. The same pass
+//      puts back the clean values of what it reads, the boundary and the grown edges.
 // Every choice is a least index or an order-free count, so the commits are the CPU's.
 //
 // Entry points: qfwd_stream_scratch_init, qfwd_stream_push_rounds, qfwd_stream_finish and
