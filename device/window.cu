@@ -32,7 +32,8 @@
 //      both finds agree, so every root is its cluster's least vertex whatever the order;
 //      (c) vertices: compress; parity and boundary into the roots' flags in the *other*
 //      flag buffer (cleared two rounds before), so no pass is needed to clear them.
-//   2'. Regions of few defects matched exactly (window/match.cuh).
+//   2'. Regions of few defects matched exactly (window/match.cuh); the regions, the
+//      components of the full edges between detectors, merge in (b) as their edges fill.
 //   3. Forest, two passes per level: full edges offer themselves to unreached ends
 //      (atomicMin: the least edge wins); vertices with an offer join the next level.
 //   4. Peel, one pass per level from the deepest.
@@ -106,7 +107,6 @@ QW_DEV u32 qw_ctz(u32 x) { return __ffs(x) - 1; }
 #define QW_SC_MORE 3u  // and 4: one per level parity
 #define QW_SC_FLIPS_LO 5u
 #define QW_SC_FLIPS_HI 6u
-#define QW_SC_ROUNDS 7u
 #define QW_SC_NREG 8u
 #define QW_SC_CHANGED 12u  // and 13, 14: one per pass, in turn
 #define QW_SC_NVERTS 16u
@@ -248,7 +248,7 @@ QW_DEV void qw_clean_vertex(const QwScratch& s, u32 v) {
     s.defect[v] = 0;
     s.level[v] = QW_NONE;
     s.pedge[v] = QW_NONE;
-    s.region[v] = QW_NONE;
+    s.region[v] = v;
     s.local[v] = QW_NONE;
     s.rdef[v] = 0;
     s.rmem[v] = 0;
@@ -338,8 +338,11 @@ QW_DEV void qw_candidates(const QwGroup& g, const QfwdStreamModel& m, const QwGr
 }
 
 // Step 2b: the candidates grow by k * delta; the full ones are listed, their ends join
-// and their clusters merge.
-QW_DEV void qw_fill(const QwGroup& g, const QwGraph& G, const QwScratch& s, u32 delta) {
+// and their clusters merge, and so do their regions (step 2': the components of the full
+// edges between detectors, by a union-find of their own whose clean state is every
+// vertex its own region), so the matching needs no pass to build them.
+QW_DEV void qw_fill(const QwGroup& g, const QfwdStreamModel& m, const QwGraph& G, const QwScratch& s,
+                    u32 delta) {
     const u32 ncand = s.sc[QW_SC_NCAND];
     for (u32 c = g.tid; c < ncand; c += g.size) {
         const u32 e = s.cand[c] & 0x7FFFFFFFu, k = (s.cand[c] >> 31) + 1;
@@ -353,12 +356,13 @@ QW_DEV void qw_fill(const QwGroup& g, const QwGraph& G, const QwScratch& s, u32 
         qw_join(s, u);
         qw_join(s, v);
         qw_union(s.parent, u, v);
+        if (m.match_defects != 0 && v != G.n) qw_union(s.region, u, v);
     }
 }
 
 // Step 2c: compresses every cluster vertex (and the boundary) onto its root, and gathers
 // the roots' parity and boundary bit into `next` (clean there); clears `cur` for the round
-// after next. Each cluster vertex is also a region of its own for the matching to join.
+// after next.
 QW_DEV void qw_settle(const QwGroup& g, const QwGraph& G, const QwScratch& s, u32* cur, u32* next) {
     const u32 nverts = s.sc[QW_SC_NVERTS];
     for (u32 i = g.tid; i <= nverts; i += g.size) {
@@ -367,7 +371,6 @@ QW_DEV void qw_settle(const QwGroup& g, const QwGraph& G, const QwScratch& s, u3
         qw_st(s.parent + v, r);
         if (s.defect[v]) qw_xor(next + r, QW_ODD);
         if (v == G.n) qw_or(next + r, QW_BOUNDARY);
-        else s.region[v] = v;  // every cluster vertex starts as a region of its own (step 2')
         cur[v] = 0;
     }
 }
@@ -381,14 +384,13 @@ QW_DEV u32* qw_grow(const QwGroup& g, const QfwdStreamModel& m, const QwGraph& G
         qw_sync(g);
         const u32 delta = s.sc[QW_SC_DELTA];
         if (delta == QW_NONE) break;
-        qw_fill(g, G, s, delta);
+        qw_fill(g, m, G, s, delta);
         qw_sync(g);
         qw_settle(g, G, s, cur, next);
         // Every thread read delta and the candidates' count before the first barrier.
         if (g.tid == 0) {
             s.sc[QW_SC_DELTA] = QW_NONE;
             s.sc[QW_SC_NCAND] = 0;
-            s.sc[QW_SC_ROUNDS] += 1;
         }
         qw_sync(g);
         u32* t = cur;

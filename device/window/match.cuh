@@ -3,8 +3,9 @@
 // window.cu, whose scratch, group and list helpers it uses.
 //
 // Regions are the components of the full edges between detectors (least-vertex roots, by
-// a second lock-free union-find over the list of full edges). The regions within the
-// limits are matched in *batches*, all of a batch's regions in the same passes: thread 0
+// a second lock-free union-find, merged as the edges fill: window.cu's qw_fill). The
+// regions within the limits are matched in *batches*, all of a batch's regions in the
+// same passes: thread 0
 // admits regions in list order while their arrays fit the pool (each region's members,
 // defects, distances, subsets' costs and edges in a segment of its own; the first always
 // fits) and places their items, then the group lists every admitted region's members,
@@ -416,19 +417,8 @@ QW_DEV bool qw_match_tiny(const QfwdStreamModel& m, const QwGraph& G, const QwSc
 QW_DEV void qw_match_regions(const QwGroup& g, const QfwdStreamModel& m, const QwGraph& G,
                              const QwScratch& s) {
     if (m.match_defects == 0) return;
-    const u32 n = G.n, nverts = s.sc[QW_SC_NVERTS], nfull = s.sc[QW_SC_NFULL];
-    // Every growth round's last pass made each cluster vertex a region of its own; a window
-    // without growth rounds (never, with defects: a defect's edges all grow) does it here.
-    if (s.sc[QW_SC_ROUNDS] == 0) {
-        for (u32 i = g.tid; i < nverts; i += g.size) s.region[s.verts[i]] = s.verts[i];
-        qw_sync(g);
-    }
-    for (u32 i = g.tid; i < nfull; i += g.size) {
-        const u32 e = s.full[i];
-        const u32 u = qw_ro(G.ends + 2 * e), v = qw_ro(G.ends + 2 * e + 1);
-        if (v != n) qw_union(s.region, u, v);
-    }
-    qw_sync(g);
+    const u32 nverts = s.sc[QW_SC_NVERTS];
+    // The regions were merged as their edges filled (qw_fill).
     for (u32 i = g.tid; i < nverts; i += g.size) {
         const u32 v = s.verts[i], r = qw_find(s.region, v);
         qw_st(s.region + v, r);
