@@ -26,7 +26,7 @@
 //   1. Defects: the set bits of the window's rows, one item per row word.
 //   2. Growth rounds, three passes each: (a) the cluster vertices' edges: growing ones are
 //      listed once (from the lower end when both ends are active) with their k, and the
-//      least need goes to a scalar (atomicMin); (b) candidates grow by k * delta; full
+//      least need goes to a scalar (atomicMin; the first round's with step 1); (b) candidates grow by k * delta; full
 //      ones are listed, their ends join (CAS from NONE, listed) and their clusters merge
 //      lock-free: the larger root is hooked under the smaller with a CAS, retried until
 //      both finds agree, so every root is its cluster's least vertex whatever the order;
@@ -269,8 +269,37 @@ QW_DEV void qfwd_stream_scratch_init(const QwGroup& g, const QfwdStreamModel& m,
     qw_sync(g);
 }
 
-// Step 1: the window's defects (vertices without edges ignored), listed. Returns their
-// number. The first barrier also orders the rows' stores before the listing reads them.
+// Whether detector y has an event in the window's rows.
+QW_DEV bool qw_event(const QfwdStreamModel& m, const u32* rows, u64 start, u32 y) {
+    const u32 j = y / m.slots, k = y % m.slots;
+    const u32 word = rows[(u32)((start + j) % m.rounds_per_window) * m.row_words + k / 32];
+    return (word >> (k % 32)) & 1u;
+}
+
+// Step 2a of the first growth round for defect x, done as x is listed: every cluster is
+// then a lone defect, so a neighbour is active exactly when it has an event, which the
+// rows say before any other defect is listed. Returns the least need.
+QW_DEV u32 qw_first_candidates(const QfwdStreamModel& m, const QwGraph& G, const u32* rows,
+                               u64 start, const QwScratch& s, u32 x) {
+    u32 least = QW_NONE;
+    for (u32 o = qw_ro(G.adj_offset + x); o < qw_ro(G.adj_offset + x + 1); o++) {
+        const u32 e = qw_ro(G.adj_pairs + 2 * o), y = qw_ro(G.adj_pairs + 2 * o + 1);
+        if (y == x) continue;
+        u32 k = 1;
+        if (y != G.n && qw_event(m, rows, start, y)) {
+            // Both ends active: listed once, from the lower end.
+            if (y < x) continue;
+            k = 2;
+        }
+        const u32 need = (qw_ro(G.weight + e) + k - 1) / k;
+        least = need < least ? need : least;
+        s.cand[qw_add(s.sc + QW_SC_NCAND, 1)] = e | (k - 1) << 31;
+    }
+    return least;
+}
+
+// Step 1: the window's defects (vertices without edges ignored), listed, with the first
+// growth round's candidates. Returns their number. The first barrier also orders the rows' stores before the listing reads them.
 // The flips are zeroed after it: the last window's threads read its flips after its
 // last barrier (qw_commit_reset), and every one of them is past that once here.
 QW_DEV u32 qw_defects(const QwGroup& g, const QfwdStreamModel& m, const QwGraph& G,
@@ -289,6 +318,7 @@ QW_DEV u32 qw_defects(const QwGroup& g, const QfwdStreamModel& m, const QwGraph&
         s.sc[QW_SC_FLIPS_HI] = 0;
     }
     const u32 words = (n + K - 1) / K * RW;
+    u32 least = QW_NONE;
     for (u32 t = g.tid; t < words; t += g.size) {
         const u32 j = t / RW, wi = t % RW;
         u32 bits = rows[(u32)((start + j) % W) * RW + wi];
@@ -300,8 +330,11 @@ QW_DEV u32 qw_defects(const QwGroup& g, const QfwdStreamModel& m, const QwGraph&
             s.parent[v] = v;
             s.flags[v] = QW_ODD;
             s.verts[qw_add(s.sc + QW_SC_NVERTS, 1)] = v;
+            const u32 need = qw_first_candidates(m, G, rows, start, s, v);
+            least = need < least ? need : least;
         }
     }
+    if (least != QW_NONE) qw_min(s.sc + QW_SC_DELTA, least);
     qw_sync(g);
     const u32 defects = s.sc[QW_SC_NVERTS];
     if (g.tid == 0) s.sc[QW_SC_COUNT] = defects;
@@ -377,11 +410,10 @@ QW_DEV void qw_settle(const QwGroup& g, const QwGraph& G, const QwScratch& s, u3
 
 // Step 2: growth rounds until no edge grows. Returns the flag buffer that holds the
 // final clusters' flags.
+// The first round's candidates were listed with the defects (qw_defects).
 QW_DEV u32* qw_grow(const QwGroup& g, const QfwdStreamModel& m, const QwGraph& G, QwScratch& s) {
     u32 *cur = s.flags, *next = s.flags_next;
     for (;;) {
-        qw_candidates(g, m, G, s, cur);
-        qw_sync(g);
         const u32 delta = s.sc[QW_SC_DELTA];
         if (delta == QW_NONE) break;
         qw_fill(g, m, G, s, delta);
@@ -396,6 +428,8 @@ QW_DEV u32* qw_grow(const QwGroup& g, const QfwdStreamModel& m, const QwGraph& G
         u32* t = cur;
         cur = next;
         next = t;
+        qw_candidates(g, m, G, s, cur);
+        qw_sync(g);
     }
     return cur;
 }
