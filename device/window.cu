@@ -26,10 +26,11 @@
 //   1. Defects: the set bits of the window's rows, one item per row word.
 //   2. Growth rounds, three passes each: (a) the cluster vertices' edges: growing ones are
 //      listed once (from the lower end when both ends are active) with their k, and the
-//      least need goes to a scalar (atomicMin; the first round's with step 1); (b) candidates grow by k * delta; full
-//      ones are listed, their ends join (CAS from NONE, listed) and their clusters merge
-//      lock-free: the larger root is hooked under the smaller with a CAS, retried until
-//      both finds agree, so every root is its cluster's least vertex whatever the order;
+//      least need goes to a scalar (atomicMin; the first round's in step 1's pass); (b)
+//      candidates grow by k * delta; full ones are listed, their ends join (CAS from
+//      NONE, listed) and their clusters merge lock-free: the larger root is hooked under
+//      the smaller with a CAS, retried until both finds agree, so every root is its
+//      cluster's least vertex whatever the order;
 //      (c) vertices: compress; parity and boundary into the roots' flags in the *other*
 //      flag buffer (cleared two rounds before), so no pass is needed to clear them.
 //   2'. Regions of few defects matched exactly (window/match.cuh); the regions, the
