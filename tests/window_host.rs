@@ -133,17 +133,35 @@ fn status_of(e: StreamError) -> i32 {
     }
 }
 
-/// The driver's run over `events` (streams x inputs rounds), checked to succeed; with
-/// `count_barriers`, its stderr says how many windows and barriers inside them it ran.
-#[allow(clippy::too_many_arguments)]
-fn driver_output(
-    model: &StreamModel,
-    events: &[u8],
+/// One run of the driver: `streams` streams of `rounds` rounds from `first_round` (and a
+/// final round each when `finish`), groups of `threads`.
+#[derive(Clone, Copy)]
+struct Run {
     streams: usize,
     rounds: u32,
     finish: bool,
     threads: u32,
     first_round: u64,
+}
+
+impl Run {
+    fn new(streams: usize, rounds: u32, threads: u32, first_round: u64) -> Run {
+        Run {
+            streams,
+            rounds,
+            finish: true,
+            threads,
+            first_round,
+        }
+    }
+}
+
+/// The driver's run over `events` (streams x inputs rounds), checked to succeed; with
+/// `count_barriers`, its stderr says how many windows and barriers inside them it ran.
+fn driver_output(
+    model: &StreamModel,
+    events: &[u8],
+    run: Run,
     count_barriers: bool,
 ) -> std::process::Output {
     let driver = driver().expect("checked by the caller");
@@ -155,11 +173,11 @@ fn driver_output(
     std::fs::write(&ev, events).unwrap();
     let mut cmd = Command::new(driver);
     cmd.arg(&blob).arg(&desc).arg(&ev).args([
-        streams.to_string(),
-        rounds.to_string(),
-        u32::from(finish).to_string(),
-        threads.to_string(),
-        first_round.to_string(),
+        run.streams.to_string(),
+        run.rounds.to_string(),
+        u32::from(run.finish).to_string(),
+        run.threads.to_string(),
+        run.first_round.to_string(),
     ]);
     if count_barriers {
         cmd.env("QFWD_WINDOW_BARRIERS", "1");
@@ -174,25 +192,9 @@ fn driver_output(
 }
 
 /// Runs the driver over `events` (streams x inputs rounds); each stream's answers.
-fn run_device(
-    model: &StreamModel,
-    events: &[u8],
-    streams: usize,
-    rounds: u32,
-    finish: bool,
-    threads: u32,
-    first_round: u64,
-) -> Vec<Vec<Answer>> {
-    let out = driver_output(
-        model,
-        events,
-        streams,
-        rounds,
-        finish,
-        threads,
-        first_round,
-        false,
-    );
+fn run_device(model: &StreamModel, events: &[u8], run: Run) -> Vec<Vec<Answer>> {
+    let streams = run.streams;
+    let out = driver_output(model, events, run, false);
     let mut answers = vec![Vec::new(); streams];
     for line in String::from_utf8(out.stdout).unwrap().lines() {
         let f: Vec<u64> = line
@@ -287,7 +289,7 @@ fn check(
         .count();
     assert!(nonzero > 0, "{name}: some commits flip an observable");
     for &t in threads {
-        let got = run_device(&m, &events, streams, rounds, true, t, 0);
+        let got = run_device(&m, &events, Run::new(streams, rounds, t, 0));
         for (i, (g, w)) in got.iter().zip(&want).enumerate() {
             assert_eq!(g, w, "{name} {limits:?} stream {i}, {t} threads");
         }
@@ -362,11 +364,11 @@ fn device_code_refuses_what_the_cpu_refuses() {
     let events: Vec<u8> = data.iter().flatten().flatten().copied().collect();
     let want = cpu_answers(&m, &data, 1, true);
     assert!(want[0].iter().all(|a| matches!(a, Answer::Refused(_))));
-    assert_eq!(run_device(&m, &events, 3, 4, true, 64, 1), want);
+    assert_eq!(run_device(&m, &events, Run::new(3, 4, 64, 1)), want);
     // Short streams (shorter than W) end in one final window.
     let want = cpu_answers(&m, &data, 0, true);
     assert_eq!(want[0].len(), 1);
-    assert_eq!(run_device(&m, &events, 3, 4, true, 64, 0), want);
+    assert_eq!(run_device(&m, &events, Run::new(3, 4, 64, 0)), want);
 }
 
 /// Measures (prints) the barriers a window takes at p = 0.001, d = 5 to 11 (W = 2d, C =
@@ -390,7 +392,7 @@ fn window_barriers() {
         let (streams, rounds) = (16, 30 * c);
         let data = sampled(&m, streams, rounds, 11);
         let events: Vec<u8> = data.iter().flatten().flatten().copied().collect();
-        let out = driver_output(&m, &events, streams, rounds, true, 64, 0, true);
+        let out = driver_output(&m, &events, Run::new(streams, rounds, 64, 0), true);
         let stderr = String::from_utf8_lossy(&out.stderr);
         let counts: Vec<u64> = stderr
             .split_whitespace()
