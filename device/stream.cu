@@ -137,7 +137,10 @@ QW_DEV void qs_wait_host(const QfwdStreamServe& p, u32 served, u32* w) {
     r[QFWD_SERVE_STOP_WORD] = w[QFWD_SERVE_STOP_WORD];
     r[QFWD_SERVE_SEQ_WORD] = w[QFWD_SERVE_SEQ_WORD];
     __threadfence();
-    r[QFWD_SERVE_COUNT_WORD] = served + 1;
+    // The count announces work only: a block that read the stop word before it changed
+    // and the count after must not take a stop for a submission (the other words would
+    // be the last one's). A stop reaches the blocks through the stop word alone.
+    if (w[QFWD_SERVE_STOP_WORD] == 0) r[QFWD_SERVE_COUNT_WORD] = served + 1;
 }
 
 // Thread 0 of a block: waits for submission `served + 1` or the stop word (block 0 from
