@@ -99,6 +99,7 @@ QW_DEV u32 qw_ctz(u32 x) { return __ffs(x) - 1; }
 #endif
 
 #define QW_NONE QFWD_WINDOW_NONE
+#define QW_MANY (QFWD_WINDOW_NONE - 1)  // "more than one", where NONE means "none"
 #define QW_ODD QFWD_WINDOW_ODD
 #define QW_BOUNDARY QFWD_WINDOW_BOUNDARY
 // Scalars at the end of the scratch (zeroed at the start of every window).
@@ -108,6 +109,7 @@ QW_DEV u32 qw_ctz(u32 x) { return __ffs(x) - 1; }
 #define QW_SC_MORE 3u  // and 4: one per level parity
 #define QW_SC_FLIPS_LO 5u
 #define QW_SC_FLIPS_HI 6u
+#define QW_SC_LARGE 7u  // a region of three members or more was found (window/match.cuh)
 #define QW_SC_NREG 8u
 #define QW_SC_CHANGED 12u  // and 13, 14: one per pass, in turn
 #define QW_SC_NVERTS 16u

@@ -15,8 +15,9 @@
 // thread per region) and each match's path (a thread per match). A region's answer is
 // the one it would get alone: regions are disjoint, and each reads only its own segment
 // and members. A window's regions thus cost one batch of passes, not one per region; and
-// regions of one or two members, the commonest, are matched as they are listed
-// (qw_match_tiny), so a window of only those takes no batch at all.
+// regions of one or two members, the commonest, are known from their full edges and
+// matched in the pass that counts the regions (qw_match_tiny), so a window of only those
+// takes neither the regions' list nor a batch.
 #ifndef QFWD_WINDOW_MATCH_CUH
 #define QFWD_WINDOW_MATCH_CUH
 
@@ -346,28 +347,27 @@ QW_DEV bool qw_batch_finish(const QwGroup& g, const QwGraph& G, const QwScratch&
     return false;
 }
 
-// A region of one or two members within the limits (at low p the commonest: a lone
-// error's two defects, or a defect beside the boundary), matched by the one thread that
-// lists it, as the batch would match it: distances are the least weight between the two
-// members, choices the least vertex and edge. Returns false, with nothing changed, where
-// it has too many edges or no finite matching (left to the batch, which skips it too).
+// A region of one or two members (`root`, the least, and `other` or NONE) within the
+// limits (at low p the commonest: a lone error's two defects, or a defect beside the
+// boundary), matched by one thread as the batch would match it: distances are the least
+// weight between the two members, choices the least vertex and edge. Returns false, with
+// nothing changed, where it has too many edges or no finite matching (the batch would
+// skip it too: it is left to the peeling).
 QW_DEV bool qw_match_tiny(const QfwdStreamModel& m, const QwGraph& G, const QwScratch& s,
-                          u32 root) {
-    const u32 n = G.n;
-    // The other member (if any), the least weight between the two and its least edge.
-    u32 other = QW_NONE, d = QW_NONE, edge = QW_NONE, edges = 0;
+                          u32 root, u32 other) {
+    // The least weight between the two members and its least edge.
+    u32 d = QW_NONE, edge = QW_NONE, edges = 0;
     for (u32 p = qw_ro(G.adj_offset + root); p < qw_ro(G.adj_offset + root + 1); p++) {
         const u32 e = qw_ro(G.adj_pairs + 2 * p), y = qw_ro(G.adj_pairs + 2 * p + 1);
-        if (y == n || y == root || s.region[y] != root) continue;
+        if (other == QW_NONE || y != other) continue;
         const u32 w = qw_ro(G.weight + e);
-        other = y;
         edges++;
         if (w < d || (w == d && e < edge)) {
             d = w;
             edge = e;
         }
     }
-    if (edges > m.match_edges || (s.rmem[root] == 2 && other == QW_NONE)) return false;
+    if (edges > m.match_edges) return false;
     // Each defect's distance to the boundary: through its own boundary edge, or across to
     // the other member and through its boundary edge.
     const u32 members[2] = {root, other};
@@ -407,8 +407,29 @@ QW_DEV bool qw_match_tiny(const QfwdStreamModel& m, const QwGraph& G, const QwSc
         }
     }
     for (u32 a = 0; a < k; a++) s.defect[members[a]] = 0;
-    qw_add(s.sc + QW_SC_COUNT, 0u - s.rdef[root]);
+    qw_add(s.sc + QW_SC_COUNT, 0u - (u32)def[0] - (u32)def[1]);
     return true;
+}
+
+// The detector other than x at the end of x's full edges between detectors: NONE where
+// there is none, QW_MANY where there are two or more.
+QW_DEV u32 qw_full_neighbour(const QwGraph& G, const QwScratch& s, u32 x) {
+    u32 found = QW_NONE;
+    for (u32 p = qw_ro(G.adj_offset + x); p < qw_ro(G.adj_offset + x + 1); p++) {
+        const u32 e = qw_ro(G.adj_pairs + 2 * p), y = qw_ro(G.adj_pairs + 2 * p + 1);
+        if (y == G.n || y == x || s.growth[e] != qw_ro(G.weight + e)) continue;
+        if (found != QW_NONE && found != y) return QW_MANY;
+        found = y;
+    }
+    return found;
+}
+
+// Vertex v's region when it has one or two members (the growth is final, so its full
+// edges say): `*other` the second member or NONE; false when it has more.
+QW_DEV bool qw_small_region(const QwGraph& G, const QwScratch& s, u32 v, u32* other) {
+    const u32 y = qw_full_neighbour(G, s, v);
+    *other = y;
+    return y == QW_NONE || (y != QW_MANY && qw_full_neighbour(G, s, y) == v);
 }
 
 // Step 2': regions from the cluster vertices and the full edges, their defects and
@@ -418,19 +439,31 @@ QW_DEV void qw_match_regions(const QwGroup& g, const QfwdStreamModel& m, const Q
                              const QwScratch& s) {
     if (m.match_defects == 0) return;
     const u32 nverts = s.sc[QW_SC_NVERTS];
-    // The regions were merged as their edges filled (qw_fill).
+    // The regions were merged as their edges filled (qw_fill): compressed and counted at
+    // their roots. A region of one or two members is known from its full edges alone and
+    // matched here by its least member; a larger one raises the flag for the lists.
     for (u32 i = g.tid; i < nverts; i += g.size) {
         const u32 v = s.verts[i], r = qw_find(s.region, v);
         qw_st(s.region + v, r);
         qw_add(s.rmem + r, 1);
         if (s.defect[v]) qw_add(s.rdef + r, 1);
+        u32 other;
+        if (!qw_small_region(G, s, v, &other)) {
+            qw_st(s.sc + QW_SC_LARGE, 1);
+            continue;
+        }
+        const u32 k = other == QW_NONE ? 1u : 2u;
+        const u32 md = (s.defect[v] != 0) + (other != QW_NONE && s.defect[other] != 0);
+        if ((other == QW_NONE || v < other) && md >= 1 && md <= m.match_defects &&
+            k <= m.match_members)
+            qw_match_tiny(m, G, s, v, other);
     }
     qw_sync(g);
+    if (!s.sc[QW_SC_LARGE]) return;
     for (u32 i = g.tid; i < nverts; i += g.size) {
         const u32 v = s.verts[i];
-        if (s.region[v] == v && s.rdef[v] >= 1 && s.rdef[v] <= m.match_defects &&
+        if (s.region[v] == v && s.rmem[v] > 2 && s.rdef[v] >= 1 && s.rdef[v] <= m.match_defects &&
             s.rmem[v] <= m.match_members) {
-            if (s.rmem[v] <= 2 && qw_match_tiny(m, G, s, v)) continue;
             s.rlist[qw_add(s.sc + QW_SC_NREG, 1)] = v;
         }
     }
