@@ -179,7 +179,9 @@ struct QwScratch {
     u32* full;
     u32* pool;   // the matching's batch regions' arrays (window/match.cuh)
     u32* table;  // their entries
-    u32* sc;
+    u32* sc;       // this window's scalars: one of two banks, by the bank word
+    u32* sc_next;  // the other bank: the next window's, cleaned during this one
+    u32* bank;     // which bank this window uses (0 or 1)
 };
 
 QW_DEV QwScratch qw_scratch(const QfwdStreamModel& m, u32* base) {
@@ -204,7 +206,11 @@ QW_DEV QwScratch qw_scratch(const QfwdStreamModel& m, u32* base) {
     s.full = base + m.scratch[QFWD_SCR_FULL];
     s.pool = base + m.scratch[QFWD_SCR_POOL];
     s.table = base + m.scratch[QFWD_SCR_TABLE];
-    s.sc = base + m.scratch[QFWD_SCR_SCALARS];
+    u32* scalars = base + m.scratch[QFWD_SCR_SCALARS];
+    s.bank = scalars + 2 * QFWD_WINDOW_SCALARS;
+    const u32 b = qw_ld(s.bank) & 1u;
+    s.sc = scalars + b * QFWD_WINDOW_SCALARS;
+    s.sc_next = scalars + (b ^ 1u) * QFWD_WINDOW_SCALARS;
     return s;
 }
 
@@ -257,8 +263,15 @@ QW_DEV void qw_clean_vertex(const QwScratch& s, u32 v) {
     s.rmem[v] = 0;
 }
 
+// A bank of scalars as a window starts with them.
+QW_DEV void qw_clean_scalars(u32* sc) {
+    for (u32 i = 0; i < QFWD_WINDOW_SCALARS; i++) sc[i] = 0;
+    sc[QW_SC_DELTA] = QW_NONE;
+}
+
 // The clean values of every per-vertex and per-edge array, once per group and scratch
-// (each window resets what it touches), and the copy of the bulk graph.
+// (each window resets what it touches), both banks of scalars, and the copy of the bulk
+// graph.
 QW_DEV void qfwd_stream_scratch_init(const QwGroup& g, const QfwdStreamModel& m, u32* scratch) {
     QwScratch s = qw_scratch(m, scratch);
     for (u32 v = g.tid; v <= m.max_vertices; v += g.size) qw_clean_vertex(s, v);
@@ -269,27 +282,52 @@ QW_DEV void qfwd_stream_scratch_init(const QwGroup& g, const QfwdStreamModel& m,
     const u32* blob = (const u32*)m.data + m.cache_from;
     u32* cache = scratch + m.scratch[QFWD_SCR_CACHE];
     for (u32 i = g.tid; i < m.cache_words; i += g.size) cache[i] = blob[i];
+    if (g.tid == 0) {
+        *s.bank = 0;
+        qw_clean_scalars(s.sc);
+        qw_clean_scalars(s.sc_next);
+    }
     qw_sync(g);
 }
 
-// Whether detector y has an event in the window's rows.
-QW_DEV bool qw_event(const QfwdStreamModel& m, const u32* rows, u64 start, u32 y) {
+// The rounds a run just pushed that are not in the ring yet: from round `from` on, their
+// events (every slot, bit-packed, round_bytes apart) at `events`. The window's decode
+// reads them from there and stores their rows (step 1), so the decode needs no barrier
+// between the run's stores and its reads. `from` = QW_NO_ROUND: none.
+struct QwFresh {
+    u64 from;
+    const u8* events;
+};
+#define QW_NO_ROUND 0xFFFFFFFFFFFFFFFFull
+
+// Kept slot k's event in fresh round `round`.
+QW_DEV u32 qw_fresh_bit(const QfwdStreamModel& m, const QwFresh& f, u64 round, u32 k) {
+    const u32 slot = ((const u32*)m.data + m.kept_slots)[k];
+    const u8* ev = f.events + (round - f.from) * m.round_bytes;
+    return (ev[slot / 8] >> (slot % 8)) & 1u;
+}
+
+// Whether detector y has an event in the window starting at round `start`.
+QW_DEV bool qw_event(const QfwdStreamModel& m, const u32* rows, u64 start, const QwFresh& f,
+                     u32 y) {
     const u32 j = y / m.slots, k = y % m.slots;
+    if (start + j >= f.from) return qw_fresh_bit(m, f, start + j, k);
     const u32 word = rows[(u32)((start + j) % m.rounds_per_window) * m.row_words + k / 32];
     return (word >> (k % 32)) & 1u;
 }
 
 // Step 2a of the first growth round for defect x, done as x is listed: every cluster is
 // then a lone defect, so a neighbour is active exactly when it has an event, which the
-// rows say before any other defect is listed. Returns the least need.
+// rows (or the fresh rounds' events) say before any other defect is listed. Returns the
+// least need.
 QW_DEV u32 qw_first_candidates(const QfwdStreamModel& m, const QwGraph& G, const u32* rows,
-                               u64 start, const QwScratch& s, u32 x) {
+                               u64 start, const QwFresh& f, const QwScratch& s, u32 x) {
     u32 least = QW_NONE;
     for (u32 o = qw_ro(G.adj_offset + x); o < qw_ro(G.adj_offset + x + 1); o++) {
         const u32 e = qw_ro(G.adj_pairs + 2 * o), y = qw_ro(G.adj_pairs + 2 * o + 1);
         if (y == x) continue;
         u32 k = 1;
-        if (y != G.n && qw_event(m, rows, start, y)) {
+        if (y != G.n && qw_event(m, rows, start, f, y)) {
             // Both ends active: listed once, from the lower end.
             if (y < x) continue;
             k = 2;
@@ -301,46 +339,84 @@ QW_DEV u32 qw_first_candidates(const QfwdStreamModel& m, const QwGraph& G, const
     return least;
 }
 
+// Detector v of the window, if it has edges, made a defect and listed with its first
+// growth round's candidates; the least need into `least`.
+QW_DEV void qw_list_defect(const QfwdStreamModel& m, const QwGraph& G, const u32* rows,
+                           u64 start, const QwFresh& f, const QwScratch& s, u32 v, u32* least) {
+    if (qw_ro(G.adj_offset + v + 1) == qw_ro(G.adj_offset + v)) return;
+    s.defect[v] = 1;
+    s.parent[v] = v;
+    s.flags[v] = QW_ODD;
+    s.verts[qw_add(s.sc + QW_SC_NVERTS, 1)] = v;
+    const u32 need = qw_first_candidates(m, G, rows, start, f, s, v);
+    *least = need < *least ? need : *least;
+}
+
 // Step 1: the window's defects (vertices without edges ignored), listed, with the first
-// growth round's candidates. Returns their number. The first barrier also orders the rows' stores before the listing reads them.
-// The flips are zeroed after it: the last window's threads read its flips after its
-// last barrier (qw_commit_reset), and every one of them is past that once here.
-QW_DEV u32 qw_defects(const QwGroup& g, const QfwdStreamModel& m, const QwGraph& G,
-                      const u32* rows, u64 start, const QwScratch& s) {
+// growth round's candidates. Returns their number. Each word of the window's rows is
+// read from the ring, or built from a fresh round's events and stored into the ring; no
+// barrier comes before, since the window's scalars were cleaned during the window before
+// (two banks: after this pass's barrier, thread 0 cleans the other bank, whose last
+// readers are past it, and makes it the next window's).
+QW_DEV u32 qw_defects(const QwGroup& g, const QfwdStreamModel& m, const QwGraph& G, u32* rows,
+                      u64 start, const QwFresh& f, const QwScratch& s) {
     const u32 n = G.n, K = m.slots, W = m.rounds_per_window, RW = m.row_words;
     if (g.tid == 0) {
-        for (u32 i = 0; i < QFWD_WINDOW_SCALARS; i++)
-            if (i != QW_SC_FLIPS_LO && i != QW_SC_FLIPS_HI) s.sc[i] = 0;
-        s.sc[QW_SC_DELTA] = QW_NONE;
         s.parent[n] = n;
         s.flags[n] = QW_BOUNDARY;
     }
-    qw_sync(g);
-    if (g.tid == 0) {
-        s.sc[QW_SC_FLIPS_LO] = 0;
-        s.sc[QW_SC_FLIPS_HI] = 0;
-    }
-    const u32 words = (n + K - 1) / K * RW;
+    // Every fresh round's row is stored, past the graph's rounds too.
+    u32 rounds = (n + K - 1) / K;
+    if (f.from < start + W && rounds < W) rounds = W;
+    const u32 words = rounds * RW;
     u32 least = QW_NONE;
+#ifdef QFWD_WINDOW_HOST
     for (u32 t = g.tid; t < words; t += g.size) {
+        const u32 j = t / RW, wi = t % RW, at = (u32)((start + j) % W) * RW + wi;
+        u32 bits = 0;
+        if (start + j >= f.from) {
+            for (u32 k = wi * 32; k < K && k < wi * 32 + 32; k++)
+                bits |= qw_fresh_bit(m, f, start + j, k) << (k % 32);
+            rows[at] = bits;
+        } else {
+            bits = rows[at];
+        }
+        while (bits) {
+            const u32 k = wi * 32 + qw_ctz(bits), v = j * K + k;
+            bits &= bits - 1;
+            if (k < K && v < n) qw_list_defect(m, G, rows, start, f, s, v, &least);
+        }
+    }
+#else
+    // The ring's words a thread each; the fresh rounds' a warp each (one ballot), a lane a
+    // bit. Every lane of a warp runs the same iterations of the second loop.
+    const u32 first_fresh =
+        f.from <= start ? 0u : (f.from - start < rounds ? (u32)(f.from - start) : rounds);
+    for (u32 t = g.tid; t < first_fresh * RW; t += g.size) {
         const u32 j = t / RW, wi = t % RW;
         u32 bits = rows[(u32)((start + j) % W) * RW + wi];
         while (bits) {
             const u32 k = wi * 32 + qw_ctz(bits), v = j * K + k;
             bits &= bits - 1;
-            if (k >= K || v >= n || qw_ro(G.adj_offset + v + 1) == qw_ro(G.adj_offset + v)) continue;
-            s.defect[v] = 1;
-            s.parent[v] = v;
-            s.flags[v] = QW_ODD;
-            s.verts[qw_add(s.sc + QW_SC_NVERTS, 1)] = v;
-            const u32 need = qw_first_candidates(m, G, rows, start, s, v);
-            least = need < least ? need : least;
+            if (k < K && v < n) qw_list_defect(m, G, rows, start, f, s, v, &least);
         }
     }
+    const u32 lane = g.tid % 32;
+    for (u32 t = first_fresh * RW + g.tid / 32; t < words; t += g.size / 32) {
+        const u32 j = t / RW, wi = t % RW, k = wi * 32 + lane, v = j * K + k;
+        const u32 bits = __ballot_sync(0xFFFFFFFFu, k < K ? qw_fresh_bit(m, f, start + j, k) : 0u);
+        if (lane == 0) rows[(u32)((start + j) % W) * RW + wi] = bits;
+        if (((bits >> lane) & 1u) && k < K && v < n) qw_list_defect(m, G, rows, start, f, s, v, &least);
+    }
+#endif
     if (least != QW_NONE) qw_min(s.sc + QW_SC_DELTA, least);
     qw_sync(g);
     const u32 defects = s.sc[QW_SC_NVERTS];
-    if (g.tid == 0) s.sc[QW_SC_COUNT] = defects;
+    if (g.tid == 0) {
+        s.sc[QW_SC_COUNT] = defects;
+        qw_clean_scalars(s.sc_next);
+        *s.bank ^= 1u;
+    }
     return defects;
 }
 
@@ -551,12 +627,12 @@ QW_DEV void qw_reset(const QwGroup& g, const QwGraph& G, const QwScratch& s) {
 // Decodes the window of graph `index` starting at round `start`: its committed flips, and
 // the carried events XORed into the ring.
 QW_DEV u64 qw_decode_window(const QwGroup& g, const QfwdStreamModel& m, u32 index, u32* rows,
-                            u64 start, u32* scratch) {
+                            u64 start, const QwFresh& fresh, u32* scratch) {
     const QwGraph G = qw_graph(m, index, scratch);
     QwScratch s = qw_scratch(m, scratch);
     u64 flips = 0;
     QW_WINDOW_BEGIN(g);
-    if (qw_defects(g, m, G, rows, start, s) != 0) {
+    if (qw_defects(g, m, G, rows, start, fresh, s) != 0) {
         const u32* flags = qw_grow(g, m, G, s);
         qw_match_regions(g, m, G, s);
         flips = qw_correct(g, m, G, rows, start, s, flags);
@@ -570,8 +646,8 @@ QW_DEV u64 qw_decode_window(const QwGroup& g, const QfwdStreamModel& m, u32 inde
 // Stores `n` rounds' events (every slot, bit-packed; round_bytes apart) as the kept slots'
 // rows of rounds `first` .. `first + n`, all in one pass: each row word is one warp's
 // ballot over 32 kept slots, and the rounds' rows are distinct (a run between two windows
-// is at most W rounds). No barrier: the decode that reads the rows starts with one. The
-// host build has no ballot: a thread builds each word.
+// is at most W rounds). No barrier: the rows stored here are read after a later one (the
+// run's last, or the finish's). The host build has no ballot: a thread builds each word.
 QW_DEV void qw_store_rows(const QwGroup& g, const QfwdStreamModel& m, u32* rows, u64 first, u32 n,
                           const u8* events) {
     const u32* kept = (const u32*)m.data + m.kept_slots;
@@ -606,10 +682,11 @@ QW_DEV void qw_store_rows(const QwGroup& g, const QfwdStreamModel& m, u32* rows,
 // Rounds first_round .. first_round + n of a stream (events: n rounds of round_bytes, every
 // slot bit-packed). Each answer (a commit, or why a round was refused) goes to
 // answers[count] while count < capacity (thread 0 writes); returns count plus the answers.
-// The state is read once and written back at the end. The rows of a run of accepted
-// rounds are stored in one pass, when a round completes a window or the run ends, so the
-// rounds between two windows cost one pass together. `window_cycles` (thread 0's, may be
-// null) adds the cycles of the windows' decodes. A group function.
+// The state is read once and written back at the end. The accepted rounds between two
+// windows form a run: a run that completes a window goes to the decode as its fresh
+// rounds (their rows stored as the window's first pass reads them, with no barrier
+// between), and one that ends with the call is stored in one pass. `window_cycles`
+// (thread 0's, may be null) adds the cycles of the windows' decodes. A group function.
 QW_DEV u32 qfwd_stream_push_rounds(const QwGroup& g, const QfwdStreamModel& m,
                                    QfwdStreamState* st, u32* rows, u64 first_round,
                                    const u8* events, u32 n, u32* scratch, QfwdCommit* answers,
@@ -638,12 +715,13 @@ QW_DEV u32 qfwd_stream_push_rounds(const QwGroup& g, const QfwdStreamModel& m,
             }
             run += 1;
             if (next + 1 - start == m.rounds_per_window) {
-                qw_store_rows(g, m, rows, run_round, run, events + (u64)run_from * m.round_bytes);
+                // The run's rows are stored by the decode, which reads them first.
+                const QwFresh fresh = {run_round, events + (u64)run_from * m.round_bytes};
                 run = 0;
 #ifndef QFWD_WINDOW_HOST
                 const u64 t = clock64();
 #endif
-                c.flips = qw_decode_window(g, m, start == 0 ? 0u : 1u, rows, start, scratch);
+                c.flips = qw_decode_window(g, m, start == 0 ? 0u : 1u, rows, start, fresh, scratch);
 #ifndef QFWD_WINDOW_HOST
                 if (g.tid == 0 && window_cycles) *window_cycles += clock64() - t;
 #endif
@@ -687,7 +765,8 @@ QW_DEV int qfwd_stream_finish(const QwGroup& g, const QfwdStreamModel& m, QfwdSt
         const u32 index = start == 0
             ? m.first_final_from_start + (syndrome_rounds - m.min_rounds)
             : m.first_final_from_bulk + (syndrome_rounds - (m.rounds_per_window - m.commit_rounds));
-        const u64 flips = qw_decode_window(g, m, index, rows, start, scratch);
+        const QwFresh none = {QW_NO_ROUND, events};
+        const u64 flips = qw_decode_window(g, m, index, rows, start, none, scratch);
         if (g.tid == 0) {
             out->first_round = start;
             out->rounds = syndrome_rounds + 1;

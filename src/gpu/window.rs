@@ -254,7 +254,8 @@ pub fn scratch_layout(
             (abi::MATCH_BATCH_REGIONS * abi::MATCH_ENTRY_WORDS) as usize;
     }
     sizes[abi::SCR_CACHE as usize] = cache_words;
-    sizes[abi::SCR_SCALARS as usize] = abi::WINDOW_SCALARS as usize;
+    // Two banks (a window's, and the next one's being cleaned) and the bank word.
+    sizes[abi::SCR_SCALARS as usize] = 2 * abi::WINDOW_SCALARS as usize + 1;
     let mut offsets = [0u32; abi::SCR_COUNT as usize];
     let mut at = 0usize;
     for (o, size) in offsets.iter_mut().zip(sizes) {
