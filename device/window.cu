@@ -51,7 +51,8 @@
 //
 // Built by NVRTC (src/gpu/nvrtc.rs; `qfwd_abi.h` is the header src/abi.rs generates), and
 // by g++ for the host check (tests/window_host.rs), which defines QFWD_WINDOW_HOST and the
-// platform layer below for std::thread groups.
+// platform layer below (barriers, atomics, the warp's ballot) for std::thread groups: the
+// same code runs on both.
 #ifndef QFWD_WINDOW_CU
 #define QFWD_WINDOW_CU
 
@@ -89,6 +90,9 @@ QW_DEV u32 qw_or(u32* p, u32 v) { return atomicOr(p, v); }
 QW_DEV u32 qw_add(u32* p, u32 v) { return atomicAdd(p, v); }
 QW_DEV u32 qw_popc(u32 x) { return __popc(x); }
 QW_DEV u32 qw_ctz(u32 x) { return __ffs(x) - 1; }
+// The predicates of the 32 lanes of the calling thread's warp, lane i's as bit i (every
+// lane calls it).
+QW_DEV u32 qw_ballot(const QwGroup&, u32 pred) { return __ballot_sync(0xFFFFFFFFu, pred); }
 #endif
 
 // Hooks around one window's decode: nothing on the device; the host check counts the
@@ -370,24 +374,6 @@ QW_DEV u32 qw_defects(const QwGroup& g, const QfwdStreamModel& m, const QwGraph&
     if (f.from < start + W && rounds < W) rounds = W;
     const u32 words = rounds * RW;
     u32 least = QW_NONE;
-#ifdef QFWD_WINDOW_HOST
-    for (u32 t = g.tid; t < words; t += g.size) {
-        const u32 j = t / RW, wi = t % RW, at = (u32)((start + j) % W) * RW + wi;
-        u32 bits = 0;
-        if (start + j >= f.from) {
-            for (u32 k = wi * 32; k < K && k < wi * 32 + 32; k++)
-                bits |= qw_fresh_bit(m, f, start + j, k) << (k % 32);
-            rows[at] = bits;
-        } else {
-            bits = rows[at];
-        }
-        while (bits) {
-            const u32 k = wi * 32 + qw_ctz(bits), v = j * K + k;
-            bits &= bits - 1;
-            if (k < K && v < n) qw_list_defect(m, G, rows, start, f, s, v, &least);
-        }
-    }
-#else
     // The ring's words a thread each; the fresh rounds' a warp each (one ballot), a lane a
     // bit. Every lane of a warp runs the same iterations of the second loop.
     const u32 first_fresh =
@@ -404,11 +390,10 @@ QW_DEV u32 qw_defects(const QwGroup& g, const QfwdStreamModel& m, const QwGraph&
     const u32 lane = g.tid % 32;
     for (u32 t = first_fresh * RW + g.tid / 32; t < words; t += g.size / 32) {
         const u32 j = t / RW, wi = t % RW, k = wi * 32 + lane, v = j * K + k;
-        const u32 bits = __ballot_sync(0xFFFFFFFFu, k < K ? qw_fresh_bit(m, f, start + j, k) : 0u);
+        const u32 bits = qw_ballot(g, k < K ? qw_fresh_bit(m, f, start + j, k) : 0u);
         if (lane == 0) rows[(u32)((start + j) % W) * RW + wi] = bits;
         if (((bits >> lane) & 1u) && k < K && v < n) qw_list_defect(m, G, rows, start, f, s, v, &least);
     }
-#endif
     if (least != QW_NONE) qw_min(s.sc + QW_SC_DELTA, least);
     qw_sync(g);
     const u32 defects = s.sc[QW_SC_NVERTS];
@@ -647,23 +632,11 @@ QW_DEV u64 qw_decode_window(const QwGroup& g, const QfwdStreamModel& m, u32 inde
 // rows of rounds `first` .. `first + n`, all in one pass: each row word is one warp's
 // ballot over 32 kept slots, and the rounds' rows are distinct (a run between two windows
 // is at most W rounds). No barrier: the rows stored here are read after a later one (the
-// run's last, or the finish's). The host build has no ballot: a thread builds each word.
+// run's last, or the finish's).
 QW_DEV void qw_store_rows(const QwGroup& g, const QfwdStreamModel& m, u32* rows, u64 first, u32 n,
                           const u8* events) {
     const u32* kept = (const u32*)m.data + m.kept_slots;
     const u32 RW = m.row_words, W = m.rounds_per_window;
-#ifdef QFWD_WINDOW_HOST
-    for (u32 t = g.tid; t < n * RW; t += g.size) {
-        const u32 j = t / RW, wi = t % RW;
-        const u8* ev = events + (u64)j * m.round_bytes;
-        u32 word = 0;
-        for (u32 k = wi * 32; k < m.slots && k < wi * 32 + 32; k++) {
-            const u32 slot = kept[k];
-            word |= ((ev[slot / 8] >> (slot % 8)) & 1u) << (k % 32);
-        }
-        rows[(u32)((first + j) % W) * RW + wi] = word;
-    }
-#else
     // Every lane of a warp runs the same iterations: the items are a multiple of 32, and
     // so is the group.
     for (u32 t = g.tid; t < n * RW * 32; t += g.size) {
@@ -673,10 +646,9 @@ QW_DEV void qw_store_rows(const QwGroup& g, const QfwdStreamModel& m, u32* rows,
             const u32 slot = kept[k];
             bit = (events[(u64)j * m.round_bytes + slot / 8] >> (slot % 8)) & 1u;
         }
-        const u32 word = __ballot_sync(0xFFFFFFFFu, bit);
+        const u32 word = qw_ballot(g, bit);
         if (k % 32 == 0) rows[(u32)((first + j) % W) * RW + k / 32] = word;
     }
-#endif
 }
 
 // Rounds first_round .. first_round + n of a stream (events: n rounds of round_bytes, every

@@ -1,6 +1,7 @@
 // Runs device/window.cu's stream functions on the CPU, a group of std::threads standing in
-// for a thread block (std::barrier for bar.sync, std::atomic_ref for the atomics and the
-// volatile accesses), so tests/window_host.rs can check the device code's commits against
+// for a thread block (std::barrier for bar.sync, a 32-thread std::barrier and a slot per
+// lane for a warp's ballot, std::atomic_ref for the atomics and the volatile accesses), so
+// the device code's own paths run, and tests/window_host.rs can check its commits against
 // the CPU decoder's on a machine without a GPU. Not a model of the GPU's timing or of its
 // memory ordering beyond what the barriers and atomics give.
 //
@@ -77,6 +78,23 @@ QW_DEV u32 qw_add(u32* p, u32 v) { return std::atomic_ref<u32>(*p).fetch_add(v);
 QW_DEV u32 qw_popc(u32 x) { return std::popcount(x); }
 QW_DEV u32 qw_ctz(u32 x) { return std::countr_zero(x); }
 
+// __ballot_sync for a warp of 32 threads: each lane posts its predicate, the warp meets,
+// every lane gathers the word, and the warp meets again before the slots are reused.
+struct QwWarp {
+    std::barrier<> meet{32};
+    u32 pred[32] = {};
+};
+static std::vector<QwWarp>* qw_warps = nullptr;
+QW_DEV u32 qw_ballot(const QwGroup& g, u32 pred) {
+    QwWarp& w = (*qw_warps)[g.tid / 32];
+    w.pred[g.tid % 32] = pred != 0;
+    w.meet.arrive_and_wait();
+    u32 word = 0;
+    for (u32 i = 0; i < 32; i++) word |= w.pred[i] << i;
+    w.meet.arrive_and_wait();
+    return word;
+}
+
 #include "window.cu"
 
 static std::vector<u8> read_file(const char* path) {
@@ -116,6 +134,12 @@ int main(int argc, char** argv) {
     std::vector<std::vector<QfwdCommit>> answers(streams);
     std::barrier<> bar(threads);
     qw_barrier = &bar;
+    if (threads % 32 != 0) {
+        std::fprintf(stderr, "threads: %u is not a multiple of 32\n", threads);
+        return 2;
+    }
+    std::vector<QwWarp> warps(threads / 32);
+    qw_warps = &warps;
     std::vector<std::thread> pool;
     for (u32 t = 0; t < threads; t++) {
         pool.emplace_back([&, t] {
