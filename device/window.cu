@@ -673,6 +673,7 @@ QW_DEV u32 qfwd_stream_push_rounds(const QwGroup& g, const QfwdStreamModel& m,
     // accepted every later one is: a run has no refused input inside it.
     u32 run_from = 0, run = 0;
     u64 run_round = next;
+    bool decoded = false;
     for (u32 i = 0; i < n; i++) {
         const u64 round = first_round + i;
         int status = QFWD_STREAM_NO_COMMIT;
@@ -700,6 +701,7 @@ QW_DEV u32 qfwd_stream_push_rounds(const QwGroup& g, const QfwdStreamModel& m,
                 c.rounds = m.commit_rounds;
                 c.status = QFWD_STREAM_COMMIT;
                 start += m.commit_rounds;
+                decoded = true;
             }
             next += 1;
         }
@@ -709,10 +711,10 @@ QW_DEV u32 qfwd_stream_push_rounds(const QwGroup& g, const QfwdStreamModel& m,
         }
     }
     if (run != 0) qw_store_rows(g, m, rows, run_round, run, events + (u64)run_from * m.round_bytes);
-    // Every thread read the state above before thread 0 writes it: a call that completes
-    // no window has no other barrier, and a thread that read the new state would refuse
-    // every round as repeated.
-    qw_sync(g);
+    // Every thread read the state above before thread 0 writes it (a thread that read the
+    // new state would refuse every round as repeated): a decode's barriers see to it, and
+    // a call that decoded no window needs one here.
+    if (!decoded) qw_sync(g);
     if (g.tid == 0) {
         st->next_round = next;
         st->window_start = start;

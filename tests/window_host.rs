@@ -182,7 +182,29 @@ fn driver_output(
     if count_barriers {
         cmd.env("QFWD_WINDOW_BARRIERS", "1");
     }
-    let out = cmd.output().unwrap();
+    // Output to files, so the driver never blocks on a pipe while it is waited for.
+    let (stdout, stderr) = (dir.join("stdout"), dir.join("stderr"));
+    cmd.stdout(std::fs::File::create(&stdout).unwrap());
+    cmd.stderr(std::fs::File::create(&stderr).unwrap());
+    let mut child = cmd.spawn().unwrap();
+    let pid = child.id().to_string();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(child.wait());
+    });
+    let Ok(status) = rx.recv_timeout(DRIVER_DEADLINE) else {
+        let _ = Command::new("kill").args(["-9", &pid]).status();
+        panic!(
+            "the driver ran past {DRIVER_DEADLINE:?}: threads of a group that disagree on \
+             the barriers they meet wait forever"
+        );
+    };
+    let status = status.unwrap();
+    let out = std::process::Output {
+        status,
+        stdout: std::fs::read(&stdout).unwrap(),
+        stderr: std::fs::read(&stderr).unwrap(),
+    };
     assert!(
         out.status.success(),
         "driver: {}",
@@ -190,6 +212,9 @@ fn driver_output(
     );
     out
 }
+
+/// How long one driver run may take (the slowest takes about a second).
+const DRIVER_DEADLINE: std::time::Duration = std::time::Duration::from_secs(120);
 
 /// Runs the driver over `events` (streams x inputs rounds); each stream's answers.
 fn run_device(model: &StreamModel, events: &[u8], run: Run) -> Vec<Vec<Answer>> {
