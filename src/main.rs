@@ -246,8 +246,9 @@ struct RunArgs {
     stream_queue_slots: Option<usize>,
     /// With --streams: what decodes. cpu: the pool of decoder threads; gpu: every stream's
     /// state on the GPU in a persistent kernel, all streams' rounds handed over in batches
-    /// (one submission each), the rounds crossing a CPU dispatcher thread and a batching
-    /// thread; gpu-launch: the same with a kernel launch per batch (the baseline);
+    /// (one submission each, two in flight), the rounds crossing a CPU dispatcher thread
+    /// and a batching thread; gpu-launch: the same with a kernel launch per batch (the
+    /// baseline);
     /// cpu-batched: the gpu engine's threads with a CPU decoder [default: cpu].
     #[arg(long, value_name = "ENGINE", requires = "streams")]
     stream_engine: Option<qfwd::stream::StreamEngine>,

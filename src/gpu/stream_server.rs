@@ -1,5 +1,5 @@
 //! The persistent stream kernel (`device/stream.cu`): every stream's state and rows in GPU
-//! memory for as long as the kernel runs, fed through a submission block in mapped host
+//! memory for as long as the kernel runs, fed through two submission buffers in mapped host
 //! memory ([`crate::mailbox::streams`]) instead of a launch per batch.
 //!
 //! [`PreparedStreamServer::new`] compiles the kernel, uploads the model, allocates the

@@ -10,7 +10,7 @@
 //!   way round (device side), stop sentinel, stall release.
 //! - [`MailboxBackend`]: the host side as a [`crate::backend::Backend`], generic over the
 //!   device side ([`MailboxDevice`]): the GPU persistent kernel or the [`CpuDouble`].
-//! - [`streams`]: the persistent stream kernel's submission block (host and device
+//! - [`streams`]: the persistent stream kernel's two submission buffers (host and device
 //!   sides).
 //! - [`CpuDouble`]: host threads that follow the kernel's protocol exactly, so CI tests
 //!   the protocol without a GPU.

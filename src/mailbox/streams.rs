@@ -32,7 +32,7 @@ use crate::{Error, Result};
 const ENTRY_BYTES: usize = std::mem::size_of::<StreamServeEntryDesc>();
 const COMMIT_BYTES: usize = std::mem::size_of::<StreamCommitDesc>();
 
-/// Where everything sits in the submission block.
+/// Where everything sits in one submission buffer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct SubmitLayout {
     /// Device blocks, one done word each.
