@@ -62,8 +62,8 @@ pub enum StreamEngine {
     #[default]
     Cpu,
     /// Every stream's state on the GPU, served by a persistent kernel; the rounds of all
-    /// streams handed over in batches (one submission each, no launch), behind a CPU
-    /// dispatcher thread and a batching thread.
+    /// streams handed over in batches (one submission each, two in flight, no launch),
+    /// behind a CPU dispatcher thread and a batching thread.
     Gpu,
     /// The GPU engine with a kernel launch per batch instead of the persistent kernel
     /// (the baseline it replaces).

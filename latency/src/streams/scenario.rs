@@ -39,8 +39,8 @@ pub enum Engine {
     /// The CPU pool: a dispatcher and one decoder thread per core (`qfwd::stream`).
     CpuPool,
     /// Every stream's state on the GPU, served by a persistent kernel; all streams'
-    /// rounds handed over in batches (one submission each), behind a CPU dispatcher
-    /// thread and a batching thread.
+    /// rounds handed over in batches (one submission each, two in flight), behind a CPU
+    /// dispatcher thread and a batching thread.
     Gpu,
     /// The same with a kernel launch per batch (the baseline the persistent kernel
     /// replaces).
