@@ -17,6 +17,27 @@ fn forwarder(
     )
 }
 
+/// A forwarder over a fresh in-process ring of `slots` slots, with a backend of the
+/// test's own.
+fn on_ring<B: Backend>(
+    slots: usize,
+    backend: B,
+    config: ForwardConfig,
+) -> (inproc::InprocClient, Forwarder<inproc::InprocServer, B>) {
+    let (client, server) = inproc::channel(slots, 256).unwrap();
+    (
+        client,
+        Forwarder::new(server, backend, Registry::with_parity(), config),
+    )
+}
+
+/// Sends a parity request `id` over one argument byte.
+fn send_parity(client: &mut inproc::InprocClient, id: u32, arg: u8) {
+    let mut buf = [0u8; 64];
+    let n = wire::write_request(&mut buf, function_id("parity"), id, 0, &[arg]).unwrap();
+    client.send(&buf[..n]).unwrap();
+}
+
 fn response(client: &mut inproc::InprocClient) -> Option<Vec<u8>> {
     let mut buf = [0u8; 8192];
     client
@@ -129,21 +150,17 @@ impl Backend for Stalled {
 
 #[test]
 fn watchdog_answers_stalled_requests_once_and_late_completions_are_counted() {
-    let (mut client, server) = inproc::channel(8, 256).unwrap();
-    let mut fwd = Forwarder::new(
-        server,
+    let (mut client, mut fwd) = on_ring(
+        8,
         Stalled::default(),
-        Registry::with_parity(),
         ForwardConfig {
             watchdog: Duration::from_millis(5),
             max_in_flight: 2,
             ..Default::default()
         },
     );
-    let mut buf = [0u8; 64];
     for id in 0..3 {
-        let n = wire::write_request(&mut buf, function_id("parity"), id, 0, &[1]).unwrap();
-        client.send(&buf[..n]).unwrap();
+        send_parity(&mut client, id, 1);
     }
     fwd.poll_once().unwrap();
     // Third request: no free token -> overload.
@@ -179,17 +196,14 @@ fn watchdog_answers_stalled_requests_once_and_late_completions_are_counted() {
 fn service_time_includes_submit_only_for_a_backend_that_computes_there() {
     let submit_time = Duration::from_millis(30);
     for computes_in_submit in [true, false] {
-        let (mut client, server) = inproc::channel(8, 256).unwrap();
         let backend = Stalled {
             release: true,
             submit_time,
             computes_in_submit,
             ..Default::default()
         };
-        let mut fwd = Forwarder::new(server, backend, Registry::with_parity(), Default::default());
-        let mut buf = [0u8; 64];
-        let n = wire::write_request(&mut buf, function_id("parity"), 1, 0, &[1]).unwrap();
-        client.send(&buf[..n]).unwrap();
+        let (mut client, mut fwd) = on_ring(8, backend, Default::default());
+        send_parity(&mut client, 1, 1);
         fwd.poll_once().unwrap();
         assert!(response(&mut client).is_some());
         let h = &fwd.stats().service_ns;
@@ -213,14 +227,13 @@ fn a_request_in_service_across_a_stall_is_counted_and_a_decode_in_submit_is_not_
     let n = wire::write_request(&mut buf, parity, 1, 0, &[1]).unwrap();
 
     // A backend that computes in `submit` for 20 ms: its own work, not a stall.
-    let (mut client, server) = inproc::channel(8, 256).unwrap();
     let backend = Stalled {
         release: true,
         submit_time: Duration::from_millis(20),
         computes_in_submit: true,
         ..Default::default()
     };
-    let mut fwd = Forwarder::new(server, backend, Registry::with_parity(), Default::default());
+    let (mut client, mut fwd) = on_ring(8, backend, Default::default());
     client.send(&buf[..n]).unwrap();
     fwd.poll_once().unwrap();
     assert!(response(&mut client).is_some());
@@ -228,13 +241,7 @@ fn a_request_in_service_across_a_stall_is_counted_and_a_decode_in_submit_is_not_
 
     // A device-like backend: the loop reads its clock while the request is in service
     // (as it does every few rounds), then does not run for 20 ms.
-    let (mut client, server) = inproc::channel(8, 256).unwrap();
-    let mut fwd = Forwarder::new(
-        server,
-        Stalled::default(),
-        Registry::with_parity(),
-        Default::default(),
-    );
+    let (mut client, mut fwd) = on_ring(8, Stalled::default(), Default::default());
     client.send(&buf[..n]).unwrap();
     fwd.poll_once().unwrap();
     for _ in 0..8 {
@@ -292,32 +299,25 @@ impl Backend for Selective {
 
 #[test]
 fn watchdog_follows_submission_order_across_token_reuse() {
-    let (mut client, server) = inproc::channel(8, 256).unwrap();
-    let mut fwd = Forwarder::new(
-        server,
+    let (mut client, mut fwd) = on_ring(
+        8,
         Selective::default(),
-        Registry::with_parity(),
         ForwardConfig {
             watchdog: Duration::from_millis(5),
             max_in_flight: 2,
             ..Default::default()
         },
     );
-    let mut buf = [0u8; 64];
-    let mut send = |client: &mut inproc::InprocClient, id: u32, arg: u8| {
-        let n = wire::write_request(&mut buf, function_id("parity"), id, 0, &[arg]).unwrap();
-        client.send(&buf[..n]).unwrap();
-    };
     // 0 completes at once and frees its token; 1 stalls.
-    send(&mut client, 0, 1);
-    send(&mut client, 1, 0);
+    send_parity(&mut client, 0, 1);
+    send_parity(&mut client, 1, 0);
     fwd.poll_once().unwrap();
     let r = response(&mut client).unwrap();
     assert_eq!(wire::parse_response(&r).unwrap().header.request_id, 0);
     std::thread::sleep(Duration::from_millis(10));
     // 2 reuses request 0's token and stalls too, but is young: the stale queue entry
     // for that token must not hide request 1, which has expired.
-    send(&mut client, 2, 0);
+    send_parity(&mut client, 2, 0);
     fwd.poll_once().unwrap();
     assert!(response(&mut client).is_none());
     fwd.watchdog(Instant::now());
@@ -344,17 +344,9 @@ fn watchdog_follows_submission_order_across_token_reuse() {
 
 #[test]
 fn stop_answers_what_still_waits_in_the_transport() {
-    let (mut client, server) = inproc::channel(64, 256).unwrap();
-    let mut fwd = Forwarder::new(
-        server,
-        Stalled::default(),
-        Registry::with_parity(),
-        ForwardConfig::default(),
-    );
-    let mut buf = [0u8; 64];
+    let (mut client, mut fwd) = on_ring(64, Stalled::default(), ForwardConfig::default());
     for id in 0..5 {
-        let n = wire::write_request(&mut buf, function_id("parity"), id, 0, &[1]).unwrap();
-        client.send(&buf[..n]).unwrap();
+        send_parity(&mut client, id, 1);
     }
     assert!(client.send(b"junk").unwrap());
     // Stopped before its first poll: everything still waits in the ring.
@@ -376,20 +368,16 @@ fn stop_answers_what_still_waits_in_the_transport() {
 
 #[test]
 fn stop_answers_in_flight_with_shutting_down() {
-    let (mut client, server) = inproc::channel(8, 256).unwrap();
-    let mut fwd = Forwarder::new(
-        server,
+    let (mut client, mut fwd) = on_ring(
+        8,
         Stalled::default(),
-        Registry::with_parity(),
         ForwardConfig {
             watchdog: Duration::from_secs(60),
             drain: Duration::from_millis(1),
             ..Default::default()
         },
     );
-    let mut buf = [0u8; 64];
-    let n = wire::write_request(&mut buf, function_id("parity"), 9, 0, &[1]).unwrap();
-    client.send(&buf[..n]).unwrap();
+    send_parity(&mut client, 9, 1);
     fwd.poll_once().unwrap();
     let flag = AtomicBool::new(true);
     let stats = fwd
@@ -457,17 +445,10 @@ impl Backend for DeviceSends {
 
 #[test]
 fn completions_sent_by_the_device_are_counted_not_sent_again() {
-    let (mut client, server) = inproc::channel(16, 256).unwrap();
-    let mut fwd = Forwarder::new(
-        server,
-        DeviceSends { held: vec![] },
-        Registry::with_parity(),
-        ForwardConfig::default(),
-    );
+    let (mut client, mut fwd) = on_ring(16, DeviceSends { held: vec![] }, ForwardConfig::default());
     let mut buf = [0u8; 64];
     for id in 1..=5 {
-        let n = wire::write_request(&mut buf, function_id("parity"), id, 0, &[1]).unwrap();
-        client.send(&buf[..n]).unwrap();
+        send_parity(&mut client, id, 1);
     }
     // The forwarder itself still answers what never reaches the backend.
     let n = wire::write_request(&mut buf, function_id("nope"), 6, 0, &[1]).unwrap();
