@@ -146,7 +146,7 @@ impl UfScratch {
             time += delta;
             let n_fused = shot.grow(delta, n_cand);
             if let Some(log) = log.as_deref_mut() {
-                log.extend_from_slice(&shot.fused[..n_fused]);
+                log.extend_from_slice(&shot.s.fused[..n_fused]);
             }
             shot.merge(n_fused);
         }
@@ -155,22 +155,11 @@ impl UfScratch {
     }
 }
 
-/// One shot of the specification: the scratch's arrays as slices, and the lengths of its
-/// lists. Its methods are the steps, in order.
+/// One shot of the specification: the scratch, and the lengths of its lists. Its methods
+/// are the steps, in order.
 struct Rounds<'a> {
     g: &'a MatchingGraph,
-    parent: &'a mut [u32],
-    flags: &'a mut [u8],
-    defect: &'a mut [u8],
-    visited: &'a mut [u8],
-    parent_edge: &'a mut [u32],
-    growth: &'a mut [u32],
-    verts: &'a mut [u32],
-    frontier: &'a mut [u32],
-    cand: &'a mut [u32],
-    touched: &'a mut [u32],
-    fused: &'a mut [u32],
-    order: &'a mut [u32],
+    s: &'a mut UfScratch,
     n_verts: usize,
     n_touched: usize,
     n_frontier: usize,
@@ -178,35 +167,9 @@ struct Rounds<'a> {
 
 impl<'a> Rounds<'a> {
     fn new(s: &'a mut UfScratch, g: &'a MatchingGraph) -> Rounds<'a> {
-        let UfScratch {
-            parent,
-            flags,
-            defect,
-            visited,
-            parent_edge,
-            growth,
-            verts,
-            frontier,
-            cand,
-            touched,
-            fused,
-            order,
-            ..
-        } = s;
         Rounds {
             g,
-            parent,
-            flags,
-            defect,
-            visited,
-            parent_edge,
-            growth,
-            verts,
-            frontier,
-            cand,
-            touched,
-            fused,
-            order,
+            s,
             n_verts: 0,
             n_touched: 0,
             n_frontier: 0,
@@ -227,20 +190,20 @@ impl<'a> Rounds<'a> {
                 if v >= n {
                     break;
                 }
-                self.parent[v] = v as u32;
-                self.flags[v] = ODD;
-                self.defect[v] = 1;
-                self.verts[self.n_verts] = v as u32;
+                self.s.parent[v] = v as u32;
+                self.s.flags[v] = ODD;
+                self.s.defect[v] = 1;
+                self.s.verts[self.n_verts] = v as u32;
                 self.n_verts += 1;
-                self.frontier[self.n_frontier] = v as u32;
+                self.s.frontier[self.n_frontier] = v as u32;
                 self.n_frontier += 1;
             }
         }
         if self.n_verts == 0 {
             return false;
         }
-        self.parent[b as usize] = b;
-        self.flags[b as usize] = BOUNDARY;
+        self.s.parent[b as usize] = b;
+        self.s.flags[b as usize] = BOUNDARY;
         true
     }
 
@@ -252,14 +215,14 @@ impl<'a> Rounds<'a> {
         let g = self.g;
         let weight = g.edge_weight();
         let (adj_offset, adj_edge, adj_nbr) = (g.adj_offset(), g.adj_edge(), g.adj_nbr());
-        let Rounds {
+        let UfScratch {
             parent,
             flags,
             growth,
             frontier,
             cand,
             ..
-        } = self;
+        } = &mut *self.s;
         let mut delta = u32::MAX;
         let mut keep = 0;
         let mut n_cand = 0;
@@ -311,20 +274,27 @@ impl<'a> Rounds<'a> {
     fn grow(&mut self, delta: u32, n_cand: usize) -> usize {
         let weight = self.g.edge_weight();
         let mut n_fused = 0;
-        for &e in &self.cand[..n_cand] {
+        let UfScratch {
+            growth,
+            cand,
+            touched,
+            fused,
+            ..
+        } = &mut *self.s;
+        for &e in &cand[..n_cand] {
             let e = e as usize;
-            let (w, gr) = (weight[e], self.growth[e]);
+            let (w, gr) = (weight[e], growth[e]);
             if gr >= w {
                 continue;
             }
             if gr == 0 {
-                self.touched[self.n_touched] = e as u32;
+                touched[self.n_touched] = e as u32;
                 self.n_touched += 1;
             }
             let ng = gr.saturating_add(delta).min(w);
-            self.growth[e] = ng;
+            growth[e] = ng;
             if ng == w {
-                self.fused[n_fused] = e as u32;
+                fused[n_fused] = e as u32;
                 n_fused += 1;
             }
         }
@@ -335,14 +305,14 @@ impl<'a> Rounds<'a> {
     /// their clusters unite.
     fn merge(&mut self, n_fused: usize) {
         let (edge_u, edge_v) = (self.g.edge_u(), self.g.edge_v());
-        let Rounds {
+        let UfScratch {
             parent,
             flags,
             verts,
             frontier,
             fused,
             ..
-        } = self;
+        } = &mut *self.s;
         for &e in &fused[..n_fused] {
             let (x, y) = (edge_u[e as usize], edge_v[e as usize]);
             for z in [x, y] {
@@ -371,6 +341,12 @@ impl<'a> Rounds<'a> {
     fn finish(self) -> u64 {
         let Rounds {
             g,
+            s,
+            n_verts,
+            n_touched,
+            ..
+        } = self;
+        let UfScratch {
             parent,
             flags,
             defect,
@@ -380,10 +356,8 @@ impl<'a> Rounds<'a> {
             verts,
             touched,
             order,
-            n_verts,
-            n_touched,
             ..
-        } = self;
+        } = s;
         let weight = g.edge_weight();
         let obs = forest_peel_reset(
             g,
