@@ -230,21 +230,21 @@ impl<D: ServeDevice> ServedBatchDecoder<D> {
     fn fits_one(&self, segments: &[&[Work]]) -> bool {
         let (rb, most) = (self.round_bytes, self.piece_rounds());
         let (mut entries, mut bytes, mut slots) = (0usize, 0usize, 0usize);
-        for w in segments.iter().flat_map(|s| s.iter()) {
-            let mut from = 0usize;
-            loop {
-                let take = (w.rounds as usize - from).min(most);
-                let last = from + take == w.rounds as usize;
-                entries += 1;
-                bytes += ((take + usize::from(last && w.finish)) * rb).next_multiple_of(4);
-                slots += take / self.commit_rounds as usize + 2;
-                from += take;
-                if last {
-                    break;
-                }
-            }
+        for c in segments
+            .iter()
+            .flat_map(|s| s.iter())
+            .flat_map(|w| cuts(w, most))
+        {
+            entries += 1;
+            bytes += ((c.take + usize::from(c.finish)) * rb).next_multiple_of(4);
+            slots += self.capacity(c.take) as usize;
         }
         self.layout.fits(entries, bytes, slots)
+    }
+
+    /// Commit slots a piece of `take` rounds (and maybe a final round) may fill.
+    fn capacity(&self, take: usize) -> u32 {
+        take as u32 / self.commit_rounds + 2
     }
 
     /// [`BatchDecoder::post`] over borrowed segments.
@@ -358,26 +358,21 @@ impl<D: ServeDevice> ServedBatchDecoder<D> {
                 w.events.len()
             )));
         }
-        let most = self.piece_rounds();
         let mut made = 0;
-        let mut from = 0usize;
-        loop {
-            let take = (w.rounds as usize - from).min(most);
-            let last = from + take == w.rounds as usize;
-            let finish = last && w.finish;
+        for c in cuts(w, self.piece_rounds()) {
             let mut flags = 0;
-            if from == 0 && w.reset {
+            if c.from == 0 && w.reset {
                 flags |= SERVE_RESET;
             }
-            if finish {
+            if c.finish {
                 flags |= SERVE_FINISH;
             }
             let e = StreamServeEntryDesc {
-                first_round: w.first_round + from as u64,
+                first_round: w.first_round + c.from as u64,
                 stream: w.stream,
                 flags,
-                rounds: take as u32,
-                commit_capacity: take as u32 / self.commit_rounds + 2,
+                rounds: c.take as u32,
+                commit_capacity: self.capacity(c.take),
                 ..Default::default()
             };
             self.pieces.push(Piece {
@@ -386,15 +381,46 @@ impl<D: ServeDevice> ServedBatchDecoder<D> {
                 start: 0,
                 len: 0,
             });
-            let end = (from + take + usize::from(finish)) * rb;
+            let end = (c.from + c.take + usize::from(c.finish)) * rb;
             let piece = self.pieces.len() - 1;
-            made += self.add(piece, e, &w.events[from * rb..end], new_job && from == 0)?;
-            from += take;
-            if last {
-                return Ok(made);
-            }
+            made += self.add(
+                piece,
+                e,
+                &w.events[c.from * rb..end],
+                new_job && c.from == 0,
+            )?;
         }
+        Ok(made)
     }
+}
+
+/// One piece of a work entry in a submission: `take` rounds from `from`, then the final
+/// round when `finish`.
+#[derive(Debug, Clone, Copy)]
+struct Cut {
+    from: usize,
+    take: usize,
+    finish: bool,
+}
+
+/// Work `w` in pieces of at most `most` rounds (`most` >= 1); one piece at least.
+fn cuts(w: &Work, most: usize) -> impl Iterator<Item = Cut> + '_ {
+    let rounds = w.rounds as usize;
+    let (mut from, mut done) = (0usize, false);
+    std::iter::from_fn(move || {
+        if done {
+            return None;
+        }
+        let take = (rounds - from).min(most);
+        done = from + take == rounds;
+        let cut = Cut {
+            from,
+            take,
+            finish: done && w.finish,
+        };
+        from += take;
+        Some(cut)
+    })
 }
 
 /// A served answer as a commit; a refusal is a fault (the batcher hands rounds in order).
