@@ -133,13 +133,12 @@ fn status_of(e: StreamError) -> i32 {
     }
 }
 
-/// One run of the driver: `streams` streams of `rounds` rounds from `first_round` (and a
-/// final round each when `finish`), groups of `threads`.
+/// One run of the driver: `streams` streams of `rounds` rounds from `first_round`, then a
+/// final round each, groups of `threads`.
 #[derive(Clone, Copy)]
 struct Run {
     streams: usize,
     rounds: u32,
-    finish: bool,
     threads: u32,
     first_round: u64,
 }
@@ -149,7 +148,6 @@ impl Run {
         Run {
             streams,
             rounds,
-            finish: true,
             threads,
             first_round,
         }
@@ -175,7 +173,8 @@ fn driver_output(
     cmd.arg(&blob).arg(&desc).arg(&ev).args([
         run.streams.to_string(),
         run.rounds.to_string(),
-        u32::from(run.finish).to_string(),
+        // FINISH: every run ends with its streams' final rounds.
+        "1".to_string(),
         run.threads.to_string(),
         run.first_round.to_string(),
     ]);

@@ -90,9 +90,7 @@ QW_DEV QwRegion qw_region(const QwScratch& s, u32 q) {
 
 // The batch region of vertex v's region, or NONE.
 QW_DEV u32 qw_batch_index(const QwScratch& s, u32 v) {
-    const u32 R = s.region[v];
-    if (R == QW_NONE) return QW_NONE;
-    const u32 mark = s.rdef[R];
+    const u32 mark = s.rdef[s.region[v]];
     return (mark & QW_MATCHED) ? mark & ~QW_MATCHED : QW_NONE;
 }
 
