@@ -7,9 +7,9 @@ naming it.
 
 Which decoder answers is ``DEFAULT_DECODER``, or the ``decoder=`` keyword of every
 constructor. Today that is union-find (``"uf"``): faster than PyMatching, but *not*
-minimum-weight matching. On Stim's rotated surface-code memory experiments it makes about
-1.03-1.11x PyMatching's logical errors at d = 5 and 7 and about 1.2x at d = 9 and 11, so
-a threshold study gets a somewhat different curve (``python/bench.py`` measures it).
+minimum-weight matching. On Stim's rotated surface-code memory experiments (p = 0.006) it
+makes 1.06-1.08x PyMatching's logical errors at d = 5 and 7 and 1.17-1.24x at d = 9 and
+11, so a threshold study gets a different curve (``python/bench.py`` measures it).
 
 Inputs are checked as PyMatching checks them, and more strictly: detection events must be
 0 or 1 (bool, integers, or floats that are exactly 0.0 / 1.0), bit-packed rows integers in
