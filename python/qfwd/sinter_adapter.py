@@ -39,7 +39,9 @@ class _CompiledQfwd(_CompiledBase):
 
 
 class QfwdSinterDecoder(_DecoderBase):
-    """A sinter ``Decoder`` for qfwd's ``"uf"`` or ``"lut"`` decoder."""
+    """A sinter ``Decoder`` for qfwd's ``"uf"`` or ``"lut"`` decoder. ``"uf"`` is
+    union-find, not minimum-weight matching: collected beside ``"pymatching"`` it shows
+    more errors (1.06-1.24x on surface codes at d = 5-11, growing with distance)."""
 
     def __init__(self, kind: str = "uf"):
         if kind not in ("uf", "lut"):

@@ -115,3 +115,71 @@ def test_a_dem_file_and_its_budget(tmp_path):
     assert dec.decode(everything).shape == (1,)  # decode itself has no budget
     bad = dec.payload(everything)[:-1]
     assert dec.run_payload(bad)[0] == 1
+
+
+def test_the_constructor_builds_a_working_decoder():
+    circuit = surface_circuit(3, 0.01)
+    dem = circuit.detector_error_model(decompose_errors=True)
+    dets, _ = sample(circuit, 500, seed=9)
+    want = qfwd.Decoder.from_detector_error_model(dem).decode_batch(dets)
+    for dec in (qfwd.Decoder(dem), qfwd.Decoder(str(dem)), qfwd.Decoder(dem, decoder="uf")):
+        assert dec.num_detectors == dem.num_detectors
+        assert np.array_equal(dec.decode_batch(dets), want)
+    with pytest.raises(TypeError, match="stim.DetectorErrorModel or its text"):
+        qfwd.Decoder(42)
+    with pytest.raises(ValueError, match="unknown decoder"):
+        qfwd.Decoder(dem, decoder="nope")
+
+
+def test_native_decode_refuses_a_syndrome_of_the_wrong_length():
+    native = qfwd.NativeDecoder("error(0.1) D0 D20 L0\n", "uf")
+    assert native.detector_bytes == 3
+    assert native.decode(bytes(3)) == b"\x00"
+    for wrong in (b"", b"\x00", bytes(4), bytes(1000)):
+        with pytest.raises(ValueError, match=r"21 detectors is 3 bytes bit-packed; got"):
+            native.decode(wrong)
+    with pytest.raises(ValueError, match="whole number"):
+        native.decode_batch(bytes(4))
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [["0", "1", "0"], [0, 2, 0], [0, -1, 0], [0, 0.5, 0], [0, float("nan"), 0],
+     [0, float("inf"), 0], [None, 1, 0], [0j, 1, 0]],
+)
+def test_nonsense_detection_events_are_refused(bad):
+    dec = qfwd.Decoder("error(0.1) D0 D1\nerror(0.1) D1 D2 L0\nerror(0.1) D2\n")
+    with pytest.raises(ValueError, match="0s and 1s"):
+        dec.decode(np.array(bad))
+    with pytest.raises(ValueError, match="0s and 1s"):
+        dec.decode_batch(np.array([bad, [0, 0, 0]]))
+
+
+def test_packed_input_is_bytes_never_cast():
+    dec = qfwd.Decoder("error(0.1) D0 D1\nerror(0.1) D1 D2 L0\nerror(0.1) D2\n")
+    assert dec.decode_batch(np.array([[0b110]], dtype=np.int64), bit_packed_shots=True)[0, 0] == 1
+    for bad, match in [
+        (np.array([[6.0]]), "dtype float64"),
+        (np.array([[True]]), "bit_packed_shots=False"),
+        (np.array([[262]]), "0..255; found 262"),
+        (np.array([[-1]]), "0..255; found -1"),
+    ]:
+        with pytest.raises(ValueError, match=match):
+            dec.decode_batch(bad, bit_packed_shots=True)
+    with pytest.raises(ValueError, match="dtype float64"):
+        dec.decode(np.array([6.0]), bit_packed=True)
+
+
+def test_threads_are_checked_and_capped_by_the_cores():
+    from qfwd._arrays import host_cpus, thread_count
+
+    assert thread_count(10_000) == host_cpus() and thread_count(1) == 1
+    for bad, err in [(0, ValueError), (-3, ValueError), (2.5, TypeError), (True, TypeError),
+                     ("4", TypeError)]:
+        with pytest.raises(err, match="num_threads"):
+            thread_count(bad)
+    circuit = surface_circuit(3, 0.01)
+    dec = qfwd.Decoder(circuit.detector_error_model(decompose_errors=True))
+    dets, _ = sample(circuit, 200, seed=2)
+    # 10 000 asked: as many workers as the host has CPUs, the same answers.
+    assert np.array_equal(dec.decode_batch(dets, num_threads=10_000), dec.decode_batch(dets))
