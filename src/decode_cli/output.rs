@@ -70,6 +70,13 @@ impl Output {
             Some(d) if !d.as_os_str().is_empty() => d,
             _ => Path::new("."),
         };
+        if !dir.is_dir() {
+            let why = format!("no directory {}", dir.display());
+            return Err(cannot(std::io::Error::new(
+                std::io::ErrorKind::NotFound,
+                why,
+            )));
+        }
         let name = dest
             .file_name()
             .map_or_else(String::new, |n| n.to_string_lossy().into_owned());
