@@ -191,25 +191,32 @@ fn describe(layout: ShotLayout) -> String {
 /// their own file, appended to the events, or none).
 pub(super) struct ShotSource {
     dets: ShotFile,
-    /// Bits of a detection-event row, and whether observables follow them in `dets`.
+    /// Detectors of a shot, and the observables that follow them in `dets`.
     detectors: usize,
     appended: usize,
     obs: Option<ShotFile>,
-    /// `appended`: the whole row read.
+    /// Bytes of a shot's observables, as [`ShotSource::next_batch`] gives them.
+    obs_bytes: usize,
+    /// With observables appended: the whole row read.
     row: Vec<u8>,
 }
 
 impl ShotSource {
-    /// Shots from `dets` alone; `appended` observables follow each shot's detectors there
-    /// (`keep`: their bits are what [`ShotSource::next_batch`] gives as observables).
+    /// Shots of `detectors` detection events from `dets` (the observables its layout
+    /// appends to each are the shot's), or with their observables in `obs`.
     pub fn new(dets: ShotFile, detectors: usize, obs: Option<ShotFile>) -> ShotSource {
         let appended = dets.layout.observables;
+        let obs_bytes = match &obs {
+            Some(f) => f.layout.bits().div_ceil(8),
+            None => appended.div_ceil(8),
+        };
         ShotSource {
             row: vec![0u8; dets.layout.bits().div_ceil(8)],
             dets,
             detectors,
             appended,
             obs,
+            obs_bytes,
         }
     }
 
@@ -233,10 +240,7 @@ impl ShotSource {
         dets: &mut [u8],
         mut obs: Option<&mut [u8]>,
     ) -> Result<usize> {
-        let nb = self.detectors.div_ceil(8);
-        let ob = obs
-            .as_ref()
-            .map_or(0, |o| o.len().checked_div(max).unwrap_or(0));
+        let (nb, ob) = (self.detectors.div_ceil(8), self.obs_bytes);
         for i in 0..max {
             let d = &mut dets[i * nb..(i + 1) * nb];
             let more = if self.appended > 0 {
