@@ -169,10 +169,11 @@ fn the_subcommands_parse_pymatching_s_flags_and_defaults() {
     }
 }
 
-/// `name`'s first `shots` shots (a multiple of 64, for ptb64) written in every format (`dets.FORMAT`, `obs.FORMAT`,
-/// `both.FORMAT`: observables appended), into their own directory.
-fn every_format(name: &str, shots: usize) -> (PathBuf, Shots, Shots) {
-    let dir = tmp(&format!("formats-{name}"));
+/// `name`'s first `shots` shots (a multiple of 64, for ptb64) written in every format
+/// (`dets.FORMAT`, `obs.FORMAT`, `both.FORMAT`: observables appended), into a directory of
+/// `test`'s own (tests run at once).
+fn every_format(test: &str, name: &str, shots: usize) -> (PathBuf, Shots, Shots) {
+    let dir = tmp(&format!("formats-{test}"));
     std::fs::create_dir_all(&dir).unwrap();
     let mut dets = Shots::read(&fixture(&format!("{name}.b8")), 24, None).unwrap();
     let mut obs = Shots::read(&fixture(&format!("{name}.obs.01")), 1, None).unwrap();
@@ -213,7 +214,7 @@ fn encoded(shots: &Shots, format: ShotFormat) -> Vec<u8> {
 #[test]
 fn predict_reads_and_writes_every_format() {
     let name = "surface_d3_r3_z_p005";
-    let (dir, _, _) = every_format(name, 1024);
+    let (dir, _, _) = every_format("predict", name, 1024);
     let dem = fixture(&format!("{name}.dem"));
     let report = evaluate(&qfwd::decode_cli::DecodeArgs {
         shots: Some(1024),
@@ -248,7 +249,7 @@ fn predict_reads_and_writes_every_format() {
 #[test]
 fn count_mistakes_counts_what_the_report_counts() {
     let name = "surface_d3_r3_x_p005";
-    let (dir, _, _) = every_format(name, 2048);
+    let (dir, _, _) = every_format("count", name, 2048);
     let dem = fixture(&format!("{name}.dem"));
     let report = evaluate(&qfwd::decode_cli::DecodeArgs {
         shots: Some(2048),
@@ -289,7 +290,7 @@ fn count_mistakes_counts_what_the_report_counts() {
 #[test]
 fn stdin_and_stdout_as_pymatching_reads_them() {
     let name = "surface_d3_r3_z_p005";
-    let (dir, dets, obs) = every_format(name, 1024);
+    let (dir, dets, obs) = every_format("stdio", name, 1024);
     let dem = fixture(&format!("{name}.dem"));
     let dem = dem.to_str().unwrap();
     let report = evaluate(&qfwd::decode_cli::DecodeArgs {
