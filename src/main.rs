@@ -57,9 +57,10 @@ qfwd doctor\n  \
 qfwd doctor --cores 2,3 --format json > host.json\n  \
 qfwd doctor --no-gpu --jitter 5")]
     Doctor(qfwd::doctor::DoctorArgs),
-    /// Decode Stim shots offline: predict the observable flips (like `pymatching predict`),
-    /// or count logical errors against recorded ones (like `pymatching count_mistakes`).
-    Decode(qfwd::decode_cli::DecodeArgs),
+    /// Decode Stim shots offline: `predict` and `count_mistakes` take PyMatching's command
+    /// lines and give its output byte for byte; without a subcommand, the report (mistakes,
+    /// logical error rate, time per shot).
+    Decode(qfwd::decode_cli::DecodeCli),
 }
 
 /// `qfwd run --stats-format`.

@@ -1,7 +1,16 @@
 //! `qfwd decode` logic (`qfwd::decode_cli`): reports, JSON, and clear errors; predicting to
 //! files and pipes, PyMatching's flag names, observables appended to the shots, models of
-//! more than 64 observables, batches on several threads.
+//! more than 64 observables, batches on several threads. PyMatching's forms (`predict`,
+//! `count_mistakes`) in [`forms`], against PyMatching itself in [`pymatching_cli`]; what
+//! is refused and what a refusal leaves behind in [`refusals`].
 #![forbid(unsafe_code)]
+
+#[path = "decode_cli/forms.rs"]
+mod forms;
+#[path = "decode_cli/pymatching_cli.rs"]
+mod pymatching_cli;
+#[path = "decode_cli/refusals.rs"]
+mod refusals;
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -120,7 +129,10 @@ fn mismatched_inputs_are_clear_errors() {
         ..args("surface_d3_r3_z_p005", DecoderKind::Uf)
     };
     let e = evaluate(&a).unwrap_err().to_string();
-    assert!(e.contains("50000 shots") && e.contains("holds 2"), "{e}");
+    assert!(
+        e.contains("short.obs.01 ends after 2 shots") && e.contains("same sampling run"),
+        "{e}"
+    );
 
     // A lut for a model too large for it.
     let e = evaluate(&args("surface_d5_r5_z_p001", DecoderKind::Lut))

@@ -34,18 +34,18 @@ pub const DEFAULT_FLOOR: u32 = 24;
 /// probability that an odd number of its independent edges fire,
 /// `(1 - prod(1 - 2 p_e)) / 2`, summed.
 pub fn expected_defects(g: &MatchingGraph) -> f64 {
-    let n = g.num_detectors();
-    let mut even = vec![1.0f64; n];
-    let (eu, ev, ep) = (g.edge_u(), g.edge_v(), g.edge_p());
-    for e in 0..g.num_edges() {
-        let q = 1.0 - 2.0 * ep[e];
-        for v in [eu[e], ev[e]] {
-            if (v as usize) < n {
-                even[v as usize] *= q;
-            }
-        }
-    }
-    even.iter().map(|&q| (1.0 - q) / 2.0).sum()
+    // Each detector's edges come in increasing index in its CSR row: the product is taken
+    // in the order the edges were made, and no array of the (possibly 2^24) detectors.
+    let (offset, adj, ep) = (g.adj_offset(), g.adj_edge(), g.edge_p());
+    (0..g.num_detectors())
+        .map(|v| {
+            let edges = &adj[offset[v] as usize..offset[v + 1] as usize];
+            let even = edges
+                .iter()
+                .fold(1.0f64, |even, &e| even * (1.0 - 2.0 * ep[e as usize]));
+            (1.0 - even) / 2.0
+        })
+        .sum()
 }
 
 /// The default `max_defects` of `g`: `ceil(6 * expected_defects) + 24`, at most the

@@ -33,6 +33,7 @@
 //!   blocks are flattened: a few-line file with nested `repeat`s cannot ask for more.
 #![forbid(unsafe_code)]
 
+use std::collections::BTreeMap;
 use std::path::Path;
 
 use crate::{Error, Result};
@@ -89,10 +90,12 @@ pub struct Dem {
     /// One more than the largest observable index declared or used.
     pub num_observables: u32,
     pub errors: Vec<DemError>,
-    /// Per detector (`num_detectors` entries): its coordinates as declared by `detector(...)`
-    /// plus the `shift_detectors` coordinate offsets in force there; empty when the model
-    /// declares none (or declares the detector without arguments).
-    pub detector_coords: Vec<Vec<f64>>,
+    /// Per detector up to the last one declared with coordinates: its coordinates as
+    /// declared by `detector(...)` plus the `shift_detectors` coordinate offsets in force
+    /// there; empty when the model declares none (or declares the detector without
+    /// arguments). Detectors past its end have none: [`Dem::coords`] reads any detector. (It
+    /// is not padded to `num_detectors`: `error(0.1) D16777215` would make it 400 MB.)
+    pub detector_coords: BTreeMap<u32, Vec<f64>>,
 }
 
 /// A parsed instruction before flattening.
@@ -122,6 +125,14 @@ enum Instr {
 }
 
 impl Dem {
+    /// Detector `d`'s coordinates (empty when it has none, or is past the model's).
+    pub fn coords(&self, d: usize) -> &[f64] {
+        u32::try_from(d)
+            .ok()
+            .and_then(|d| self.detector_coords.get(&d))
+            .map_or(&[], Vec::as_slice)
+    }
+
     /// Reads and parses a `.dem` file.
     pub fn from_path(path: &Path) -> Result<Dem> {
         let text = std::fs::read_to_string(path).map_err(|e| Error::Io {
@@ -235,7 +246,7 @@ fn flatten(instrs: &[(usize, Instr)], source: &str) -> Result<Dem> {
             num_detectors: 0,
             num_observables: 0,
             errors: Vec::new(),
-            detector_coords: Vec::new(),
+            detector_coords: BTreeMap::new(),
         },
         offset: 0,
         coord_offset: Vec::new(),
@@ -268,10 +279,7 @@ fn flatten(instrs: &[(usize, Instr)], source: &str) -> Result<Dem> {
         }
         pc += 1;
     }
-    let mut dem = out.dem;
-    dem.detector_coords
-        .resize(dem.num_detectors as usize, Vec::new());
-    Ok(dem)
+    Ok(out.dem)
 }
 
 /// The flat model being built, and the `shift_detectors` offsets in force.
@@ -345,16 +353,12 @@ impl Flattener<'_> {
         for &d in targets {
             let d = self.detector(d, line)?;
             if !coords.is_empty() {
-                let at = d as usize;
-                let dem = &mut self.dem;
-                if dem.detector_coords.len() <= at {
-                    dem.detector_coords.resize(at + 1, Vec::new());
-                }
-                dem.detector_coords[at] = coords
+                let shifted = coords
                     .iter()
                     .enumerate()
                     .map(|(i, c)| c + self.coord_offset.get(i).copied().unwrap_or(0.0))
                     .collect();
+                self.dem.detector_coords.insert(d, shifted);
             }
         }
         Ok(())
@@ -763,16 +767,19 @@ mod tests {
         // Indices shift by 2 after the block, coordinates by (0.5, 0, 2).
         assert_eq!(d.num_detectors, 6);
         assert_eq!(
-            d.detector_coords,
-            vec![
-                vec![1.0, 2.0, 0.0],
-                vec![1.0, 2.0, 1.0],
-                vec![1.0, 2.0, 2.0],
-                vec![3.5, 4.5, 2.0, 7.0],
-                vec![],
-                vec![]
+            (0..6).map(|k| d.coords(k)).collect::<Vec<_>>(),
+            [
+                &[1.0, 2.0, 0.0][..],
+                &[1.0, 2.0, 1.0],
+                &[1.0, 2.0, 2.0],
+                &[3.5, 4.5, 2.0, 7.0],
+                &[],
+                &[],
             ]
         );
+        assert_eq!(d.detector_coords.len(), 4);
+        assert_eq!(d.coords(3), [3.5, 4.5, 2.0, 7.0]);
+        assert!(d.coords(5).is_empty() && d.coords(1 << 30).is_empty());
     }
 
     #[test]
@@ -861,5 +868,10 @@ mod tests {
         );
         assert_eq!(d.errors[0].components[0].observables, vec![3, 32767]);
         assert_eq!(d.errors[0].components[0].low_mask(), 8);
+        // No array of its 2^24 detectors: coordinates are kept for those declared with them.
+        assert!(d.detector_coords.is_empty() && d.coords(16777215).is_empty());
+        let d = parse("detector(1, 2, 3) D16777215\n").unwrap();
+        assert_eq!(d.detector_coords.len(), 1);
+        assert_eq!(d.coords(16777215), [1.0, 2.0, 3.0]);
     }
 }

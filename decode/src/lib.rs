@@ -163,6 +163,10 @@ pub struct Decoder {
     engine: Engine,
     /// Most defects a request may hold ([`budget`]); 0: no limit.
     max_defects: u32,
+    /// No edge flips an observable: every answer is 0, and the union-find needs no working
+    /// memory (which would be sized by every detector: 2^24 of them for the 21 bytes
+    /// `error(0.1) D16777215`).
+    flips_nothing: bool,
 }
 
 /// Per-thread working memory for [`Decoder::decode`].
@@ -203,6 +207,7 @@ impl Decoder {
         Ok(Decoder {
             kind,
             max_defects: budget::default_max_defects(&graph),
+            flips_nothing: (0..graph.num_edges()).all(|e| !graph.edge_flips_any(e)),
             graph,
             engine,
         })
@@ -318,6 +323,7 @@ impl Decoder {
     pub fn new_scratch(&self) -> Scratch {
         Scratch {
             uf: match self.engine {
+                Engine::Uf(_) if self.flips_nothing => UfScratch::empty(),
                 Engine::Uf(_) => UfScratch::new(self.decode_graph()),
                 Engine::Lut(_) => UfScratch::empty(),
             },
@@ -336,6 +342,7 @@ impl Decoder {
     pub fn decode(&self, scratch: &mut Scratch, dets: &[u8]) -> u64 {
         match &self.engine {
             Engine::Lut(l) => l.decode(dets),
+            Engine::Uf(_) if self.flips_nothing => 0,
             Engine::Uf(None) => scratch.uf.decode(&self.graph, dets),
             Engine::Uf(Some(part)) => {
                 part.compact(dets, &mut scratch.part);
@@ -357,7 +364,7 @@ impl Decoder {
                 out[..entry.len()].copy_from_slice(entry);
                 return;
             }
-            Engine::Uf(_) if !self.graph.is_wide() => {
+            Engine::Uf(_) if self.flips_nothing || !self.graph.is_wide() => {
                 let mask = self.decode(scratch, dets);
                 self.write_result(mask, out);
                 return;
@@ -716,5 +723,27 @@ mod tests {
         let e = d.decode_batch(shots.as_b8(), &mut short, 1).unwrap_err();
         assert!(e.to_string().contains("same number of shots"), "{e}");
         d.decode_batch(&[], &mut [], 2).unwrap();
+    }
+
+    /// A model whose edges flip no observable answers 0 without working memory: the 21
+    /// bytes `error(0.1) D16777215` once made every scratch 2^24 detectors deep.
+    #[test]
+    fn a_model_that_flips_nothing_needs_no_scratch() {
+        for text in [
+            "error(0.1) D16777215\n",
+            "error(0.1) D16777215\nerror(0.2) L0\n",
+        ] {
+            let d = Decoder::from_dem_text(text, "t.dem", DecoderKind::Uf).unwrap();
+            assert_eq!(d.num_detectors(), 1 << 24);
+            let mut scratch = d.new_scratch();
+            let empty = format!("{:?}", UfScratch::empty());
+            assert_eq!(format!("{:?}", scratch.uf), empty, "no working memory");
+            let mut dets = vec![0u8; d.detector_bytes()];
+            dets[(1 << 21) - 1] = 0x80;
+            assert_eq!(d.decode(&mut scratch, &dets), 0);
+            let mut out = vec![0xffu8; d.result_len()];
+            d.decode_to(&mut scratch, &dets, &mut out);
+            assert!(out.iter().all(|&b| b == 0));
+        }
     }
 }

@@ -93,8 +93,8 @@ impl DetectorPlaces {
             return Err(model_error(dem, "the model has no detectors".into()));
         }
         let mut t_min = f64::INFINITY;
-        for (d, c) in dem.detector_coords.iter().enumerate() {
-            let Some(&t) = c.last() else {
+        for d in 0..n {
+            let Some(&t) = dem.coords(d).last() else {
                 return Err(model_error(
                     dem,
                     format!(
@@ -111,11 +111,10 @@ impl DetectorPlaces {
             }
             t_min = t_min.min(t);
         }
-        let round_of =
-            |d: usize| (dem.detector_coords[d].last().copied().unwrap_or(0.0) - t_min) as u32;
+        let round_of = |d: usize| (dem.coords(d).last().copied().unwrap_or(0.0) - t_min) as u32;
         let last_round = (0..n).map(round_of).max().unwrap_or(0);
         let spatial = |d: usize| {
-            let c = &dem.detector_coords[d];
+            let c = dem.coords(d);
             &c[..c.len() - 1]
         };
         let slots: Vec<Vec<f64>> = match slots {
