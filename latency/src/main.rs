@@ -246,11 +246,18 @@ fn emulate(a: EmulateArgs) -> Result<()> {
 }
 
 fn stream_plot(csvs: &[PathBuf], svg: &std::path::Path) -> Result<()> {
+    let mut sources = Vec::new();
     let mut rows = Vec::new();
     for c in csvs {
-        rows.extend(qfwd_latency::streams::record::read(c)?);
+        let these = qfwd_latency::streams::record::read(c)?;
+        let name = c.file_stem().map_or_else(
+            || c.display().to_string(),
+            |s| s.to_string_lossy().into_owned(),
+        );
+        rows.extend(these.iter().cloned());
+        sources.push((name, these));
     }
-    qfwd_latency::streams::plot::reaction_vs_streams(&rows, svg)?;
+    qfwd_latency::streams::plot::reaction_vs_streams_of(&sources, svg)?;
     print!("{}", qfwd_latency::streams::sweep::table(&rows));
     eprintln!("wrote {}", svg.display());
     Ok(())

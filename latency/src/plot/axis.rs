@@ -8,10 +8,10 @@ use plotters::prelude::*;
 /// A linear f64 axis with explicit ticks. Both plots put already-transformed values on it
 /// (log10 where the axis is logarithmic) so tick positions and labels are ours to choose;
 /// plotters' own `WithKeyPoints` over f64 has no value formatter, hence this small type.
-pub(super) struct TickedAxis {
-    pub(super) lo: f64,
-    pub(super) hi: f64,
-    pub(super) ticks: Vec<f64>,
+pub(crate) struct TickedAxis {
+    pub(crate) lo: f64,
+    pub(crate) hi: f64,
+    pub(crate) ticks: Vec<f64>,
 }
 
 impl Ranged for TickedAxis {
@@ -45,7 +45,7 @@ impl Ranged for TickedAxis {
 
 /// A log10 latency axis (µs) spanning `lo..hi`, with 1-2-5 ticks (only powers of ten when
 /// it spans more than three decades).
-pub(super) fn latency_axis(lo: f64, hi: f64) -> TickedAxis {
+pub(crate) fn latency_axis(lo: f64, hi: f64) -> TickedAxis {
     let (lo, hi) = match (lo.is_finite() && lo > 0.0, hi.is_finite() && hi > lo) {
         (true, true) => (lo, hi),
         (true, false) => (lo, lo * 10.0),
@@ -116,7 +116,7 @@ pub(super) fn linear_ticks(lo: f64, hi: f64) -> Vec<f64> {
 }
 
 /// log10 of the 1-2-5 values between lo and hi (both > 0).
-pub(super) fn log_ticks(lo: f64, hi: f64) -> Vec<f64> {
+pub(crate) fn log_ticks(lo: f64, hi: f64) -> Vec<f64> {
     let first = lo.log10().floor() as i32;
     let last = hi.log10().ceil() as i32;
     let mut out = Vec::new();
