@@ -56,6 +56,14 @@ pub(crate) fn latency_axis(lo: f64, hi: f64) -> TickedAxis {
     if b - a > 3.0 {
         ticks.retain(|t| (t - t.round()).abs() < 1e-9);
     }
+    if ticks.len() < 3 {
+        // Less than a decade: 1-2-5 may leave one tick; a finer ladder gives a scale.
+        ticks = ticks_with(
+            10f64.powf(a),
+            10f64.powf(b),
+            &[1.0, 1.5, 2.0, 3.0, 5.0, 7.0],
+        );
+    }
     TickedAxis {
         lo: a,
         hi: b,
@@ -117,11 +125,16 @@ pub(super) fn linear_ticks(lo: f64, hi: f64) -> Vec<f64> {
 
 /// log10 of the 1-2-5 values between lo and hi (both > 0).
 pub(crate) fn log_ticks(lo: f64, hi: f64) -> Vec<f64> {
+    ticks_with(lo, hi, &[1.0, 2.0, 5.0])
+}
+
+/// log10 of the values `m` x 10^k (each `m` of `mantissas`) between lo and hi.
+fn ticks_with(lo: f64, hi: f64, mantissas: &[f64]) -> Vec<f64> {
     let first = lo.log10().floor() as i32;
     let last = hi.log10().ceil() as i32;
     let mut out = Vec::new();
     for e in first..=last {
-        for m in [1.0, 2.0, 5.0] {
+        for &m in mantissas {
             let v = m * 10f64.powi(e);
             if v >= lo * (1.0 - 1e-9) && v <= hi * (1.0 + 1e-9) {
                 out.push(v.log10());
@@ -157,5 +170,27 @@ pub(super) fn rate_axis(lo: f64, hi: f64) -> (TickedAxis, bool) {
             },
             false,
         )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_latency_axis_has_a_scale_even_within_a_decade() {
+        let labels = |lo: f64, hi: f64| -> Vec<String> {
+            latency_axis(lo, hi)
+                .ticks
+                .iter()
+                .map(|t| format_us(*t))
+                .collect()
+        };
+        assert_eq!(labels(12_000.0, 33_000.0), ["15000", "20000", "30000"]);
+        assert_eq!(
+            labels(0.4, 200.0),
+            ["0.5", "1", "2", "5", "10", "20", "50", "100", "200"]
+        );
+        assert_eq!(labels(1.0, 50_000.0), ["1", "10", "100", "1000", "10000"]);
     }
 }
