@@ -56,7 +56,7 @@ plot results/cpu-softnic-doorbells.csv results/cpu-softnic-doorbells-plots
 for csv in results/*streams*.csv; do
     dir=${csv%.csv}-plots
     mkdir -p "$dir"
-    "$report" stream-plot "$csv" --svg "$dir/reaction-p99.svg"
+    "$report" stream-plot "$csv" --svg "$dir/reaction-p99.svg" >/dev/null
     rsvg-convert "$dir/reaction-p99.svg" -o "$dir/reaction-p99.png"
     echo "$dir: $(cd "$dir" && ls | tr '\n' ' ')"
 done

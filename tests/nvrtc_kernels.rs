@@ -2,16 +2,25 @@
 //! warning. No GPU needed: NVRTC is a compiler library (the PyPI wheel `nvidia-cuda-nvrtc`
 //! ships it; `scripts/check-kernels.sh` installs it and runs this test).
 //!
-//! Where `libnvrtc` cannot be loaded the test prints a skip notice and passes, unless
-//! `QFWD_REQUIRE_NVRTC=1`, in which case it fails (CI sets it). With
+//! Where `libnvrtc` cannot be loaded each compiling test prints `SKIP <test>: why` where
+//! it is seen (straight to stderr: libtest hides a passing test's `eprintln!`) and passes,
+//! unless `QFWD_REQUIRE_NVRTC=1`, in which case it fails (CI sets it). With
 //! `QFWD_WRITE_CUBIN_DIR=dir` it also writes the CUBINs there (for `QFWD_KERNEL_DIR`).
+
+use std::io::Write;
 
 use qfwd::gpu::nvrtc::{self, KERNEL_SOURCES};
 
 const ARCH: &str = "sm_90";
 
-fn nvrtc_or_skip() -> bool {
-    if nvrtc::nvrtc_available() {
+/// Set (to anything) in a child run of this binary: NVRTC counts as missing, so the skip
+/// and the failure paths are tested on hosts that have it too.
+const PRETEND_MISSING: &str = "QFWD_NVRTC_TEST_PRETEND_MISSING";
+
+/// Whether `test` can compile: true with NVRTC; without it, a visible skip notice and
+/// false, or a failure under `QFWD_REQUIRE_NVRTC=1`.
+fn nvrtc_or_skip(test: &str) -> bool {
+    if std::env::var_os(PRETEND_MISSING).is_none() && nvrtc::nvrtc_available() {
         return true;
     }
     if std::env::var("QFWD_REQUIRE_NVRTC").as_deref() == Ok("1") {
@@ -20,9 +29,12 @@ fn nvrtc_or_skip() -> bool {
              or put the nvidia-cuda-nvrtc wheel's lib folder on LD_LIBRARY_PATH"
         );
     }
-    eprintln!(
-        "SKIP nvrtc_kernels: libnvrtc not found (set QFWD_REQUIRE_NVRTC=1 to make this a \
-         failure; scripts/check-kernels.sh installs it)"
+    // Not `eprintln!`: libtest captures it and shows nothing for a passing test, so the
+    // run would read `ok` for a test that compiled nothing.
+    let _ = writeln!(
+        std::io::stderr().lock(),
+        "SKIP {test}: libnvrtc not found, nothing compiled (scripts/check-kernels.sh \
+         installs it; QFWD_REQUIRE_NVRTC=1 makes this a failure)"
     );
     false
 }
@@ -69,7 +81,7 @@ fn embedded_sources_match_the_files() {
 
 #[test]
 fn every_kernel_compiles_for_sm_90_without_warnings() {
-    if !nvrtc_or_skip() {
+    if !nvrtc_or_skip("every_kernel_compiles_for_sm_90_without_warnings") {
         return;
     }
     let (major, minor) = nvrtc::nvrtc_version().unwrap();
@@ -108,7 +120,7 @@ fn every_kernel_compiles_for_sm_90_without_warnings() {
 /// cleanly too, and leave the untraced build without a single `printf` (`vprintf` call).
 #[test]
 fn uf_stage_trace_compiles_and_stays_out_of_the_normal_build() {
-    if !nvrtc_or_skip() {
+    if !nvrtc_or_skip("uf_stage_trace_compiles_and_stays_out_of_the_normal_build") {
         return;
     }
     for define in ["QFWD_DEC_TRACE", "QFWD_DEC_TRACE_DISPATCH"] {
@@ -136,7 +148,7 @@ fn uf_stage_trace_compiles_and_stays_out_of_the_normal_build() {
 /// ones emitted.
 #[test]
 fn forward_kernels_keep_system_fences_out_of_the_hot_path() {
-    if !nvrtc_or_skip() {
+    if !nvrtc_or_skip("forward_kernels_keep_system_fences_out_of_the_hot_path") {
         return;
     }
     let ptx = nvrtc::compile(&nvrtc::FORWARD, ARCH).unwrap().ptx;
@@ -162,7 +174,7 @@ fn forward_kernels_keep_system_fences_out_of_the_hot_path() {
 
 #[test]
 fn compile_errors_carry_the_nvrtc_log() {
-    if !nvrtc_or_skip() {
+    if !nvrtc_or_skip("compile_errors_carry_the_nvrtc_log") {
         return;
     }
     let broken = nvrtc::KernelSource {
@@ -173,5 +185,49 @@ fn compile_errors_carry_the_nvrtc_log() {
     assert!(
         err.contains("broken.cu") && err.contains("undeclared_thing"),
         "{err}"
+    );
+}
+
+/// Runs one test of this binary in a child process, NVRTC hidden, output captured as
+/// `cargo test` captures it; returns whether it passed and what it printed.
+fn run_without_nvrtc(test: &str, require: bool) -> (bool, String) {
+    let mut child = std::process::Command::new(std::env::current_exe().unwrap());
+    child
+        .args(["--exact", test, "--test-threads=1"])
+        .env(PRETEND_MISSING, "1")
+        .env_remove("QFWD_WRITE_CUBIN_DIR");
+    if require {
+        child.env("QFWD_REQUIRE_NVRTC", "1");
+    } else {
+        child.env_remove("QFWD_REQUIRE_NVRTC");
+    }
+    let out = child.output().unwrap();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (out.status.success(), text)
+}
+
+/// Without NVRTC a compiling test says SKIP and why, where a plain `cargo test` shows it,
+/// instead of a bare `ok`; under QFWD_REQUIRE_NVRTC=1 it fails and says what to install.
+#[test]
+fn a_missing_nvrtc_is_a_visible_skip_or_a_failure() {
+    let test = "every_kernel_compiles_for_sm_90_without_warnings";
+    let (passed, text) = run_without_nvrtc(test, false);
+    assert!(passed, "{text}");
+    assert!(
+        text.contains(&format!(
+            "SKIP {test}: libnvrtc not found, nothing compiled"
+        )),
+        "the skip is not shown:\n{text}"
+    );
+    assert!(text.contains("1 passed"), "{text}");
+    let (passed, text) = run_without_nvrtc(test, true);
+    assert!(!passed, "{text}");
+    assert!(
+        text.contains("QFWD_REQUIRE_NVRTC=1 but libnvrtc cannot be loaded"),
+        "{text}"
     );
 }

@@ -1,5 +1,6 @@
 //! qfwd-latency: the harness that measures qfwd.
 //!
+//! - [`quickstart`] is what `qfwd-latency` runs with no command;
 //! - [`emulator`] plays a QPU controller (closed and open loop) and checks every answer;
 //! - [`hostile`] builds the malformed datagrams it can mix in, each with its known fate;
 //! - [`scenario`] reads TOML scenario files and expands their sweeps;
@@ -14,6 +15,7 @@ pub mod emulator;
 pub mod hostile;
 pub mod plot;
 pub mod provenance;
+pub mod quickstart;
 pub mod record;
 pub mod replay;
 pub mod report;
@@ -64,6 +66,11 @@ pub enum Error {
         "{path} already exists: pass --force to overwrite it, or --out to write somewhere else"
     )]
     OutputExists { path: PathBuf },
+    #[error(
+        "{path} exists and is not an earlier quick start's output: pass --force to replace \
+         it, or --out to write somewhere else"
+    )]
+    NotQuickstartOutput { path: PathBuf },
     #[error("{scenario}: {detail}; nothing was measured")]
     NoGpu { scenario: PathBuf, detail: String },
 }

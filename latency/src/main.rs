@@ -11,12 +11,10 @@ use qfwd::forward::IdlePolicy;
 use qfwd::transport::TransportKind;
 use qfwd_latency::emulator::{self, Mode};
 use qfwd_latency::provenance::{self, Provenance};
+use qfwd_latency::quickstart;
 use qfwd_latency::record::CsvSink;
-use qfwd_latency::scenario::{Launch, Point, Scenario};
+use qfwd_latency::scenario::{Launch, Point};
 use qfwd_latency::{report, sweep, Result};
-
-/// The scenario `qfwd-latency` runs with no arguments.
-const QUICKSTART: &str = include_str!("../../scenarios/quickstart.toml");
 
 #[derive(Parser)]
 #[command(
@@ -24,11 +22,19 @@ const QUICKSTART: &str = include_str!("../../scenarios/quickstart.toml");
     version,
     about = "Measure qfwd: emulate a QPU controller, sweep scenarios, compare results",
     long_about = "Measure qfwd: emulate a QPU controller, sweep scenarios, compare results.\n\n\
-With no command, runs the built-in quickstart: an in-process forwarder driven by the emulator \
-over the in-process ring and over UDP loopback; prints a latency table and writes \
-results/quickstart.csv. No GPU or NIC needed.\n\n\
+With no command, runs the quick start: an in-process forwarder driven by the emulator over \
+the in-process ring and over UDP loopback (with a GPU, also on the persistent kernel); prints \
+a latency table with its columns explained and writes results/quickstart.csv. No GPU or NIC \
+needed. It replaces its own earlier output, and says so; like `sweep`, it refuses to write \
+over any other file without --force.\n\n\
 Latencies are round trips (request sent -> response received), never halved; in open loop \
-each is timed from the request's intended send time."
+each is timed from the request's intended send time.",
+    after_help = "Examples:\n  \
+qfwd-latency                                   # the quick start\n  \
+qfwd-latency emulate --target 127.0.0.1:9000   # against a running `qfwd run`\n  \
+qfwd-latency sweep scenarios/udp-loopback.toml --out my-host.csv\n  \
+qfwd-latency report my-host.csv --svg my-host-plots\n\n\
+`qfwd-latency COMMAND --help` explains a command."
 )]
 struct Cli {
     #[command(subcommand)]
@@ -37,19 +43,33 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Cmd {
-    /// Run the built-in quickstart scenario (the default).
+    /// Run the quick start (what `qfwd-latency` alone runs).
+    ///
+    /// An in-process forwarder on this host's CPU (and GPU, when there is one), driven over
+    /// the in-process ring and UDP loopback; a latency table with its columns explained,
+    /// and a summary CSV. An earlier quick start's CSV and spectra at --out are replaced
+    /// (the run says so); any other file there is left alone unless --force.
+    #[command(after_help = "Examples:\n  \
+qfwd-latency quickstart\n  \
+qfwd-latency quickstart --out /tmp/before.csv   # keep a run to compare with the next\n  \
+qfwd-latency report /tmp/before.csv results/quickstart.csv")]
     Quickstart {
-        /// Summary CSV to write.
-        #[arg(long, default_value = "results/quickstart.csv")]
+        /// Summary CSV to write; its spectra go to a `<stem>-hgrm` folder beside it.
+        #[arg(long, default_value = qfwd_latency::quickstart::DEFAULT_OUT)]
         out: PathBuf,
+        /// Replace --out even when it is not an earlier quick start's output.
+        #[arg(long)]
+        force: bool,
     },
-    /// Play a QPU controller against one forwarder; print percentiles. Exits 1 when a
-    /// request was lost or answered wrongly.
+    /// Play a QPU controller against one forwarder; print percentiles.
+    ///
+    /// Exits 1 when a request was lost or answered wrongly. Without --target, starts a
+    /// forwarder in this process.
     #[command(after_help = "Examples:\n  \
 qfwd-latency emulate                                  # in-process forwarder, inproc ring\n  \
 qfwd-latency emulate --target 127.0.0.1:9000          # a running `qfwd run`\n  \
 qfwd-latency emulate --target 127.0.0.1:9000 --mode open-loop --rate 100000 --samples 1000000\n  \
-qfwd-latency emulate --transport udp --payload-bytes 1024 --csv results/one.csv\n  \
+qfwd-latency emulate --transport udp --payload-bytes 1024 --csv one.csv\n  \
 qfwd-latency emulate --decoder uf --dem tests/fixtures/surface_d5_r5_z_p001.dem \\\n      \
 --dets tests/fixtures/surface_d5_r5_z_p001.b8          # replay recorded rounds")]
     Emulate(EmulateArgs),
@@ -57,9 +77,13 @@ qfwd-latency emulate --decoder uf --dem tests/fixtures/surface_d5_r5_z_p001.dem 
     Sweep(sweep::SweepArgs),
     /// Compare summary CSVs side by side; optionally draw SVG plots.
     Report(report::ReportArgs),
-    /// Plot reaction p99 against the number of streams from stream sweeps' CSVs (several
-    /// CSVs, e.g. one per engine or host, go into one plot); print their table.
-    #[command(after_help = "Example:\n  \
+    /// Plot reaction p99 against the number of streams from stream sweeps' CSVs.
+    ///
+    /// Several CSVs (one per engine or host) go into one figure: one panel per round
+    /// cadence, one colour and marker per configuration (host, engine, distance, window),
+    /// the same in every panel; then their table is printed.
+    #[command(after_help = "Examples:\n  \
+qfwd-latency stream-plot results/h200-streams.csv --svg streams.svg\n  \
 qfwd-latency stream-plot results/h200-streams.csv results/cpu-streams-d5.csv --svg streams.svg")]
     StreamPlot {
         /// Stream summary CSVs (written by `sweep` on a stream scenario).
@@ -221,57 +245,19 @@ fn emulate(a: EmulateArgs) -> Result<()> {
     Ok(())
 }
 
-fn quickstart(out: PathBuf) -> Result<()> {
-    let mut scenario = Scenario::parse(
-        QUICKSTART,
-        std::path::Path::new("scenarios/quickstart.toml"),
-    )?;
-    eprintln!("qfwd-latency quickstart: {}", scenario.description.trim());
-    // The same points on the GPU's persistent kernel, when there is a GPU.
-    match qfwd::gpu::probe() {
-        Ok(Some(gpus)) => {
-            eprintln!("found {}: adding gpu-persistent points", gpus[0]);
-            let gpu_points: Vec<Point> = scenario
-                .points
-                .iter()
-                .map(|p| Point {
-                    topology: Topology::GpuPersistent,
-                    ..p.clone()
-                })
-                .collect();
-            scenario.points.extend(gpu_points);
-            scenario.swept_keys.insert(0, "topology".into());
-        }
-        Ok(None) | Err(_) => eprintln!(
-            "no GPU ({}): measuring the cpu topology only",
-            qfwd::gpu::unavailable_reason().unwrap_or_else(|| "none found".into())
-        ),
-    }
-    let rows = sweep::run_scenario(&scenario, &out)?;
-    let args = report::ReportArgs {
-        csvs: vec![out],
-        baseline: None,
-        metric: report::Metric::P50,
-        markdown: None,
-        svg: None,
-        columns: None,
-        spread: false,
-        p99_target_us: None,
-        where_: Vec::new(),
-    };
-    report::run(&args)?;
-    if rows.iter().any(|r| r.errors > 0 || r.dropped > 0) {
-        eprintln!("some requests failed: see the errors/dropped columns");
-    }
-    Ok(())
-}
-
 fn stream_plot(csvs: &[PathBuf], svg: &std::path::Path) -> Result<()> {
+    let mut sources = Vec::new();
     let mut rows = Vec::new();
     for c in csvs {
-        rows.extend(qfwd_latency::streams::record::read(c)?);
+        let these = qfwd_latency::streams::record::read(c)?;
+        let name = c.file_stem().map_or_else(
+            || c.display().to_string(),
+            |s| s.to_string_lossy().into_owned(),
+        );
+        rows.extend(these.iter().cloned());
+        sources.push((name, these));
     }
-    qfwd_latency::streams::plot::reaction_vs_streams(&rows, svg)?;
+    qfwd_latency::streams::plot::reaction_vs_streams_of(&sources, svg)?;
     print!("{}", qfwd_latency::streams::sweep::table(&rows));
     eprintln!("wrote {}", svg.display());
     Ok(())
@@ -284,8 +270,8 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     qfwd::logging::init("");
     let result = match cli.command {
-        None => quickstart(PathBuf::from("results/quickstart.csv")),
-        Some(Cmd::Quickstart { out }) => quickstart(out),
+        None => quickstart::run(&quickstart::default_out(), false),
+        Some(Cmd::Quickstart { out, force }) => quickstart::run(&out, force),
         Some(Cmd::Emulate(a)) => emulate(a),
         Some(Cmd::Sweep(a)) => sweep::run(&a).map(|_| ()),
         Some(Cmd::Report(a)) => report::run(&a),

@@ -66,11 +66,11 @@ impl Drop for ForwarderThread {
 /// The start-up line of a forwarder serving on `where_`: handlers, topology, GPUs, routes
 /// and the core it is pinned to.
 pub(super) fn describe(config: &RunConfig, where_: &str) -> Result<String> {
-    let registry = config.registry()?;
-    let handlers: Vec<String> = registry
-        .entries()
+    // Names only: loading the decoder's model again would build it, and log it, twice.
+    let names = config.function_names()?;
+    let handlers: Vec<String> = names
         .iter()
-        .map(|e| format!("{} (function_id {:#010x})", e.name, e.function_id))
+        .map(|n| format!("{n} (function_id {:#010x})", crate::wire::function_id(n)))
         .collect();
     let core = config.cores.first().copied();
     let gpus = gpus_for(config)?;
@@ -95,7 +95,8 @@ pub(super) fn describe(config: &RunConfig, where_: &str) -> Result<String> {
         format!("{} on {on}", config.topology)
     };
     if config.routed() {
-        let map = RouteMap::new(&registry, &config.gpus, &config.route)?;
+        let names: Vec<&str> = names.iter().map(String::as_str).collect();
+        let map = RouteMap::from_names(&names, &config.gpus, &config.route)?;
         topology.push_str(&format!(
             "; {} shard(s), routes {}",
             map.shards(),

@@ -8,10 +8,10 @@ use plotters::prelude::*;
 /// A linear f64 axis with explicit ticks. Both plots put already-transformed values on it
 /// (log10 where the axis is logarithmic) so tick positions and labels are ours to choose;
 /// plotters' own `WithKeyPoints` over f64 has no value formatter, hence this small type.
-pub(super) struct TickedAxis {
-    pub(super) lo: f64,
-    pub(super) hi: f64,
-    pub(super) ticks: Vec<f64>,
+pub(crate) struct TickedAxis {
+    pub(crate) lo: f64,
+    pub(crate) hi: f64,
+    pub(crate) ticks: Vec<f64>,
 }
 
 impl Ranged for TickedAxis {
@@ -45,7 +45,7 @@ impl Ranged for TickedAxis {
 
 /// A log10 latency axis (µs) spanning `lo..hi`, with 1-2-5 ticks (only powers of ten when
 /// it spans more than three decades).
-pub(super) fn latency_axis(lo: f64, hi: f64) -> TickedAxis {
+pub(crate) fn latency_axis(lo: f64, hi: f64) -> TickedAxis {
     let (lo, hi) = match (lo.is_finite() && lo > 0.0, hi.is_finite() && hi > lo) {
         (true, true) => (lo, hi),
         (true, false) => (lo, lo * 10.0),
@@ -55,6 +55,14 @@ pub(super) fn latency_axis(lo: f64, hi: f64) -> TickedAxis {
     let mut ticks = log_ticks(10f64.powf(a), 10f64.powf(b));
     if b - a > 3.0 {
         ticks.retain(|t| (t - t.round()).abs() < 1e-9);
+    }
+    if ticks.len() < 3 {
+        // Less than a decade: 1-2-5 may leave one tick; a finer ladder gives a scale.
+        ticks = ticks_with(
+            10f64.powf(a),
+            10f64.powf(b),
+            &[1.0, 1.5, 2.0, 3.0, 5.0, 7.0],
+        );
     }
     TickedAxis {
         lo: a,
@@ -116,12 +124,17 @@ pub(super) fn linear_ticks(lo: f64, hi: f64) -> Vec<f64> {
 }
 
 /// log10 of the 1-2-5 values between lo and hi (both > 0).
-pub(super) fn log_ticks(lo: f64, hi: f64) -> Vec<f64> {
+pub(crate) fn log_ticks(lo: f64, hi: f64) -> Vec<f64> {
+    ticks_with(lo, hi, &[1.0, 2.0, 5.0])
+}
+
+/// log10 of the values `m` x 10^k (each `m` of `mantissas`) between lo and hi.
+fn ticks_with(lo: f64, hi: f64, mantissas: &[f64]) -> Vec<f64> {
     let first = lo.log10().floor() as i32;
     let last = hi.log10().ceil() as i32;
     let mut out = Vec::new();
     for e in first..=last {
-        for m in [1.0, 2.0, 5.0] {
+        for &m in mantissas {
             let v = m * 10f64.powi(e);
             if v >= lo * (1.0 - 1e-9) && v <= hi * (1.0 + 1e-9) {
                 out.push(v.log10());
@@ -157,5 +170,27 @@ pub(super) fn rate_axis(lo: f64, hi: f64) -> (TickedAxis, bool) {
             },
             false,
         )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_latency_axis_has_a_scale_even_within_a_decade() {
+        let labels = |lo: f64, hi: f64| -> Vec<String> {
+            latency_axis(lo, hi)
+                .ticks
+                .iter()
+                .map(|t| format_us(*t))
+                .collect()
+        };
+        assert_eq!(labels(12_000.0, 33_000.0), ["15000", "20000", "30000"]);
+        assert_eq!(
+            labels(0.4, 200.0),
+            ["0.5", "1", "2", "5", "10", "20", "50", "100", "200"]
+        );
+        assert_eq!(labels(1.0, 50_000.0), ["1", "10", "100", "1000", "10000"]);
     }
 }

@@ -1,152 +1,335 @@
-//! Splitting a plot's lines into panels: which columns make the panels, which name the
-//! lines. Pure logic over the rows' values of the label columns.
+//! Laying a plot's lines out: which columns make the panels, which make a line's style
+//! (its colour and marker), and the words of titles and legend. Pure logic over the rows'
+//! values of the label columns.
+//!
+//! A style is one configuration, the same colour and marker in every panel, named once in
+//! the figure's legend. Panels split by what was measured (the workload: decoder, payload,
+//! mode, rate) before how (topology, transport, doorbell...), so the CPU and GPU runs of
+//! one decoder share a panel.
 #![forbid(unsafe_code)]
 
+use super::words::{describe, noun, words, DECODER_OPTIONS};
 use super::PROVENANCE;
 
 /// A row (or group of rows) to draw, with its values of the label columns.
 pub(super) type Item<T> = (Vec<String>, T);
 
-/// One panel: its title (the facet values) and its series, each with its legend label
-/// (the columns that vary within the panel).
+/// Columns that say how a row was served, not what: split into panels only when no
+/// other split keeps them readable.
+const SYSTEM: &[&str] = &[
+    "topology",
+    "data_path",
+    "links",
+    "transport",
+    "rx_completion",
+    "doorbell",
+    "pollers",
+    "pollers_per_slot",
+    DECODER_OPTIONS,
+    "gpus",
+    "csv",
+];
+
+/// One panel: its title (what its lines share, in words) and its lines, each with its
+/// style (an index into [`Layout::legend`]).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Panel<T> {
     pub title: String,
-    pub series: Vec<(String, T)>,
+    pub series: Vec<(usize, T)>,
 }
 
-/// Splits `items` (each with its values of `columns`) into panels of at most `max_series`
-/// items. The facet columns are the set of at most three varying columns that does this
-/// with the fewest panels (the earliest such set in `columns` order on a tie); when no set
-/// does, the one with the smallest largest panel.
-pub fn facet<T>(
+/// Panels, and one legend label per style in order of first appearance.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Layout<T> {
+    pub panels: Vec<Panel<T>>,
+    pub legend: Vec<String>,
+    /// Words every line shares where they apply (`inline completion` of the GPU lines),
+    /// left out of the legend: for the figure's subtitle.
+    pub shared: Vec<String>,
+}
+
+/// Lays `items` (each with its values of `columns`) out in panels of at most
+/// `max_series` lines and, where it can, at most `max_styles` styles in all. The panel
+/// columns are the set of at most three columns that does this with the fewest system
+/// columns ([`SYSTEM`]), then the fewest panels and styles together.
+pub fn layout<T>(
     columns: &[&str],
-    items: Vec<(Vec<String>, T)>,
+    items: Vec<Item<T>>,
     max_series: usize,
-) -> Vec<Panel<T>> {
+    max_styles: usize,
+) -> Layout<T> {
+    if items.is_empty() {
+        return Layout {
+            panels: Vec::new(),
+            legend: Vec::new(),
+            shared: Vec::new(),
+        };
+    }
     let varying: Vec<usize> = (0..columns.len())
         .filter(|&j| items.iter().any(|(v, _)| v[j] != items[0].0[j]))
         .collect();
-    let all = varying;
-    let varying = informative(all.clone(), &items);
-    // Shown, never split on: columns that follow from others, except those that only say
-    // where a row was measured.
-    let dependent: Vec<usize> = all
-        .iter()
-        .copied()
-        .filter(|j| !varying.contains(j) && !PROVENANCE.contains(&columns[*j]))
-        .collect();
-    let mut best: Option<(Vec<usize>, (bool, usize, usize))> = None;
-    for subset in subsets(&varying, 3) {
-        let keys: Vec<Vec<&String>> = items
-            .iter()
-            .map(|(v, _)| subset.iter().map(|&j| &v[j]).collect())
-            .collect();
-        let mut distinct: Vec<&Vec<&String>> = Vec::new();
-        let mut largest = 0;
-        for k in &keys {
-            if !distinct.contains(&k) {
-                distinct.push(k);
-                largest = largest.max(keys.iter().filter(|o| *o == k).count());
-            }
-        }
-        // Ordered: feasible first, then fewer panels, then a smaller largest panel.
-        let score = if largest <= max_series {
-            (false, distinct.len(), largest)
-        } else {
-            (true, largest, distinct.len())
-        };
-        if best.as_ref().is_none_or(|(_, s)| score < *s) {
-            best = Some((subset, score));
+    let candidates = informative(varying.clone(), &items, columns);
+    let mut best: Option<(Vec<usize>, Score)> = None;
+    for subset in subsets(&candidates, 3) {
+        let s = score(columns, &subset, &varying, &items, max_series, max_styles);
+        if best.as_ref().is_none_or(|(_, b)| s < *b) {
+            best = Some((subset, s));
         }
     }
     let facets = best.map(|b| b.0).unwrap_or_default();
     if !facets.is_empty() && items.len() > max_series && !has_shared_panel(&facets, &items) {
-        // Faceting would leave one line per panel: a few panels of several lines, in
-        // order, say more.
-        let mut shown: Vec<usize> = varying.iter().chain(&dependent).copied().collect();
-        shown.sort_unstable();
-        return chunks(columns, &shown, items, max_series);
+        // One line per panel: a few panels of several lines, in order, say more.
+        return chunks(columns, &varying, items, max_series);
     }
-    let mut panels: Vec<(Vec<String>, Vec<Item<T>>)> = Vec::new();
-    for (v, item) in items {
-        let key: Vec<String> = facets.iter().map(|&j| v[j].clone()).collect();
-        match panels.iter_mut().find(|p| p.0 == key) {
-            Some(p) => p.1.push((v, item)),
-            None => panels.push((key, vec![(v, item)])),
+    build(columns, &facets, &varying, items)
+}
+
+/// Ordered: infeasible last; then fewer system columns split on, fewer panels and
+/// styles together, fewer panels.
+type Score = (bool, usize, usize, usize);
+
+fn score<T>(
+    columns: &[&str],
+    facets: &[usize],
+    varying: &[usize],
+    items: &[Item<T>],
+    max_series: usize,
+    max_styles: usize,
+) -> Score {
+    let styles = distinct(items, &series_columns(facets, varying, items)).len();
+    let panel_keys: Vec<Vec<&String>> = items.iter().map(|(v, _)| key(v, facets)).collect();
+    let panels = distinct(items, facets).len();
+    let largest = panel_keys
+        .iter()
+        .map(|k| panel_keys.iter().filter(|o| *o == k).count())
+        .max()
+        .unwrap_or(0);
+    let system = facets
+        .iter()
+        .filter(|&&j| SYSTEM.contains(&columns[j]))
+        .count();
+    (
+        largest > max_series || styles > max_styles,
+        system,
+        panels + styles,
+        panels,
+    )
+}
+
+fn key<'a>(v: &'a [String], cols: &[usize]) -> Vec<&'a String> {
+    cols.iter().map(|&j| &v[j]).collect()
+}
+
+/// The distinct keys of `items` on `cols`, in order of first appearance.
+fn distinct<'a, T>(items: &'a [Item<T>], cols: &[usize]) -> Vec<Vec<&'a String>> {
+    let mut out: Vec<Vec<&String>> = Vec::new();
+    for (v, _) in items {
+        let k = key(v, cols);
+        if !out.contains(&k) {
+            out.push(k);
         }
     }
-    panels
-        .into_iter()
-        .map(|(_, members)| {
-            // The title names the facet; the legend what tells the lines apart, or, for a
-            // lone line, everything else that varies over the figure.
-            let varies = |j: &usize| members.iter().any(|(v, _)| v[*j] != members[0].0[*j]);
-            let mut title: Vec<usize> = facets.clone();
-            title.extend(dependent.iter().copied().filter(|j| !varies(j)));
-            title.sort_unstable();
-            let mut inner: Vec<usize> = varying
-                .iter()
-                .chain(&dependent)
-                .copied()
-                .filter(|j| !title.contains(j))
-                .filter(|j| members.len() == 1 || varies(j))
-                .collect();
-            inner.sort_unstable();
-            let text = |cols: &[usize], v: &[String]| {
-                cols.iter()
-                    .map(|&j| format!("{}={}", columns[j], v[j]))
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            };
-            let title = text(&title, &members[0].0);
-            let series = members
-                .into_iter()
-                .map(|(v, item)| (text(&inner, &v), item))
-                .collect();
-            Panel { title, series }
+    out
+}
+
+/// Varying columns whose value is the same across every panel's items: they follow from
+/// the panel (the payload of a decoder's model).
+fn determined_by<T>(facets: &[usize], varying: &[usize], items: &[Item<T>]) -> Vec<usize> {
+    varying
+        .iter()
+        .copied()
+        .filter(|j| !facets.contains(j))
+        .filter(|&j| {
+            items.iter().all(|(a, _)| {
+                items
+                    .iter()
+                    .all(|(b, _)| a[j] == b[j] || facets.iter().any(|&f| a[f] != b[f]))
+            })
         })
         .collect()
 }
 
-/// Whether some two items fall into the same panel when faceted by `facets`.
-fn has_shared_panel<T>(facets: &[usize], items: &[(Vec<String>, T)]) -> bool {
-    let key = |v: &Vec<String>| facets.iter().map(|&j| v[j].clone()).collect::<Vec<_>>();
-    let mut keys: Vec<Vec<String>> = items.iter().map(|(v, _)| key(v)).collect();
+/// The columns that make a line's style: every varying column not split on and not
+/// following from the panel.
+fn series_columns<T>(facets: &[usize], varying: &[usize], items: &[Item<T>]) -> Vec<usize> {
+    let fixed = determined_by(facets, varying, items);
+    varying
+        .iter()
+        .copied()
+        .filter(|j| !facets.contains(j) && !fixed.contains(j))
+        .collect()
+}
+
+fn build<T>(
+    columns: &[&str],
+    facets: &[usize],
+    varying: &[usize],
+    items: Vec<Item<T>>,
+) -> Layout<T> {
+    let series_cols = series_columns(facets, varying, &items);
+    let mut title_cols: Vec<usize> = facets.to_vec();
+    title_cols.extend(determined_by(facets, varying, &items));
+    title_cols.retain(|j| !PROVENANCE.contains(&columns[*j]) || facets.contains(j));
+    title_cols.sort_unstable();
+    let keys = natural_order(distinct(&items, &series_cols));
+    let names: Vec<&str> = series_cols.iter().map(|&j| columns[j]).collect();
+    let (legend, shared) = legend_labels(&names, &keys);
+    let panel_order = natural_order(distinct(&items, facets));
+    let mut panels: Vec<(Vec<String>, Panel<T>)> = Vec::new();
+    for (v, item) in items {
+        let style_key: Vec<String> = series_cols.iter().map(|&j| v[j].clone()).collect();
+        let style = keys.iter().position(|k| *k == style_key).unwrap_or(0);
+        let panel_key: Vec<String> = facets.iter().map(|&j| v[j].clone()).collect();
+        match panels.iter_mut().find(|p| p.0 == panel_key) {
+            Some(p) => p.1.series.push((style, item)),
+            None => {
+                let mut title = describe(columns, &title_cols, &v);
+                if title.is_empty() && !facets.is_empty() {
+                    // The rows to which what splits the panels does not apply.
+                    let names: Vec<&str> = facets.iter().map(|&j| noun(columns[j])).collect();
+                    title = format!("{}: not applicable", names.join(", "));
+                }
+                panels.push((
+                    panel_key,
+                    Panel {
+                        title,
+                        series: vec![(style, item)],
+                    },
+                ));
+            }
+        }
+    }
+    panels.sort_by_key(|p| panel_order.iter().position(|k| *k == p.0));
+    Layout {
+        panels: panels.into_iter().map(|p| p.1).collect(),
+        legend,
+        shared,
+    }
+}
+
+/// `keys` (in order of first appearance) sorted column by column: numerically where a
+/// column's values are all numbers (rates, payloads, pollers), else in order of first
+/// appearance (a sweep's own order: cpu before gpu).
+fn natural_order(keys: Vec<Vec<&String>>) -> Vec<Vec<String>> {
+    let width = keys.first().map_or(0, Vec::len);
+    let rank = |p: usize, v: &String| -> f64 {
+        let numeric = keys.iter().all(|k| k[p].parse::<f64>().is_ok());
+        if numeric {
+            v.parse().unwrap_or(0.0)
+        } else {
+            keys.iter().position(|k| k[p] == v).unwrap_or(0) as f64
+        }
+    };
+    let mut ranked: Vec<(Vec<f64>, Vec<String>)> = keys
+        .iter()
+        .map(|k| {
+            let r = (0..width).map(|p| rank(p, k[p])).collect();
+            (r, k.iter().map(|v| (*v).clone()).collect())
+        })
+        .collect();
+    ranked.sort_by(|a, b| {
+        a.0.iter()
+            .zip(&b.0)
+            .map(|(x, y)| x.total_cmp(y))
+            .find(|o| o.is_ne())
+            .unwrap_or(std::cmp::Ordering::Equal)
+    });
+    ranked.into_iter().map(|r| r.1).collect()
+}
+
+/// Legend labels for the style `keys` (values of the columns `names`, one key per
+/// style), and the words left out of them because every style that has the column shares
+/// its value. Labels are the words of the columns that tell styles apart; where words
+/// cannot (two values without words), the raw `column=value`.
+pub fn legend_labels(names: &[&str], keys: &[Vec<String>]) -> (Vec<String>, Vec<String>) {
+    let mut shown: Vec<usize> = (0..names.len()).collect();
+    let mut shared = Vec::new();
+    let label = |shown: &[usize], k: &Vec<String>| describe(names, shown, k);
+    let unique = |shown: &[usize]| {
+        let mut labels: Vec<String> = keys.iter().map(|k| label(shown, k)).collect();
+        labels.sort();
+        labels.windows(2).all(|w| w[0] != w[1])
+    };
+    for p in (0..names.len()).rev() {
+        let mut said: Vec<String> = keys.iter().filter_map(|k| words(names[p], &k[p])).collect();
+        said.sort();
+        said.dedup();
+        let rest: Vec<usize> = shown.iter().copied().filter(|&q| q != p).collect();
+        if said.len() <= 1 && (keys.len() == 1 || unique(&rest)) {
+            shown = rest;
+            shared.extend(said);
+        }
+    }
+    shared.reverse();
+    let mut labels: Vec<String> = keys.iter().map(|k| label(&shown, k)).collect();
+    if keys.len() > 1 && (!unique(&shown) || labels.iter().any(String::is_empty)) {
+        labels = keys
+            .iter()
+            .map(|k| {
+                (0..names.len())
+                    .map(|p| format!("{}={}", names[p], k[p]))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            })
+            .collect();
+    }
+    (labels, shared)
+}
+
+/// Whether some two items fall into the same panel when split by `facets`.
+fn has_shared_panel<T>(facets: &[usize], items: &[Item<T>]) -> bool {
+    let mut keys: Vec<Vec<&String>> = items.iter().map(|(v, _)| key(v, facets)).collect();
     keys.sort();
     keys.windows(2).any(|w| w[0] == w[1])
 }
 
-/// `items` in order, `max_series` to a panel, untitled, labelled by every varying column.
+/// `items` in order, `max_series` to a panel, untitled, a style per item.
 fn chunks<T>(
     columns: &[&str],
     varying: &[usize],
-    items: Vec<(Vec<String>, T)>,
+    items: Vec<Item<T>>,
     max_series: usize,
-) -> Vec<Panel<T>> {
+) -> Layout<T> {
+    let keys = natural_order(distinct(&items, varying));
+    let names: Vec<&str> = varying.iter().map(|&j| columns[j]).collect();
+    let (legend, shared) = legend_labels(&names, &keys);
     let mut panels: Vec<Panel<T>> = Vec::new();
     for (v, item) in items {
-        let label = varying
-            .iter()
-            .map(|&j| format!("{}={}", columns[j], v[j]))
-            .collect::<Vec<_>>()
-            .join(", ");
+        let k: Vec<String> = varying.iter().map(|&j| v[j].clone()).collect();
+        let style = keys.iter().position(|x| *x == k).unwrap_or(0);
         match panels.last_mut() {
-            Some(p) if p.series.len() < max_series => p.series.push((label, item)),
+            Some(p) if p.series.len() < max_series => p.series.push((style, item)),
             _ => panels.push(Panel {
                 title: String::new(),
-                series: vec![(label, item)],
+                series: vec![(style, item)],
             }),
         }
     }
-    panels
+    Layout {
+        panels,
+        legend,
+        shared,
+    }
 }
 
 /// `varying` without the columns whose value follows from the others' (a `gpu` column
-/// that only repeats whether the topology uses one), the latest column first.
-fn informative<T>(varying: Vec<usize>, items: &[(Vec<String>, T)]) -> Vec<usize> {
-    let mut kept = varying.clone();
-    for &j in varying.iter().rev() {
+/// that only repeats whether the topology uses one), the latest column first; where
+/// columns follow from each other, the one that says where a row ran goes first, then a
+/// system column, and a workload column stays.
+fn informative<T>(varying: Vec<usize>, items: &[Item<T>], columns: &[&str]) -> Vec<usize> {
+    let mut order = varying.clone();
+    let rank = |c: &str| {
+        if PROVENANCE.contains(&c) {
+            0
+        } else if SYSTEM.contains(&c) {
+            1
+        } else {
+            2
+        }
+    };
+    order.sort_by_key(|&j| (rank(columns[j]), std::cmp::Reverse(j)));
+    let mut kept = varying;
+    for j in order {
         let others: Vec<usize> = kept.iter().copied().filter(|&k| k != j).collect();
         if others.is_empty() {
             continue;
@@ -184,67 +367,4 @@ fn subsets(of: &[usize], most: usize) -> Vec<Vec<usize>> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn items(rows: &[[&str; 3]]) -> Vec<(Vec<String>, usize)> {
-        rows.iter()
-            .enumerate()
-            .map(|(i, r)| (r.iter().map(|s| s.to_string()).collect(), i))
-            .collect()
-    }
-
-    #[test]
-    fn few_rows_share_one_untitled_panel_labelled_by_what_varies() {
-        let cols = ["topology", "pollers", "gpu"];
-        let p = facet(
-            &cols,
-            items(&[["cpu", "0", "none"], ["gpu-persistent", "8", "H200"]]),
-            6,
-        );
-        assert_eq!(p.len(), 1);
-        assert_eq!(p[0].title, "");
-        // `pollers` follows from `topology` here and is shown; `gpu` only says where.
-        let labels: Vec<&str> = p[0].series.iter().map(|s| s.0.as_str()).collect();
-        assert_eq!(
-            labels,
-            [
-                "topology=cpu, pollers=0",
-                "topology=gpu-persistent, pollers=8"
-            ]
-        );
-    }
-
-    #[test]
-    fn many_rows_are_faceted_into_small_panels() {
-        let cols = ["doorbell", "payload_bytes", "host"];
-        let mut rows = Vec::new();
-        for d in ["cpu-assisted", "regular", "blueflame"] {
-            for b in ["32", "64", "128", "256"] {
-                rows.push([d, b, "lab"]);
-            }
-        }
-        let p = facet(&cols, items(&rows), 4);
-        assert_eq!(p.len(), 3, "one panel per doorbell");
-        assert_eq!(p[1].title, "doorbell=regular");
-        assert!(p.iter().all(|p| p.series.len() == 4));
-        assert_eq!(p[0].series[2].0, "payload_bytes=128");
-        // With room for two lines a panel, two facets are needed.
-        let p = facet(&cols, items(&rows), 2);
-        assert!(p.iter().all(|p| p.series.len() <= 2), "{p:?}");
-        assert!(p.len() <= 12);
-    }
-
-    #[test]
-    fn a_facet_of_lone_lines_becomes_a_few_panels_in_order() {
-        let cols = ["payload_bytes", "mode", "host"];
-        let rows: Vec<[&str; 3]> = ["32", "64", "128", "256", "512"]
-            .iter()
-            .map(|b| [*b, "ping-pong", "vm"])
-            .collect();
-        let p = facet(&cols, items(&rows), 3);
-        assert_eq!(p.len(), 2);
-        assert_eq!(p[0].series.len(), 3);
-        assert_eq!(p[1].series[1].0, "payload_bytes=512");
-    }
-}
+mod tests;

@@ -1,22 +1,22 @@
 //! SVG plots of a [`Comparison`]: latency by percentile (`percentiles.svg`) and latency
 //! against offered rate (`latency-vs-rate.svg`).
 //!
-//! Both put latency on a log axis, so microsecond curves stay readable beside a slow one.
-//! A row that lost requests, answered some with an error or late, or could not keep up
-//! with its offered rate ([`trouble`]) measured a queue, not the service: the percentile
-//! plot leaves it out and says so under the panels, the rate plot marks its point with a
-//! cross above the panel, off the latency scale. Rows are split into panels (facets) by
-//! the configuration columns that keep each panel to [`MAX_SERIES`] lines; a panel's title
-//! names its facet values and its legend, beside the plot, only the columns that vary
-//! within it. A rate plot is drawn only when some configuration was measured at more than
-//! one rate.
+//! A figure reads at a glance: its subtitle names what every line shares (scenario,
+//! transport, host, GPU), each panel's title what its lines share (a decoder and its
+//! model, a payload, a mode), and the legend, in its own column right of the panels, one
+//! colour and marker per configuration, the same in every panel ([`facet`]). Titles and
+//! labels are words, not `col=value` ([`words`]). Panels split by what was measured before
+//! how, so the CPU and GPU runs of one decoder share a panel. Latency axes are log, as is
+//! the rate axis where rates span more than a decade. A row that lost requests, answered
+//! some with an error or late, or could not keep up with its offered rate ([`trouble`])
+//! measured a queue, not the service: the percentile plot leaves it out and says so under
+//! the panels, the rate plot marks its point with a cross above the panel. A rate plot is
+//! drawn only when some configuration was measured at more than one rate.
 //!
-//! Plots use plotters' SVG backend without its `ttf` feature: text becomes SVG `<text>`
-//! laid out by estimate, so no fontconfig and no system font is needed; the viewer renders
-//! the text (`scripts/render-plots.sh` turns the committed SVGs into PNGs).
+//! Plots use plotters' SVG backend without its `ttf` feature: text becomes SVG `<text>`,
+//! so no font is needed; `scripts/render-plots.sh` turns the committed SVGs into PNGs.
 #![forbid(unsafe_code)]
 
-use std::fmt::Display;
 use std::path::{Path, PathBuf};
 
 use plotters::prelude::*;
@@ -26,11 +26,16 @@ use crate::report::{Comparison, Entry};
 use crate::{Error, Result};
 
 mod axis;
-mod facet;
+pub mod facet;
+pub(crate) mod figure;
+pub mod words;
 
 pub use axis::format_rate;
-use axis::{format_us, latency_axis, rate_axis, TickedAxis};
-pub use facet::{facet, Panel};
+use axis::{format_us, rate_axis};
+pub(crate) use axis::{latency_axis, log_ticks, TickedAxis};
+pub use facet::{layout, Layout, Panel};
+use figure::{draw_marker, draw_title, plot_err, render, style, Area, Frame, LegendEntry};
+use words::{describe, plot_columns, plot_value, words as in_words};
 
 /// File name of the percentile-distribution plot inside `--svg DIR`.
 pub const PERCENTILES_SVG: &str = "percentiles.svg";
@@ -40,6 +45,9 @@ pub const RATE_SVG: &str = "latency-vs-rate.svg";
 
 /// Most lines in one percentile panel.
 pub const MAX_SERIES: usize = 6;
+
+/// Most configurations (styles) in one figure, each with a colour of its own.
+pub const MAX_STYLES: usize = figure::COLORS;
 
 /// Most configurations in one rate panel (each draws two lines: p50 and p99).
 pub const MAX_RATE_SERIES: usize = 4;
@@ -184,11 +192,10 @@ fn load_spectra(c: &Comparison) -> (Vec<Spectrum>, Vec<String>) {
     let mut out = Vec::new();
     let mut notes = Vec::new();
     for (i, e) in c.entries.iter().enumerate() {
-        let name = c.label(i);
+        let name = row_words(c, i);
         let Some(path) = e.spectrum_path() else {
             notes.push(format!(
-                "row {} ({name}): no spectrum recorded; left out of {PERCENTILES_SVG}",
-                i + 1
+                "{name}: no spectrum recorded; left out of {PERCENTILES_SVG}"
             ));
             continue;
         };
@@ -197,18 +204,14 @@ fn load_spectra(c: &Comparison) -> (Vec<Spectrum>, Vec<String>) {
                 let points = spectrum_points(&hgrm);
                 if points.is_empty() {
                     notes.push(format!(
-                        "row {} ({name}): {} holds no percentiles; left out of {PERCENTILES_SVG}",
-                        i + 1,
+                        "{name}: {} holds no percentiles; left out of {PERCENTILES_SVG}",
                         path.display()
                     ));
                 } else {
                     out.push(Spectrum { entry: i, points });
                 }
             }
-            Err(err) => notes.push(format!(
-                "row {} ({name}): {err}; left out of {PERCENTILES_SVG}",
-                i + 1
-            )),
+            Err(err) => notes.push(format!("{name}: {err}; left out of {PERCENTILES_SVG}")),
         }
     }
     (out, notes)
@@ -221,6 +224,8 @@ pub struct RateGroup {
     /// the rate are that row's).
     pub entry: usize,
     pub points: Vec<RatePoint>,
+    /// Every row of the group, as indices into the comparison.
+    pub rows: Vec<usize>,
 }
 
 /// One open-loop row: offered rate (Hz), p50 and p99 (µs), and its [`trouble`].
@@ -235,7 +240,7 @@ pub struct RatePoint {
 /// Open-loop rows with a rate, grouped by the label columns except `offered_rate_hz`,
 /// groups in order of first appearance.
 pub fn rate_groups(c: &Comparison) -> Vec<RateGroup> {
-    let columns = without_rate(&c.columns);
+    let columns = without_rate(&plot_columns(&c.columns));
     let mut groups: Vec<(Vec<String>, RateGroup)> = Vec::new();
     for (i, e) in c.entries.iter().enumerate() {
         let r = &e.row;
@@ -250,12 +255,16 @@ pub fn rate_groups(c: &Comparison) -> Vec<RateGroup> {
             trouble: trouble(r),
         };
         match groups.iter_mut().find(|g| g.0 == key) {
-            Some(g) => g.1.points.push(point),
+            Some(g) => {
+                g.1.points.push(point);
+                g.1.rows.push(i);
+            }
             None => groups.push((
                 key,
                 RateGroup {
                     entry: i,
                     points: vec![point],
+                    rows: vec![i],
                 },
             )),
         }
@@ -275,212 +284,94 @@ fn without_rate(columns: &[&'static str]) -> Vec<&'static str> {
         .collect()
 }
 
+/// `e`'s values of the plot columns `columns` (the decoder split, [`words`]).
 fn values(e: &Entry, columns: &[&str]) -> Vec<String> {
-    columns
+    columns.iter().map(|c| plot_value(e, c)).collect()
+}
+
+/// Row `i` in words, for the footnotes: its label columns, or `row N`.
+fn row_words(c: &Comparison, i: usize) -> String {
+    let columns = plot_columns(&c.columns);
+    let all: Vec<usize> = (0..columns.len()).collect();
+    let text = describe(&columns, &all, &values(&c.entries[i], &columns));
+    if text.is_empty() {
+        format!("row {}", i + 1)
+    } else {
+        format!("row {} ({text})", i + 1)
+    }
+}
+
+/// What every drawn row (`rows`, indices into the comparison) shares, in words, then
+/// `shared` (what every line shares where it applies): the figure's subtitle, naming
+/// the plotted configuration.
+fn subtitle(c: &Comparison, rows: &[usize], shared: &[String]) -> String {
+    let columns = plot_columns(crate::report::CONFIG_COLUMNS);
+    let Some(first) = rows.first().map(|&i| &c.entries[i]) else {
+        return String::new();
+    };
+    let mut said: Vec<String> = columns
         .iter()
-        .map(|c| e.value(c).unwrap_or_default())
+        .filter(|col| {
+            let v = plot_value(first, col);
+            rows.iter().all(|&i| plot_value(&c.entries[i], col) == v)
+        })
+        .filter_map(|col| in_words(col, &plot_value(first, col)))
+        .collect();
+    for s in shared {
+        if !said.contains(s) {
+            said.push(s.clone());
+        }
+    }
+    said.join(", ")
+}
+
+/// The legend entries of a layout's styles; none for a lone configuration, which the
+/// subtitle names.
+fn legend_entries(legend: &[String], two_lines: bool) -> Vec<LegendEntry> {
+    if legend.len() == 1 && legend[0].is_empty() {
+        return Vec::new();
+    }
+    legend
+        .iter()
+        .enumerate()
+        .map(|(i, label)| LegendEntry {
+            label: label.clone(),
+            style: style(i),
+            two_lines,
+        })
         .collect()
 }
 
-// ---- layout -------------------------------------------------------------------------
-
-/// Width of one panel's plot (axes included) and of its legend beside it; panel height.
-const PLOT_W: u32 = 460;
-const LEGEND_W: u32 = 250;
-const PANEL_H: u32 = 340;
-const TITLE_H: u32 = 44;
-/// Narrowest figure, so that footnotes fit beside a single panel.
-const MIN_W: u32 = 1000;
-const NOTE_H: u32 = 18;
-/// Most footnote lines under a figure; the rest are summarised.
-const MAX_NOTES: usize = 10;
-/// Legend label characters per line before it wraps.
-const LEGEND_CHARS: usize = 30;
-/// Panel title characters per line before it wraps.
-const TITLE_CHARS: usize = 56;
-
-/// Tableau 10: distinguishable on white; a panel never needs more than [`MAX_SERIES`].
-const PALETTE: &[(u8, u8, u8)] = &[
-    (31, 119, 180),
-    (255, 127, 14),
-    (44, 160, 44),
-    (214, 39, 40),
-    (148, 103, 189),
-    (140, 86, 75),
-    (227, 119, 194),
-    (127, 127, 127),
-    (188, 189, 34),
-    (23, 190, 207),
-];
-
-fn palette_color(i: usize) -> RGBColor {
-    let (r, g, b) = PALETTE[i % PALETTE.len()];
-    RGBColor(r, g, b)
-}
-
-type Area<'b> = DrawingArea<SVGBackend<'b>, plotters::coord::Shift>;
-
-/// The figure's grid: panels per row, and the pixel size for `panels` panels and `notes`
-/// footnote lines.
-fn grid(panels: usize, notes: usize) -> (usize, (u32, u32)) {
-    let cols = match panels {
-        0 | 1 => 1,
-        2..=4 => 2,
-        _ => 3,
-    };
-    let rows = panels.div_ceil(cols).max(1);
-    let width = (cols as u32 * (PLOT_W + LEGEND_W)).max(MIN_W);
-    let height = TITLE_H + rows as u32 * PANEL_H + notes as u32 * NOTE_H + 12;
-    (cols, (width, height))
-}
-
-/// The notes shown under a figure: at most [`MAX_NOTES`], then how many more.
-fn footnotes(mut notes: Vec<String>) -> Vec<String> {
-    if notes.len() > MAX_NOTES {
-        let more = notes.len() - (MAX_NOTES - 1);
-        notes.truncate(MAX_NOTES - 1);
+/// Panels beyond [`MAX_PANELS`] are dropped, with a note.
+fn cap_panels<T>(mut panels: Vec<Panel<T>>, notes: &mut Vec<String>) -> Vec<Panel<T>> {
+    if panels.len() > MAX_PANELS {
         notes.push(format!(
-            "... and {more} more (qfwd-latency report prints them all)"
+            "{} more panels not drawn: narrow the rows with --where COL=VALUE",
+            panels.len() - MAX_PANELS
         ));
+        panels.truncate(MAX_PANELS);
     }
-    notes
-}
-
-/// Draws the figure frame (background, title, footnotes) and returns one drawing area per
-/// panel, plot and legend side by side.
-fn frame<'b>(
-    root: &Area<'b>,
-    title: &str,
-    panels: usize,
-    notes: &[String],
-    path: &Path,
-) -> Result<Vec<(Area<'b>, Area<'b>)>> {
-    root.fill(&WHITE).map_err(|e| plot_err(path, e))?;
-    let (_, h) = root.dim_in_pixel();
-    root.draw(&Text::new(
-        title.to_string(),
-        (12, 12),
-        ("sans-serif", 20).into_font(),
-    ))
-    .map_err(|e| plot_err(path, e))?;
-    let notes_top = h as i32 - (notes.len() as u32 * NOTE_H + 8) as i32;
-    for (i, n) in notes.iter().enumerate() {
-        root.draw(&Text::new(
-            n.clone(),
-            (12, notes_top + (i as u32 * NOTE_H) as i32),
-            ("sans-serif", 13).into_font().color(&RGBColor(80, 80, 80)),
-        ))
-        .map_err(|e| plot_err(path, e))?;
-    }
-    let (cols, _) = grid(panels, notes.len());
-    let body = root.margin(TITLE_H, notes.len() as u32 * NOTE_H + 12, 0, 0);
-    let rows = panels.div_ceil(cols).max(1);
-    let cells = body.split_evenly((rows, cols));
-    Ok(cells
-        .into_iter()
-        .take(panels)
-        .map(|cell| cell.split_horizontally(PLOT_W))
-        .collect())
-}
-
-/// The legend beside a panel: a swatch and the label (wrapped) per series; `dashed`
-/// marks a rate series (solid p50 over dashed p99).
-fn draw_legend(area: &Area<'_>, entries: &[(String, RGBColor, bool)], path: &Path) -> Result<()> {
-    if let [(label, _, _)] = entries {
-        if label.is_empty() {
-            // One line, nothing to tell apart.
-            return Ok(());
-        }
-    }
-    let mut y = 40;
-    for (label, color, dashed) in entries {
-        let style = color.stroke_width(2);
-        // A rate series is a solid p50 and a dashed p99 line: its swatch shows both.
-        let swatch: Vec<Vec<(i32, i32)>> = if *dashed {
-            vec![
-                vec![(4, y + 3), (28, y + 3)],
-                vec![(4, y + 11), (11, y + 11)],
-                vec![(17, y + 11), (24, y + 11)],
-            ]
-        } else {
-            vec![vec![(4, y + 7), (28, y + 7)]]
-        };
-        for seg in swatch {
-            area.draw(&PathElement::new(seg, style))
-                .map_err(|e| plot_err(path, e))?;
-        }
-        let label = if label.is_empty() {
-            "(all rows)"
-        } else {
-            label
-        };
-        for line in wrap(label, LEGEND_CHARS) {
-            area.draw(&Text::new(line, (34, y), ("sans-serif", 13).into_font()))
-                .map_err(|e| plot_err(path, e))?;
-            y += 16;
-        }
-        y += 6;
-    }
-    Ok(())
-}
-
-/// Draws a panel's title (wrapped) at the top of `area`; returns the height it took.
-fn draw_title(area: &Area<'_>, title: &str, path: &Path) -> Result<u32> {
-    let lines = if title.is_empty() {
-        Vec::new()
-    } else {
-        wrap(title, TITLE_CHARS)
-    };
-    for (i, line) in lines.iter().enumerate() {
-        area.draw(&Text::new(
-            line.clone(),
-            (56, 6 + 17 * i as i32),
-            ("sans-serif", 14).into_font(),
-        ))
-        .map_err(|e| plot_err(path, e))?;
-    }
-    Ok(10 + 17 * lines.len() as u32)
-}
-
-/// Splits a `col=value, col=value` label into lines of about `width` characters, at the
-/// commas where it can.
-fn wrap(label: &str, width: usize) -> Vec<String> {
-    let mut lines: Vec<String> = Vec::new();
-    let parts = label.split(", ").flat_map(|part| {
-        // A single value longer than a line is cut into pieces.
-        let chars: Vec<char> = part.chars().collect();
-        chars
-            .chunks(width.max(1))
-            .map(|c| c.iter().collect::<String>())
-            .collect::<Vec<_>>()
-    });
-    for part in parts {
-        match lines.last_mut() {
-            Some(l) if l.chars().count() + 2 + part.chars().count() <= width => {
-                l.push_str(", ");
-                l.push_str(&part);
-            }
-            _ => lines.push(part),
-        }
-    }
-    lines
-}
-
-fn plot_err(path: &Path, e: impl Display) -> Error {
-    Error::Plot {
-        path: path.to_path_buf(),
-        detail: e.to_string(),
-    }
-}
-
-fn write_file(path: &Path, text: &str) -> Result<()> {
-    std::fs::write(path, text).map_err(|source| Error::Io {
-        path: path.to_path_buf(),
-        source,
-    })
+    panels
 }
 
 type Chart<'a, 'b> = ChartContext<'a, SVGBackend<'b>, Cartesian2d<TickedAxis, TickedAxis>>;
+
+fn chart<'a, 'b>(
+    plot: &'a Area<'b>,
+    top: u32,
+    x: TickedAxis,
+    y: TickedAxis,
+    path: &Path,
+) -> Result<Chart<'a, 'b>> {
+    ChartBuilder::on(plot)
+        .margin(10)
+        .margin_right(18)
+        .margin_top(top)
+        .x_label_area_size(38)
+        .y_label_area_size(52)
+        .build_cartesian_2d(x, y)
+        .map_err(|e| plot_err(path, e))
+}
 
 fn mesh(
     chart: &mut Chart<'_, '_>,
@@ -520,26 +411,35 @@ fn line(
 
 fn latency_desc(c: &Comparison) -> String {
     let first = &c.entries[0].row.rtt_or_oneway;
-    if !first.is_empty() && c.entries.iter().all(|e| &e.row.rtt_or_oneway == first) {
-        format!("latency ({first}, µs, log)")
+    let kind = match first.as_str() {
+        "rtt" => "round trip, ",
+        "oneway" => "one way, ",
+        _ => "",
+    };
+    if !kind.is_empty() && c.entries.iter().all(|e| &e.row.rtt_or_oneway == first) {
+        format!("latency ({kind}µs, log)")
     } else {
         "latency (µs, log)".into()
     }
 }
 
-/// Panels beyond [`MAX_PANELS`] are dropped, with a note.
-fn cap_panels<T>(mut panels: Vec<Panel<T>>, notes: &mut Vec<String>) -> Vec<Panel<T>> {
-    if panels.len() > MAX_PANELS {
-        notes.push(format!(
-            "{} more panels not drawn: narrow the rows with --where COL=VALUE",
-            panels.len() - MAX_PANELS
-        ));
-        panels.truncate(MAX_PANELS);
+// ---- the percentile plot ------------------------------------------------------------
+
+/// The percentiles a line carries a marker at: p50, p90, p99, p99.9, ... as x = 1/(1-p).
+fn marker_xs(max_x: f64) -> Vec<f64> {
+    let mut xs = vec![2.0];
+    let mut x = 10.0;
+    while x <= max_x * (1.0 + 1e-9) {
+        xs.push(x);
+        x *= 10.0;
     }
-    panels
+    xs
 }
 
-// ---- the percentile plot ------------------------------------------------------------
+/// The latency a spectrum reports at x = 1/(1-p): its first point at or beyond x.
+fn at_percentile(points: &[(f64, f64)], x: f64) -> Option<f64> {
+    points.iter().find(|p| p.0 >= x * (1.0 - 1e-9)).map(|p| p.1)
+}
 
 fn draw_percentiles(path: &Path, c: &Comparison, spectra: Vec<Spectrum>) -> Result<Vec<String>> {
     let mut notes = Vec::new();
@@ -548,7 +448,7 @@ fn draw_percentiles(path: &Path, c: &Comparison, spectra: Vec<Spectrum>) -> Resu
         match trouble(&c.entries[s.entry].row) {
             Some(why) => notes.push(format!(
                 "not drawn (latencies of a queue, not of the service): {}: {why}",
-                c.label(s.entry)
+                row_words(c, s.entry)
             )),
             None => kept.push(s),
         }
@@ -558,12 +458,14 @@ fn draw_percentiles(path: &Path, c: &Comparison, spectra: Vec<Spectrum>) -> Resu
             "every row lost requests or fell behind: {PERCENTILES_SVG} shows none"
         ));
     }
+    let columns = plot_columns(&c.columns);
+    let drawn: Vec<usize> = kept.iter().map(|s| s.entry).collect();
     let items = kept
         .into_iter()
-        .map(|s| (values(&c.entries[s.entry], &c.columns), s))
+        .map(|s| (values(&c.entries[s.entry], &columns), s))
         .collect();
-    let panels = cap_panels(facet(&c.columns, items, MAX_SERIES), &mut notes);
-    let notes = footnotes(notes);
+    let laid = layout(&columns, items, MAX_SERIES, MAX_STYLES);
+    let panels = cap_panels(laid.panels, &mut notes);
     let all = panels.iter().flat_map(|p| p.series.iter().map(|s| &s.1));
     let max_x = all
         .clone()
@@ -580,28 +482,23 @@ fn draw_percentiles(path: &Path, c: &Comparison, spectra: Vec<Spectrum>) -> Resu
         ys().fold(0.0f64, f64::max),
     );
     let y_desc = latency_desc(c);
-
-    let mut svg = String::new();
-    {
-        let (_, size) = grid(panels.len(), notes.len());
-        let root = SVGBackend::with_string(&mut svg, size).into_drawing_area();
-        let cells = frame(&root, "latency by percentile", panels.len(), &notes, path)?;
-        for (panel, (plot, legend)) in panels.iter().zip(cells) {
+    let frame = Frame {
+        title: "latency by percentile".into(),
+        subtitle: subtitle(c, &drawn, &laid.shared),
+        panels: panels.len(),
+        key: vec!["markers at p50, p90, p99, p99.9, ...".into()],
+        legend: legend_entries(&laid.legend, false),
+        notes: notes.clone(),
+    };
+    let svg = render(&frame, path, |root, cells| {
+        for (panel, plot) in panels.iter().zip(cells) {
             let top = draw_title(&plot, &panel.title, path)?;
-            let mut chart = ChartBuilder::on(&plot)
-                .margin(10)
-                .margin_top(top)
-                .x_label_area_size(38)
-                .y_label_area_size(52)
-                .build_cartesian_2d(
-                    TickedAxis {
-                        lo: 0.0,
-                        hi: f64::from(decades),
-                        ticks: (0..=decades).map(f64::from).collect(),
-                    },
-                    latency_axis(y_lo, y_hi),
-                )
-                .map_err(|e| plot_err(path, e))?;
+            let x = TickedAxis {
+                lo: 0.0,
+                hi: f64::from(decades),
+                ticks: (0..=decades).map(f64::from).collect(),
+            };
+            let mut chart = chart(&plot, top, x, latency_axis(y_lo, y_hi), path)?;
             // Every decade ticked; about six labelled, so that long labels never overlap.
             let every = decades.div_ceil(6).max(1);
             let x_fmt = move |v: &f64| {
@@ -619,21 +516,26 @@ fn draw_percentiles(path: &Path, c: &Comparison, spectra: Vec<Spectrum>) -> Resu
                 &x_fmt,
                 path,
             )?;
-            let mut swatches = Vec::new();
-            for (i, (label, s)) in panel.series.iter().enumerate() {
-                let points = s
+            for (i, s) in &panel.series {
+                let st = style(*i);
+                let points: Vec<(f64, f64)> = s
                     .points
                     .iter()
                     .filter(|p| p.1 > 0.0)
                     .map(|&(x, y)| (x.log10(), y.log10()))
                     .collect();
-                line(&mut chart, points, palette_color(i), false, path)?;
-                swatches.push((label.clone(), palette_color(i), false));
+                line(&mut chart, points, st.color, false, path)?;
+                let last_x = s.points.last().map_or(1.0, |p| p.0);
+                for x in marker_xs(last_x) {
+                    if let Some(y) = at_percentile(&s.points, x).filter(|y| *y > 0.0) {
+                        let at = chart.backend_coord(&(x.log10(), y.log10()));
+                        draw_marker(root, at, st, true)?;
+                    }
+                }
             }
-            draw_legend(&legend, &swatches, path)?;
         }
-        root.present().map_err(|e| plot_err(path, e))?;
-    }
+        Ok(())
+    })?;
     write_file(path, &svg)?;
     Ok(notes)
 }
@@ -641,38 +543,39 @@ fn draw_percentiles(path: &Path, c: &Comparison, spectra: Vec<Spectrum>) -> Resu
 // ---- the rate plot ------------------------------------------------------------------
 
 fn draw_rate(path: &Path, c: &Comparison, groups: Vec<RateGroup>) -> Result<Vec<String>> {
-    let columns = without_rate(&c.columns);
+    let columns = without_rate(&plot_columns(&c.columns));
+    let drawn: Vec<usize> = groups.iter().flat_map(|g| g.rows.iter().copied()).collect();
     let items = groups
         .into_iter()
         .map(|g| (values(&c.entries[g.entry], &columns), g))
         .collect();
     let mut notes = Vec::new();
-    let panels = cap_panels(facet(&columns, items, MAX_RATE_SERIES), &mut notes);
-    trouble_notes(&panels, &mut notes);
-    let notes = footnotes(notes);
+    let laid = layout(&columns, items, MAX_RATE_SERIES, MAX_STYLES);
+    let panels = cap_panels(laid.panels, &mut notes);
+    trouble_notes(&panels, &laid.legend, &mut notes);
     let (rate_lo, rate_hi, y_lo, y_hi) = rate_and_latency_ranges(&panels);
     let y_desc = latency_desc(c);
-
-    let mut svg = String::new();
-    {
-        let (_, size) = grid(panels.len(), notes.len());
-        let root = SVGBackend::with_string(&mut svg, size).into_drawing_area();
-        let title = "latency vs offered rate (solid: p50, dashed: p99; x: lost or saturated)";
-        let cells = frame(&root, title, panels.len(), &notes, path)?;
-        for (panel, (plot, legend)) in panels.iter().zip(cells) {
+    let frame = Frame {
+        title: "latency against offered rate".into(),
+        subtitle: subtitle(c, &drawn, &laid.shared),
+        panels: panels.len(),
+        key: vec![
+            "solid line, filled marker: p50".into(),
+            "dashed line, hollow marker: p99".into(),
+            "x above a panel: lost or saturated".into(),
+        ],
+        legend: legend_entries(&laid.legend, true),
+        notes: notes.clone(),
+    };
+    let svg = render(&frame, path, |root, cells| {
+        for (panel, plot) in panels.iter().zip(cells) {
             let (x_axis, x_log) = rate_axis(rate_lo, rate_hi);
             let tx = move |hz: f64| if x_log { hz.log10() } else { hz };
             let y_axis = latency_axis(y_lo, y_hi);
             let y_top = y_axis.hi;
             // Room above the plot for the crosses of lost or saturated points.
             let top = draw_title(&plot, &panel.title, path)? + 16;
-            let mut chart = ChartBuilder::on(&plot)
-                .margin(10)
-                .margin_top(top)
-                .x_label_area_size(38)
-                .y_label_area_size(52)
-                .build_cartesian_2d(x_axis, y_axis)
-                .map_err(|e| plot_err(path, e))?;
+            let mut chart = chart(&plot, top, x_axis, y_axis, path)?;
             let x_fmt = move |v: &f64| format_rate(if x_log { 10f64.powf(*v) } else { *v });
             let x_desc = if x_log {
                 "offered rate (req/s, log)"
@@ -680,51 +583,39 @@ fn draw_rate(path: &Path, c: &Comparison, groups: Vec<RateGroup>) -> Result<Vec<
                 "offered rate (req/s)"
             };
             mesh(&mut chart, x_desc, &y_desc, &x_fmt, path)?;
-            let mut swatches = Vec::new();
-            for (i, (label, g)) in panel.series.iter().enumerate() {
-                let color = palette_color(i);
+            for (i, g) in &panel.series {
+                let st = style(*i);
                 let ok: Vec<&RatePoint> = g.points.iter().filter(|p| p.trouble.is_none()).collect();
-                let p50: Vec<(f64, f64)> = ok
-                    .iter()
-                    .map(|p| (tx(p.rate_hz), p.p50_us.log10()))
-                    .collect();
-                let p99: Vec<(f64, f64)> = ok
-                    .iter()
-                    .map(|p| (tx(p.rate_hz), p.p99_us.log10()))
-                    .collect();
-                line(&mut chart, p50.clone(), color, false, path)?;
-                line(&mut chart, p99.clone(), color, true, path)?;
-                chart
-                    .draw_series(p50.iter().map(|&p| Circle::new(p, 3, color.filled())))
-                    .map_err(|e| plot_err(path, e))?;
-                chart
-                    .draw_series(
-                        p99.iter()
-                            .map(|&p| TriangleMarker::new(p, 4, color.filled())),
-                    )
-                    .map_err(|e| plot_err(path, e))?;
+                for (dashed, pick) in [(false, 0), (true, 1)] {
+                    let pts: Vec<(f64, f64)> = ok
+                        .iter()
+                        .map(|p| (tx(p.rate_hz), [p.p50_us, p.p99_us][pick].log10()))
+                        .collect();
+                    line(&mut chart, pts.clone(), st.color, dashed, path)?;
+                    for p in pts {
+                        draw_marker(root, chart.backend_coord(&p), st, !dashed)?;
+                    }
+                }
                 for p in g.points.iter().filter(|p| p.trouble.is_some()) {
                     // Above the plotting area: off the latency scale on purpose.
                     let (x, y) = chart.backend_coord(&(tx(p.rate_hz), y_top));
-                    root.draw(&Cross::new((x, y - 12), 5, color.stroke_width(2)))
+                    root.draw(&Cross::new((x, y - 12), 5, st.color.stroke_width(2)))
                         .map_err(|e| plot_err(path, e))?;
                 }
-                swatches.push((label.clone(), color, true));
             }
-            draw_legend(&legend, &swatches, path)?;
         }
-        root.present().map_err(|e| plot_err(path, e))?;
-    }
+        Ok(())
+    })?;
     write_file(path, &svg)?;
     Ok(notes)
 }
 
 /// A footnote for every lost or saturated point: the plot marks it with a cross above
 /// the latency scale, and the note says which one it is and why.
-fn trouble_notes(panels: &[Panel<RateGroup>], notes: &mut Vec<String>) {
+fn trouble_notes(panels: &[Panel<RateGroup>], legend: &[String], notes: &mut Vec<String>) {
     for panel in panels {
-        for (label, g) in &panel.series {
-            let name: Vec<&str> = [panel.title.as_str(), label.as_str()]
+        for (style, g) in &panel.series {
+            let name: Vec<&str> = [panel.title.as_str(), legend[*style].as_str()]
                 .into_iter()
                 .filter(|s| !s.is_empty())
                 .collect();
@@ -764,6 +655,13 @@ fn rate_and_latency_ranges(panels: &[Panel<RateGroup>]) -> (f64, f64, f64, f64) 
         .map(|p| p.p50_us.max(p.p99_us))
         .fold(0.0f64, f64::max);
     (rate_lo, rate_hi, y_lo, y_hi)
+}
+
+fn write_file(path: &Path, text: &str) -> Result<()> {
+    std::fs::write(path, text).map_err(|source| Error::Io {
+        path: path.to_path_buf(),
+        source,
+    })
 }
 
 #[cfg(test)]

@@ -36,9 +36,32 @@ fn trouble_names_losses_errors_and_saturation() {
 }
 
 #[test]
-fn labels_wrap_at_commas_and_cut_long_values() {
-    assert_eq!(wrap("a=1, b=2, c=3", 8), ["a=1, b=2", "c=3"]);
+fn labels_wrap_at_commas_then_spaces_and_cut_long_values() {
+    use super::figure::wrap;
+    assert_eq!(wrap("a=1, b=2, c=3", 8), ["a=1, b=2,", "c=3"]);
     assert_eq!(wrap("decoder=uf:abcdefgh", 10), ["decoder=uf", ":abcdefgh"]);
+    assert_eq!(
+        wrap("GPU persistent kernel, 2 pollers", 18),
+        ["GPU persistent", "kernel, 2 pollers"]
+    );
+    assert_eq!(
+        wrap("GPU persistent kernel, 2 pollers", 24),
+        ["GPU persistent kernel,", "2 pollers"]
+    );
+}
+
+/// The `x` of the `<text>` element reading exactly `t`.
+fn text_x(svg: &str, t: &str) -> u32 {
+    let at = svg.find(&format!(">\n{t}\n</text>")).expect(t);
+    let tag = &svg[svg[..at].rfind("<text").unwrap()..at];
+    tag.split("x=\"")
+        .nth(1)
+        .unwrap()
+        .split('"')
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap()
 }
 
 #[test]
@@ -77,7 +100,7 @@ fn percentiles_use_a_log_axis_a_legend_beside_and_leave_out_queues() {
         plots
             .notes
             .iter()
-            .any(|n| n.contains("transport=softnic") && n.contains("5 lost")),
+            .any(|n| n.contains("soft NIC") && n.contains("5 lost")),
         "{:?}",
         plots.notes
     );
@@ -89,22 +112,21 @@ fn percentiles_use_a_log_axis_a_legend_beside_and_leave_out_queues() {
         !has_text(&svg, "5000"),
         "the lossy row's 9 ms is off the scale"
     );
-    // Legend entries sit right of the plot, not over it.
-    for t in ["transport=udp", "transport=rdma"] {
-        let at = svg.find(&format!(">\n{t}\n</text>")).expect(t);
-        let tag = &svg[svg[..at].rfind("<text").unwrap()..at];
-        let x: u32 = tag
-            .split("x=\"")
-            .nth(1)
-            .unwrap()
-            .split('"')
-            .next()
-            .unwrap()
-            .parse()
-            .unwrap();
-        assert!(x >= PLOT_W, "legend at x = {x}");
+    // Legend entries, in words, sit right of the panel (720 px wide), not over it.
+    for t in ["UDP", "RDMA"] {
+        assert!(
+            text_x(&svg, t) >= 720,
+            "legend {t} at x = {}",
+            text_x(&svg, t)
+        );
     }
-    assert!(!svg.contains(">\ntransport=softnic\n</text>"));
+    assert!(!svg.contains(">\nsoft NIC\n</text>"));
+    assert!(!svg.contains("transport="), "raw col=value in the figure");
+    // The subtitle names what every row shares.
+    assert!(
+        svg.contains("32 B requests") && svg.contains("ping-pong"),
+        "{svg}"
+    );
 }
 
 #[test]
@@ -135,14 +157,19 @@ fn rate_plot_marks_lost_points_and_needs_two_rates() {
     for tick in ["10k", "100k", "1M", "2M"] {
         assert!(has_text(&svg, tick), "no tick {tick}");
     }
+    // The plotted configuration is named: UDP (the RDMA rows are not drawn).
+    let subtitle = svg.find("UDP").expect("the configuration is named");
+    assert!(svg[subtitle..].contains("open loop") || svg.contains("open loop"));
+    assert!(!svg.contains("RDMA"));
     assert!(
         !has_text(&svg, "500000"),
         "the saturated point is off the scale"
     );
+    // One style (UDP, blue circles): p50 filled, p99 hollow, on the 3 clean points.
     assert_eq!(
         svg.matches("<circle").count(),
-        3,
-        "p50 markers of clean points"
+        2 * 3 * 2,
+        "p50 and p99 markers of clean points, fill and outline"
     );
 
     let single: Vec<Row> = ["udp", "rdma"].map(|t| open_loop(t, 1000, 2000)).to_vec();
@@ -165,7 +192,11 @@ fn missing_spectrum_is_a_note_not_an_error() {
     std::fs::remove_file(dir.path().join("rdma.hgrm")).unwrap();
     let plots = write_svgs(&comparison(csv), &dir.path().join("svg")).unwrap();
     assert_eq!(plots.written.len(), 1);
-    assert!(plots.notes.iter().any(|n| n.contains("transport=rdma")));
+    assert!(
+        plots.notes.iter().any(|n| n.contains("RDMA")),
+        "{:?}",
+        plots.notes
+    );
     let svg = std::fs::read_to_string(&plots.written[0]).unwrap();
-    assert!(!svg.contains("transport=rdma"));
+    assert!(!svg.contains("RDMA"));
 }

@@ -22,6 +22,8 @@ mod table;
 pub use columns::{
     differing_columns, label, label_columns, parse_columns, ratio, resolve_baseline,
 };
+#[cfg(test)]
+pub(crate) use table::MEASURED_COUNTS;
 pub(crate) use table::{clean, md_cell, render_md, render_text, Table};
 pub use table::{clean_rate_summary, render_markdown, render_table, Comparison};
 
@@ -100,6 +102,15 @@ impl Metric {
 
 /// Arguments of `qfwd-latency report`.
 #[derive(clap::Args, Debug, Clone)]
+#[command(after_help = "Examples:\n  \
+qfwd-latency report results/quickstart.csv\n  \
+qfwd-latency report results/cpu-udp-loopback.csv --svg loopback-plots\n  \
+qfwd-latency report results/h200-topologies.csv --where mode=ping-pong --svg pp-plots\n  \
+qfwd-latency report before.csv after.csv --baseline 1 --metric p99\n\n\
+--svg draws percentiles.svg (latency by percentile, one panel per workload, one colour and \
+marker per configuration, the same in every panel) and, where a configuration was measured \
+at several open-loop rates, latency-vs-rate.svg. Render them as PNG with \
+`rsvg-convert FILE.svg -o FILE.png` (Debian: librsvg2-bin).")]
 pub struct ReportArgs {
     /// Summary CSVs written by the harness; their rows are shown side by side in file order.
     #[arg(required = true, value_name = "CSV")]

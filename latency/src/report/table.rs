@@ -88,7 +88,8 @@ pub(crate) struct Table {
     pub(crate) rows: Vec<Vec<String>>,
 }
 
-const MEASURED_COUNTS: &[&str] = &[
+/// The count columns of the table, after the label columns.
+pub(crate) const MEASURED_COUNTS: &[&str] = &[
     "achieved_rate_hz",
     "samples",
     "errors",

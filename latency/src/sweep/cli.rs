@@ -18,9 +18,11 @@ use super::settings::run_config;
 /// `qfwd-latency sweep`: run every point of a scenario.
 #[derive(clap::Args, Debug, Clone)]
 #[command(after_help = "Examples:\n  \
-qfwd-latency sweep scenarios/quickstart.toml\n  \
-qfwd-latency sweep scenarios/udp-loopback.toml --out udp-loopback.csv\n  \
-qfwd-latency sweep scenarios/udp-loopback.toml --out results/cpu-udp-loopback.csv --force\n\n\
+qfwd-latency sweep scenarios/udp-loopback.toml --dry-run            # list its points\n  \
+qfwd-latency sweep scenarios/udp-loopback.toml --out my-host.csv\n  \
+qfwd-latency sweep scenarios/udp-loopback.toml --out my-host.csv --force   # again, replacing it\n  \
+qfwd-latency sweep scenarios/gpu-decoders.toml --topology cpu --unpinned --samples 2000 \\\n      \
+--out gpu-shape-on-cpu.csv                     # a GPU scenario's shape on a laptop\n\n\
 Each point writes one CSV row and one .hgrm spectrum (in a folder named <csv stem>-hgrm \
 beside the CSV). Rows are flushed as they are measured, so an interrupted sweep keeps them. \
 An existing CSV or spectrum folder is never overwritten without --force. Before measuring, \
