@@ -59,6 +59,7 @@ pub mod dem;
 mod error;
 pub mod graph;
 pub mod lut;
+pub mod matching;
 pub mod observable_part;
 pub mod precompute;
 pub mod sample;
