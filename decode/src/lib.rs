@@ -9,6 +9,8 @@
 //! - [`shots`]: Stim's `b8` / `01` shot files;
 //! - [`lut`]: syndrome -> observable lookup table (at most 24 detectors);
 //! - [`uf`]: union-find decoder (Delfosse–Nickerson), step by step in its module docs;
+//! - [`matching`]: exact minimum-weight matching (Edmonds' blossom algorithm grown on the
+//!   graph, as sparse blossom does): PyMatching's answers at union-find's speed, CPU only;
 //! - [`observable_part`]: the components of the graph that can flip an observable, the
 //!   only ones the union-find decoder reads (the same answers, fewer defects);
 //! - [`uf_table`]: the uf output of every low-weight syndrome, precomputed (the GPU uf's
@@ -81,33 +83,62 @@ pub use dem::Dem;
 pub use error::{Error, Result};
 pub use graph::MatchingGraph;
 pub use lut::Lut;
+pub use matching::MatchingScratch;
 pub use observable_part::ObservablePart;
 pub use shots::{ShotFormat, ShotReader, ShotWriter, Shots};
 pub use uf::UfScratch;
 pub use uf_table::{UfTable, Workers};
 
-/// Which decoding algorithm.
+/// Which decoding algorithm. One name, one answer: a decoder of a kind gives the same
+/// flips for a syndrome wherever it runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum DecoderKind {
     /// Lookup table (at most 24 detectors).
     Lut,
     /// Union-find.
     Uf,
+    /// Exact minimum-weight matching ([`matching`]); the CPU only.
+    Matching,
 }
 
 impl DecoderKind {
+    /// Every kind, in the order help texts list them.
+    pub const ALL: [DecoderKind; 3] = [DecoderKind::Matching, DecoderKind::Uf, DecoderKind::Lut];
+
     pub fn as_str(&self) -> &'static str {
         match self {
             DecoderKind::Lut => "lut",
             DecoderKind::Uf => "uf",
+            DecoderKind::Matching => "matching",
         }
     }
 
-    /// Device-side handler code, as the GPU kernels dispatch on it (parity is 1).
+    /// Device-side handler code, as the GPU kernels dispatch on it (parity is 1). No
+    /// kernel serves `matching` (4): the GPU topologies refuse it at start
+    /// ([`DecoderKind::runs_on_gpu`]).
     pub fn device_code(&self) -> u32 {
         match self {
             DecoderKind::Lut => 2,
             DecoderKind::Uf => 3,
+            DecoderKind::Matching => 4,
+        }
+    }
+
+    /// Whether the GPU decoders serve this kind (`lut` and `uf`; `matching` runs on the
+    /// CPU only: docs/matching-specification.md says why).
+    pub fn runs_on_gpu(&self) -> bool {
+        !matches!(self, DecoderKind::Matching)
+    }
+
+    /// The error for a GPU side asked to serve `self` (`what` names the side).
+    pub fn gpu_refusal(&self, what: &str) -> Error {
+        Error::InvalidSetting {
+            key: "decoder",
+            detail: format!(
+                "{what} cannot serve the {self} decoder: exact matching runs on the CPU only \
+                 (topology cpu, or `qfwd decode --backend cpu`); on the GPU use --decoder uf \
+                 (union-find: faster, a few per cent more logical errors)"
+            ),
         }
     }
 }
@@ -124,6 +155,7 @@ impl FromStr for DecoderKind {
         match s {
             "lut" => Ok(DecoderKind::Lut),
             "uf" => Ok(DecoderKind::Uf),
+            "matching" => Ok(DecoderKind::Matching),
             _ => Err(Error::UnknownDecoder {
                 name: s.to_string(),
             }),
@@ -154,6 +186,8 @@ enum Engine {
     Lut(Lut),
     /// Union-find, on the graph's observable part where it has one.
     Uf(Option<Box<ObservablePart>>),
+    /// Exact matching, on the graph's observable part where it has one.
+    Matching(Option<Box<ObservablePart>>),
 }
 
 /// A decoder loaded from a detector error model: immutable, shareable across threads.
@@ -170,6 +204,7 @@ pub struct Decoder {
 #[derive(Debug, Clone)]
 pub struct Scratch {
     uf: UfScratch,
+    matching: MatchingScratch,
     /// The syndrome on the observable part.
     part: Vec<u8>,
     /// The correction's edges (models of more than 64 observables).
@@ -200,6 +235,19 @@ impl Decoder {
         let engine = match kind {
             DecoderKind::Lut => Engine::Lut(Lut::build(&graph)?),
             DecoderKind::Uf => Engine::Uf(ObservablePart::of(&graph)?.map(Box::new)),
+            DecoderKind::Matching => {
+                if graph.is_wide() {
+                    return Err(Error::DecoderModel {
+                        file: graph.source().to_string(),
+                        detail: format!(
+                            "the matching decoder holds at most 64 observables; this model has \
+                             {}: use --decoder uf",
+                            graph.num_observables()
+                        ),
+                    });
+                }
+                Engine::Matching(ObservablePart::of(&graph)?.map(Box::new))
+            }
         };
         Ok(Decoder {
             kind,
@@ -252,17 +300,17 @@ impl Decoder {
         &self.graph
     }
 
-    /// The graph the decoder runs on: a `uf` decoder's observable part
+    /// The graph the decoder runs on: a `uf` or `matching` decoder's observable part
     /// ([`observable_part`]) where the graph has one, else the whole graph.
     pub fn decode_graph(&self) -> &MatchingGraph {
         self.observable_part()
             .map_or(&self.graph, ObservablePart::graph)
     }
 
-    /// A `uf` decoder's observable part, if its graph has components to drop.
+    /// A `uf` or `matching` decoder's observable part, if its graph has components to drop.
     pub fn observable_part(&self) -> Option<&ObservablePart> {
         match &self.engine {
-            Engine::Uf(part) => part.as_deref(),
+            Engine::Uf(part) | Engine::Matching(part) => part.as_deref(),
             Engine::Lut(_) => None,
         }
     }
@@ -283,7 +331,7 @@ impl Decoder {
     pub fn lut(&self) -> Option<&Lut> {
         match &self.engine {
             Engine::Lut(l) => Some(l),
-            Engine::Uf(_) => None,
+            Engine::Uf(_) | Engine::Matching(_) => None,
         }
     }
 
@@ -310,7 +358,8 @@ impl Decoder {
         self.detector_bytes() + 4
     }
 
-    /// Device-side handler code: 2 for lut, 3 for uf.
+    /// Device-side handler code: 2 for lut, 3 for uf, 4 for matching (which no kernel
+    /// serves: [`DecoderKind::runs_on_gpu`]).
     pub fn device_code(&self) -> u32 {
         self.kind.device_code()
     }
@@ -320,7 +369,11 @@ impl Decoder {
         Scratch {
             uf: match self.engine {
                 Engine::Uf(_) => UfScratch::new(self.decode_graph()),
-                Engine::Lut(_) => UfScratch::empty(),
+                Engine::Lut(_) | Engine::Matching(_) => UfScratch::empty(),
+            },
+            matching: match self.engine {
+                Engine::Matching(_) => MatchingScratch::new(self.decode_graph()),
+                Engine::Lut(_) | Engine::Uf(_) => MatchingScratch::default(),
             },
             part: Vec::new(),
             correction: Vec::new(),
@@ -342,6 +395,11 @@ impl Decoder {
                 part.compact(dets, &mut scratch.part);
                 scratch.uf.decode(part.graph(), &scratch.part)
             }
+            Engine::Matching(None) => scratch.matching.decode(&self.graph, dets),
+            Engine::Matching(Some(part)) => {
+                part.compact(dets, &mut scratch.part);
+                scratch.matching.decode(part.graph(), &scratch.part)
+            }
         }
     }
 
@@ -358,6 +416,11 @@ impl Decoder {
                 out[..entry.len()].copy_from_slice(entry);
                 return;
             }
+            Engine::Matching(_) => {
+                let mask = self.decode(scratch, dets);
+                self.write_result(mask, out);
+                return;
+            }
             Engine::Uf(_) if !self.graph.is_wide() => {
                 let mask = self.decode(scratch, dets);
                 self.write_result(mask, out);
@@ -370,6 +433,7 @@ impl Decoder {
             uf,
             part: compact,
             correction,
+            ..
         } = scratch;
         let input = match part {
             Some(p) => {
@@ -485,10 +549,13 @@ impl Decoder {
                 out[..entry.len()].copy_from_slice(entry);
                 return Ok(entry.len());
             }
-            Engine::Uf(_) => THREAD_SCRATCH.with(|cell| {
+            Engine::Uf(_) | Engine::Matching(_) => THREAD_SCRATCH.with(|cell| {
                 let mut slot = cell.borrow_mut();
                 let s = slot.get_or_insert_with(|| self.new_scratch());
-                s.uf.ensure(self.decode_graph());
+                match self.engine {
+                    Engine::Matching(_) => s.matching.ensure(self.decode_graph()),
+                    _ => s.uf.ensure(self.decode_graph()),
+                }
                 if self.graph.is_wide() {
                     self.decode_to(s, dets, out);
                     None
@@ -552,7 +619,7 @@ mod tests {
 
     #[test]
     fn payloads_are_checked_and_answered() {
-        for kind in [DecoderKind::Lut, DecoderKind::Uf] {
+        for kind in DecoderKind::ALL {
             let d = chain(kind);
             let mut out = [0u8; 4];
             assert_eq!(d.run_payload(&[0b01, 2, 0, 0, 0], &mut out), Ok(1));
@@ -575,7 +642,17 @@ mod tests {
             );
             assert_eq!(d.result_bytes(1), vec![1]);
         }
-        assert_eq!("uf".parse::<DecoderKind>().unwrap(), DecoderKind::Uf);
+        for kind in DecoderKind::ALL {
+            assert_eq!(kind.as_str().parse::<DecoderKind>().unwrap(), kind);
+        }
+        assert!(!DecoderKind::Matching.runs_on_gpu() && DecoderKind::Uf.runs_on_gpu());
+        let e = DecoderKind::Matching
+            .gpu_refusal("gpu-persistent")
+            .to_string();
+        assert!(
+            e.contains("gpu-persistent") && e.contains("--decoder uf"),
+            "{e}"
+        );
         assert!("mwpm"
             .parse::<DecoderKind>()
             .unwrap_err()
@@ -628,13 +705,15 @@ mod tests {
             }
             assert!(flips > 0, "{name}: some shot flips L0");
         }
-        let e = Decoder::from_dem_text("error(0.1) D0 L64\n", "w", DecoderKind::Lut)
-            .unwrap_err()
-            .to_string();
-        assert!(
-            e.contains("at most 64 observables") && e.contains("uf"),
-            "{e}"
-        );
+        for kind in [DecoderKind::Lut, DecoderKind::Matching] {
+            let e = Decoder::from_dem_text("error(0.1) D0 L64\n", "w", kind)
+                .unwrap_err()
+                .to_string();
+            assert!(
+                e.contains("at most 64 observables") && e.contains("uf"),
+                "{e}"
+            );
+        }
     }
 
     /// The budget: a request of more defects than `max_defects` is refused with
@@ -642,7 +721,7 @@ mod tests {
     #[test]
     fn requests_past_the_budget_are_refused() {
         let (text, shots) = fixture("surface_d5_r5_z_p001");
-        for kind in [DecoderKind::Uf] {
+        for kind in [DecoderKind::Uf, DecoderKind::Matching] {
             let mut d = Decoder::from_dem_text(&text, "d5", kind).unwrap();
             let n = d.num_detectors();
             let mu = budget::expected_defects(d.graph());
@@ -701,18 +780,23 @@ mod tests {
     #[test]
     fn batches_decode_as_shots_do_on_any_number_of_threads() {
         let (text, shots) = fixture("surface_d3_r3_x_p005");
+        for kind in [DecoderKind::Uf, DecoderKind::Matching] {
+            let d = Decoder::from_dem_text(&text, "d3", kind).unwrap();
+            let mut scratch = d.new_scratch();
+            let rb = d.result_len();
+            let mut want = vec![0u8; shots.len() * rb];
+            for i in 0..shots.len() {
+                d.decode_to(&mut scratch, shots.row(i), &mut want[i * rb..(i + 1) * rb]);
+            }
+            for threads in [1, 2, 3, 64] {
+                let mut got = vec![0u8; want.len()];
+                d.decode_batch(shots.as_b8(), &mut got, threads).unwrap();
+                assert_eq!(got, want, "{kind} {threads} threads");
+            }
+        }
         let d = Decoder::from_dem_text(&text, "d3", DecoderKind::Uf).unwrap();
-        let mut scratch = d.new_scratch();
         let rb = d.result_len();
-        let mut want = vec![0u8; shots.len() * rb];
-        for i in 0..shots.len() {
-            d.decode_to(&mut scratch, shots.row(i), &mut want[i * rb..(i + 1) * rb]);
-        }
-        for threads in [1, 2, 3, 64] {
-            let mut got = vec![0u8; want.len()];
-            d.decode_batch(shots.as_b8(), &mut got, threads).unwrap();
-            assert_eq!(got, want, "{threads} threads");
-        }
+        let want = vec![0u8; shots.len() * rb];
         let mut short = vec![0u8; want.len() - 1];
         let e = d.decode_batch(shots.as_b8(), &mut short, 1).unwrap_err();
         assert!(e.to_string().contains("same number of shots"), "{e}");

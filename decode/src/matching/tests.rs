@@ -1,6 +1,8 @@
 use super::*;
 use crate::brute::BruteForce;
 use crate::graph::EdgeSpec;
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
 
 fn edge(u: u32, v: Option<u32>, p: f64, observables: u64) -> EdgeSpec {
     EdgeSpec {
@@ -128,4 +130,85 @@ fn every_syndrome_of_small_graphs_gets_a_minimum_weight_correction() {
         seen.blossoms > 100 && seen.shatters > 10 && seen.implosions > 10,
         "{seen:?}"
     );
+}
+
+/// The least weight of a perfect matching of `defects` (each to another or to the boundary)
+/// by shortest paths and a subset recursion: `None` when there is none.
+fn least_matching_weight(g: &MatchingGraph, defects: &[u32]) -> Option<u64> {
+    let n = g.num_detectors();
+    let (off, adj, w) = (g.adj_offset(), g.adj_pairs(), g.edge_weight());
+    let b = g.boundary() as usize;
+    let dist_from = |src: u32| {
+        let mut d = vec![u64::MAX; n + 1];
+        let mut heap = BinaryHeap::new();
+        d[src as usize] = 0;
+        heap.push(Reverse((0u64, src)));
+        while let Some(Reverse((dx, x))) = heap.pop() {
+            if dx > d[x as usize] || x as usize == b {
+                continue; // paths do not run through the boundary
+            }
+            for &[e, y] in &adj[off[x as usize] as usize..off[x as usize + 1] as usize] {
+                let nd = dx + u64::from(w[e as usize]);
+                if nd < d[y as usize] {
+                    d[y as usize] = nd;
+                    heap.push(Reverse((nd, y)));
+                }
+            }
+        }
+        d
+    };
+    let m = defects.len();
+    let rows: Vec<Vec<u64>> = defects.iter().map(|&a| dist_from(a)).collect();
+    let mut f = vec![u64::MAX; 1 << m];
+    f[0] = 0;
+    for set in 1usize..1 << m {
+        let i = set.trailing_zeros() as usize;
+        let rest = set & !(1 << i);
+        let mut best = f[rest].saturating_add(rows[i][b]);
+        let mut r = rest;
+        while r != 0 {
+            let j = r.trailing_zeros() as usize;
+            r &= r - 1;
+            let d = rows[i][defects[j] as usize];
+            best = best.min(f[rest & !(1 << j)].saturating_add(d));
+        }
+        f[set] = best;
+    }
+    (f[(1 << m) - 1] != u64::MAX).then_some(f[(1 << m) - 1])
+}
+
+/// Graphs of 20 to 80 detectors and up to 14 defects: the matching weighs what a subset
+/// recursion over shortest paths finds least, and is complete exactly when one exists.
+#[test]
+fn larger_graphs_get_the_least_matching_weight() {
+    let mut rng = Rng(11);
+    let mut seen = MatchStats::default();
+    for round in 0..400 {
+        let n = 20 + rng.below(61) as u32;
+        let m = n as usize + rng.below(2 * u64::from(n)) as usize;
+        let g = random_graph(&mut rng, n, m, round % 7 != 0);
+        let mut s = MatchingScratch::new(&g);
+        for _ in 0..8 {
+            let k = 1 + rng.below(14) as usize;
+            let mut defects: Vec<u32> = Vec::new();
+            while defects.len() < k.min(n as usize) {
+                let v = rng.below(u64::from(n)) as u32;
+                if !defects.contains(&v) {
+                    defects.push(v);
+                }
+            }
+            let got = s.decode_defects(&g, &defects);
+            seen.blossoms += s.stats.blossoms;
+            seen.shatters += s.stats.shatters;
+            match least_matching_weight(&g, &defects) {
+                Some(want) => {
+                    assert!(got.complete, "round {round} defects {defects:?}");
+                    assert_eq!(got.weight, want, "round {round} defects {defects:?}");
+                }
+                None => assert!(!got.complete, "round {round} defects {defects:?}"),
+            }
+            assert!(s.is_reset());
+        }
+    }
+    assert!(seen.blossoms > 100 && seen.shatters > 10, "{seen:?}");
 }

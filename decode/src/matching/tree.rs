@@ -282,21 +282,19 @@ impl MatchingScratch {
         let forward = (ic + k - ip) % k;
         // The path q_0 .. q_L with q_j -> q_{j+1} along edge g_j.
         let mut path: Vec<(u32, Edge)> = Vec::new();
-        let rest_from;
-        if forward % 2 == 0 {
+        let rest_from = if forward % 2 == 0 {
             for j in 0..=forward {
-                let (c, e) = cycle[(ip + j) % k];
-                path.push((c, e));
+                path.push(cycle[(ip + j) % k]);
             }
-            rest_from = ic + 1;
+            ic + 1
         } else {
             for j in 0..=(k - forward) {
                 let i = (ip + k - j) % k;
                 let prev = cycle[(i + k - 1) % k];
                 path.push((cycle[i].0, prev.1.reversed()));
             }
-            rest_from = ip + 1;
-        }
+            ip + 1
+        };
         let now = self.now;
         let mut verts = Vec::new();
         for &(c, _) in &cycle {
