@@ -90,6 +90,8 @@ pub fn decoder_parser() -> impl TypedValueParser<Value = DecoderKind> {
     PossibleValuesParser::new([
         PossibleValue::new("lut").help("Lookup table (at most 24 detectors)"),
         PossibleValue::new("uf").help("Union-find"),
+        PossibleValue::new("matching")
+            .help("Exact minimum-weight matching (PyMatching's answers; CPU only)"),
     ])
     .try_map(|name| name.parse::<DecoderKind>())
 }

@@ -202,9 +202,10 @@ struct RunArgs {
     /// dma-buf or nvidia_peermem, else pinned host memory), gpu, or host [default: auto].
     #[arg(long, value_name = "auto|gpu|host")]
     rx_memory: Option<qfwd::direct::RxMemory>,
-    /// Also serve a QEC decoder: uf (union-find) or lut (lookup table, <= 24 detectors).
+    /// Also serve a QEC decoder: uf (union-find), matching (exact minimum-weight matching,
+    /// topology cpu only) or lut (lookup table, <= 24 detectors).
     /// Payload: bit-packed detection events + u32 event count; result: observable flips.
-    #[arg(long, value_name = "uf|lut")]
+    #[arg(long, value_name = "uf|matching|lut")]
     decoder: Option<String>,
     /// Stim detector error model for --decoder (flattened, decompose_errors=True).
     #[arg(long, value_name = "FILE")]

@@ -81,6 +81,9 @@ fn write_error(path: &Path, e: std::io::Error) -> Error {
 /// shot). The model is parsed once; `--window` builds its stream model from it too.
 pub(super) fn load_decoder(args: &DecodeArgs) -> Result<(Dem, Arc<Decoder>)> {
     if args.backend == DecodeBackend::Gpu {
+        if !args.decoder.runs_on_gpu() {
+            return Err(args.decoder.gpu_refusal("--backend gpu").into());
+        }
         if let Some(why) = gpu::unavailable_reason() {
             return Err(Error::Decode {
                 detail: format!("--backend gpu needs an NVIDIA GPU: {why}; use --backend cpu"),
