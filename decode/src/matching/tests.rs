@@ -212,3 +212,34 @@ fn larger_graphs_get_the_least_matching_weight() {
     }
     assert!(seen.blossoms > 100 && seen.shatters > 10, "{seen:?}");
 }
+
+/// A real model (rotated surface code d = 5, memory X, circuit noise): random syndromes of
+/// up to 14 defects, far denser than its shots, weigh what the subset recursion finds least.
+#[test]
+fn dense_syndromes_of_a_surface_code_get_the_least_matching_weight() {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../tests/fixtures/surface_d5_r5_x_p005.dem");
+    let dem = crate::Dem::from_path(&path).unwrap();
+    let g = MatchingGraph::from_dem(&dem).unwrap();
+    let n = g.num_detectors() as u64;
+    let mut rng = Rng(5);
+    let mut s = MatchingScratch::new(&g);
+    let mut seen = MatchStats::default();
+    for round in 0..300 {
+        let k = 1 + rng.below(14) as usize;
+        let mut defects: Vec<u32> = Vec::new();
+        while defects.len() < k {
+            let v = rng.below(n) as u32;
+            if !defects.contains(&v) {
+                defects.push(v);
+            }
+        }
+        let got = s.decode_defects(&g, &defects);
+        seen.blossoms += s.stats.blossoms;
+        seen.shatters += s.stats.shatters;
+        let want = least_matching_weight(&g, &defects).expect("the boundary takes any defect");
+        assert!(got.complete, "round {round}");
+        assert_eq!(got.weight, want, "round {round} defects {defects:?}");
+    }
+    assert!(seen.blossoms > 20, "{seen:?}");
+}
