@@ -46,11 +46,12 @@ impl MatchingScratch {
         let r = self.top[v as usize];
         let s = self.slope(r);
         let lv = self.depth(v);
-        let (off, adj, weight) = (g.adj_offset(), g.adj_pairs(), g.edge_weight());
+        let (off, adj) = (g.adj_offset(), g.adj_nbr_weight());
         let b = g.boundary();
         let mut best: Option<Tight> = None;
-        for &[e, u] in &adj[off[v as usize] as usize..off[v as usize + 1] as usize] {
-            let w = 2 * i64::from(weight[e as usize]);
+        let row = off[v as usize] as usize..off[v as usize + 1] as usize;
+        for (i, &[u, weight]) in adj[row.clone()].iter().enumerate() {
+            let w = 2 * i64::from(weight);
             let owner = if u == b { NONE } else { self.top[u as usize] };
             let dt = if owner == NONE {
                 if s != 1 {
@@ -66,7 +67,7 @@ impl MatchingScratch {
                     continue;
                 }
                 let slack = w - lv - self.depth(u);
-                debug_assert!(slack >= 0, "regions overlap on edge {e}: slack {slack}");
+                debug_assert!(slack >= 0, "regions overlap at {v}-{u}: slack {slack}");
                 debug_assert!(rate == 1 || slack % 2 == 0, "odd slack {slack} at rate 2");
                 slack / rate
             };
@@ -75,12 +76,16 @@ impl MatchingScratch {
             if best.is_none_or(|t| at < t.at) {
                 best = Some(Tight {
                     at,
-                    edge: e,
+                    edge: (row.start + i) as u32,
                     nbr: u,
                 });
             }
         }
-        best
+        // The CSR position found, the edge id looked up once.
+        best.map(|t| Tight {
+            edge: g.adj_edge()[t.edge as usize],
+            ..t
+        })
     }
 
     /// Queues the owned vertex `v`'s next tight edge, unless an earlier hint is queued.
