@@ -403,6 +403,40 @@ impl Decoder {
         }
     }
 
+    /// [`Decoder::decode`] with the correction's total weight, in the graph's quantized units
+    /// (`2^-`[`graph::WEIGHT_FRACTION_BITS`] nat: divide by 256 for the sum of
+    /// `ln((1 - p) / p)`, PyMatching's `return_weight`): `matching` gives the least weight of
+    /// a correction, `uf` its own correction's; `lut` keeps no weights (`None`). Models of at
+    /// most 64 observables (the flips are the first 64).
+    pub fn decode_with_weight(&self, scratch: &mut Scratch, dets: &[u8]) -> (u64, Option<u64>) {
+        let (graph, input) = match &self.engine {
+            Engine::Lut(l) => return (l.decode(dets), None),
+            Engine::Uf(None) | Engine::Matching(None) => (&self.graph, dets),
+            Engine::Uf(Some(part)) | Engine::Matching(Some(part)) => {
+                part.compact(dets, &mut scratch.part);
+                (part.graph(), &scratch.part[..])
+            }
+        };
+        match &self.engine {
+            Engine::Matching(_) => {
+                let m = scratch.matching.decode_bits(graph, input);
+                (m.obs, Some(m.weight))
+            }
+            _ => {
+                let mask = scratch
+                    .uf
+                    .decode_correction(graph, input, &mut scratch.correction);
+                let w = graph.edge_weight();
+                let weight = scratch
+                    .correction
+                    .iter()
+                    .map(|&e| u64::from(w[e as usize]))
+                    .sum();
+                (mask, Some(weight))
+            }
+        }
+    }
+
     /// Decodes a bit-packed syndrome (as [`Decoder::decode`]) and writes every observable's
     /// flip into `out[..result_len()]`, bit-packed LSB first. No budget applies.
     ///
@@ -775,6 +809,42 @@ mod tests {
             d.set_max_defects(None).unwrap();
             assert_eq!(d.max_defects(), m as u32);
         }
+    }
+
+    /// `decode_with_weight`: matching's weight is the table's least cost on every syndrome
+    /// of a small model and at most uf's on every fixture shot; the flips are `decode`'s.
+    #[test]
+    fn matching_weighs_the_least_and_uf_at_least_as_much() {
+        let (text, shots) = fixture("surface_d3_r1_z_p005");
+        let m = Decoder::from_dem_text(&text, "d3", DecoderKind::Matching).unwrap();
+        let u = Decoder::from_dem_text(&text, "d3", DecoderKind::Uf).unwrap();
+        let l = Decoder::from_dem_text(&text, "d3", DecoderKind::Lut).unwrap();
+        let (_, cost) = Lut::build_with_costs(m.graph()).unwrap();
+        let (mut sm, mut su, mut sl) = (m.new_scratch(), u.new_scratch(), l.new_scratch());
+        for (syndrome, &c) in cost.iter().enumerate() {
+            let dets = (syndrome as u32).to_le_bytes();
+            let (flips, weight) = m.decode_with_weight(&mut sm, &dets);
+            if c != u32::MAX {
+                assert_eq!(weight, Some(u64::from(c)), "syndrome {syndrome:#b}");
+            }
+            assert_eq!(flips, m.decode(&mut sm, &dets));
+            assert_eq!(l.decode_with_weight(&mut sl, &dets).1, None);
+        }
+        let mut heavier = 0;
+        for i in 0..shots.len() {
+            let (fm, wm) = m.decode_with_weight(&mut sm, shots.row(i));
+            let (fu, wu) = u.decode_with_weight(&mut su, shots.row(i));
+            assert_eq!(
+                (fm, fu),
+                (
+                    m.decode(&mut sm, shots.row(i)),
+                    u.decode(&mut su, shots.row(i))
+                )
+            );
+            assert!(wm <= wu, "shot {i}: matching {wm:?}, uf {wu:?}");
+            heavier += usize::from(wm < wu);
+        }
+        assert!(heavier > 0, "uf's correction is heavier on some shot");
     }
 
     #[test]

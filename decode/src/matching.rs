@@ -222,6 +222,11 @@ impl MatchingScratch {
     /// Decodes a bit-packed syndrome of `g` (LSB first; bits past its detectors ignored,
     /// missing bytes read as 0): the observables a minimum-weight correction flips.
     pub fn decode(&mut self, g: &MatchingGraph, dets: &[u8]) -> u64 {
+        self.decode_bits(g, dets).obs
+    }
+
+    /// [`MatchingScratch::decode`] with the correction's weight and completeness.
+    pub fn decode_bits(&mut self, g: &MatchingGraph, dets: &[u8]) -> Matched {
         self.defects.clear();
         let n = g.num_detectors();
         for (i, &byte) in dets.iter().enumerate().take(n.div_ceil(8)) {
@@ -235,12 +240,16 @@ impl MatchingScratch {
             }
         }
         if self.defects.is_empty() {
-            return 0;
+            return Matched {
+                obs: 0,
+                weight: 0,
+                complete: true,
+            };
         }
         let defects = std::mem::take(&mut self.defects);
         let out = self.decode_defects(g, &defects);
         self.defects = defects;
-        out.obs
+        out
     }
 
     /// Decodes the defects `defects` (distinct detectors of `g`, any order): the
