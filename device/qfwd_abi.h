@@ -17,6 +17,7 @@
 #define QFWD_CODE_PARITY 1u
 #define QFWD_CODE_LUT 2u
 #define QFWD_CODE_UF 3u
+#define QFWD_CODE_MATCHING 4u
 #define QFWD_CODE_STALL 0xdeb00001u
 
 // ---- mailbox (device/forward.cu) ----

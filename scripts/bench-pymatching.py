@@ -20,8 +20,9 @@ cpu, host.
   overhead for small codes); qfwd: every shot, in Rust (includes ~20 ns of clock reads).
   These two are not comparable; the batch column is.
 
-With --qfwd, each fixture also gets one row per qfwd decoder (uf, and lut when the model
-has at most 24 detectors) from `qfwd decode --format json`. The machine is shared, so the
+With --qfwd, each fixture also gets one row per qfwd decoder (matching, uf, and lut when
+the model has at most 24 detectors) from `qfwd decode --format json`. (The d = 5-11
+comparison on fresh Stim shots, with paired intervals: scripts/bench-matching.py.) The machine is shared, so the
 whole measurement runs --runs times (3), PyMatching and qfwd interleaved fixture by
 fixture, and each number printed is the median over the runs. The CSV on stdout starts
 with its header line; a `#` line on stderr gives the host, its load average before and
@@ -140,7 +141,7 @@ def main():
             obs = np.array([[c == "1" for c in line.strip()] for line in f if line.strip()], dtype=bool)
         decoders = ["pymatching"]
         if args.qfwd:
-            decoders += ["qfwd-uf"] + (["qfwd-lut"] if n <= 24 else [])
+            decoders += ["qfwd-matching", "qfwd-uf"] + (["qfwd-lut"] if n <= 24 else [])
         fixtures.append((name, dem_path, base, n, k, packed, obs, decoders))
 
     load_before = load_avg()

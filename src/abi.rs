@@ -202,6 +202,9 @@ abi_consts!(render_wire {
     CODE_PARITY: u32 = crate::mailbox::layout::device_code::PARITY;
     CODE_LUT: u32 = 2;
     CODE_UF: u32 = 3;
+    /// Reserved for the CPU's exact matching decoder: no kernel serves it (the GPU
+    /// topologies refuse it at start; a request that got there is an unknown function).
+    CODE_MATCHING: u32 = 4;
     /// Debug: spin (tests of the watchdog; `mailbox::layout::device_code::STALL`).
     CODE_STALL: u32 = crate::mailbox::layout::device_code::STALL;
 });

@@ -86,7 +86,8 @@ pub struct RunConfig {
     pub slots: usize,
     /// softnic transport: how responses are announced to the NIC.
     pub doorbell: Doorbell,
-    /// A QEC decoder to serve beside the handlers: `uf` or `lut` (needs `dem`).
+    /// A QEC decoder to serve beside the handlers: `uf`, `matching` (topology `cpu` only) or
+    /// `lut` (needs `dem`).
     pub decoder: Option<String>,
     /// Stim detector error model the decoder is built from.
     pub dem: Option<PathBuf>,
@@ -216,6 +217,14 @@ impl RunConfig {
         }
         if self.topology.needs_gpu() {
             self.gpu_options().validate()?;
+        }
+        // The GPU topologies, and gpu-direct's kernel and its CPU stand-in, hold the
+        // device's decoders only.
+        if let Some(kind) = self.decoder_kind()?.filter(|k| !k.runs_on_gpu()) {
+            if self.topology.needs_gpu() || self.data_path == DataPath::GpuDirect {
+                let side = format!("topology {} (data path {})", self.topology, self.data_path);
+                return Err(kind.gpu_refusal(&side).into());
+            }
         }
         self.validate_data_path()?;
         if self.decoder_names.iter().any(|n| n.is_empty()) {
@@ -514,7 +523,7 @@ impl RunConfig {
         match &self.decoder {
             None if self.dem.is_some() && self.streams.is_none() => Err(Error::InvalidSetting {
                 key: "decoder",
-                detail: "--dem given without --decoder (uf or lut)".into(),
+                detail: "--dem given without --decoder (uf, matching or lut)".into(),
             }),
             None => Ok(None),
             Some(name) => Ok(Some(name.parse()?)),

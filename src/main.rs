@@ -277,10 +277,11 @@ struct RunArgs {
     /// auto: GPU memory through dma-buf or nvidia_peermem, else pinned host memory.
     #[arg(long, value_name = "auto|gpu|host", help_heading = NIC, hide_short_help = true)]
     rx_memory: Option<qfwd::direct::RxMemory>,
-    /// Also serve a QEC decoder: uf (union-find) or lut (lookup table, <= 24 detectors).
+    /// Also serve a QEC decoder: uf (union-find), matching (exact minimum-weight matching,
+    /// topology cpu only) or lut (lookup table, <= 24 detectors).
     ///
     /// Payload: bit-packed detection events + u32 event count; result: observable flips.
-    #[arg(long, value_name = "uf|lut")]
+    #[arg(long, value_name = "uf|matching|lut")]
     decoder: Option<String>,
     /// Stim detector error model for --decoder or --streams.
     ///

@@ -91,6 +91,10 @@ fn lut_and_uf_agree_with_the_stored_pymatching_count_on_a_small_model() {
             r.mistakes
         );
     }
+    // The matching decoder makes PyMatching's mistakes (a minimum-weight matching too).
+    let r = evaluate(&args("surface_d5_r5_x_p005", DecoderKind::Matching)).unwrap();
+    assert_eq!(r.decoder, DecoderKind::Matching);
+    assert!(r.mistakes.abs_diff(311) <= 2, "{}", r.mistakes);
 }
 
 #[test]
@@ -153,6 +157,14 @@ fn mismatched_inputs_are_clear_errors() {
             "{e}"
         );
     }
+
+    // The matching decoder on the GPU backend: refused, with or without a GPU, naming uf.
+    let a = DecodeArgs {
+        backend: DecodeBackend::Gpu,
+        ..args("surface_d3_r3_z_p005", DecoderKind::Matching)
+    };
+    let e = evaluate(&a).unwrap_err().to_string();
+    assert!(e.contains("CPU only") && e.contains("--decoder uf"), "{e}");
 
     // A missing file is named.
     let a = DecodeArgs {

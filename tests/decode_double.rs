@@ -98,7 +98,7 @@ fn decoder_payloads_round_trip_through_the_slot_protocol() {
             // whose 8 detectors are within its default (the model's count), as on the CPU.
             let all = dec.payload(&vec![0xff; nb]);
             let want = match dec.kind() {
-                DecoderKind::Uf => status::OVER_BUDGET,
+                DecoderKind::Uf | DecoderKind::Matching => status::OVER_BUDGET,
                 DecoderKind::Lut => status::OK,
             };
             let g = answers(&mut b, &handler, std::slice::from_ref(&all), 1).remove(0);
@@ -128,4 +128,12 @@ fn a_decoder_kind_the_device_side_does_not_hold_is_an_unknown_function() {
         .unwrap()
         .to_string();
     assert!(e.contains("one model per kind"), "{e}");
+    // The matching decoder, which no kernel serves, is refused by its stand-in too.
+    let (m, _) = fixture("surface_d3_r3_z_p005", DecoderKind::Matching, 1);
+    let layout = Layout::new(4, 256, 64, RxCompletion::Inline).unwrap();
+    let e = CpuDouble::start_with_decoders(layout, 1, 1, &[m])
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(e.contains("CPU only") && e.contains("--decoder uf"), "{e}");
 }

@@ -22,6 +22,7 @@ fn decoder_handlers_answer_payloads_like_the_reference() {
     for (kind, code, name, n) in [
         (DecoderKind::Lut, 2, "rep_d3_r3_p005", 8u32),
         (DecoderKind::Uf, 3, "surface_d3_r3_z_p005", 24),
+        (DecoderKind::Matching, 4, "surface_d3_r3_z_p005", 24),
     ] {
         let dem = fixture(&format!("{name}.dem"));
         let h = Handler::decoder(&dem, kind).unwrap();
@@ -101,7 +102,7 @@ fn bits_past_the_last_detector_are_ignored() {
     // A five-detector chain: its one syndrome byte has three bits no detector owns. A QPU
     // may leave garbage there; the answer must be that of the five bits alone (the device
     // masks them the same way, device/decode.cu `qfwd_dec_word`).
-    for kind in [DecoderKind::Lut, DecoderKind::Uf] {
+    for kind in DecoderKind::ALL {
         let h = Handler::Decoder(Arc::new(
             Decoder::from_dem_text(&chain_text(5), "chain of 5", kind).unwrap(),
         ));

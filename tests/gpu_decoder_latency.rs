@@ -224,7 +224,7 @@ fn table_label(label: &str, f: &Fixture, kind: DecoderKind, table: Option<u32>) 
                 100.0 * zero
             )
         }
-        DecoderKind::Lut => label.to_string(),
+        DecoderKind::Lut | DecoderKind::Matching => label.to_string(),
     }
 }
 

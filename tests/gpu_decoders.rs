@@ -201,6 +201,7 @@ fn gpu_output_equals_cpu_output_on_every_fixture_shot() {
             let mut tables = match kind {
                 DecoderKind::Uf => vec![table_k(), Some(0)],
                 DecoderKind::Lut => vec![None],
+                DecoderKind::Matching => unreachable!("kinds_for lists the GPU's kinds"),
             };
             if kind == DecoderKind::Uf
                 && name.starts_with("surface_d5")
@@ -216,6 +217,7 @@ fn gpu_output_equals_cpu_output_on_every_fixture_shot() {
                 let label = match kind {
                     DecoderKind::Uf => format!("gpu-persistent uf K={}", table_k_of(&f.dec, table)),
                     DecoderKind::Lut => "gpu-persistent lut".to_string(),
+                    DecoderKind::Matching => unreachable!("kinds_for lists the GPU's kinds"),
                 };
                 let mut b = gpu::persistent_backend_with(&o, &[Arc::clone(&f.dec)]).unwrap();
                 bad += compare(&mut b, &f, &label);
@@ -306,6 +308,7 @@ fn bits_past_the_last_detector_are_ignored_on_the_device() {
         let tables = match f.dec.kind() {
             DecoderKind::Uf => vec![table_k(), Some(0)],
             DecoderKind::Lut => vec![None],
+            DecoderKind::Matching => unreachable!("these fixtures are lut and uf"),
         };
         for table in tables {
             let o = GpuOptions {
@@ -316,6 +319,7 @@ fn bits_past_the_last_detector_are_ignored_on_the_device() {
             let label = match f.dec.kind() {
                 DecoderKind::Uf => format!("padding uf K={}", table_k_of(&f.dec, table)),
                 DecoderKind::Lut => "padding lut".to_string(),
+                DecoderKind::Matching => unreachable!("the padded chains are lut and uf"),
             };
             bad += compare(&mut b, &f, &label);
             b.shutdown(Duration::from_secs(2)).unwrap();
@@ -418,6 +422,7 @@ fn over_budget_requests_are_refused_on_the_device_as_on_the_cpu() {
         let tables = match f.dec.kind() {
             DecoderKind::Uf => vec![table_k(), Some(0)],
             DecoderKind::Lut => vec![None],
+            DecoderKind::Matching => unreachable!("these fixtures are lut and uf"),
         };
         for table in tables {
             let o = GpuOptions {
@@ -557,4 +562,36 @@ fn qfwd_decode_backend_gpu_matches_cpu() {
         assert_eq!(got, cpu.predictions, "{name} {kind} predict");
         let _ = std::fs::remove_file(&out);
     }
+}
+
+/// The matching decoder runs on the CPU only: on a GPU host too, every GPU backend and
+/// `qfwd decode --backend gpu` refuse it at start, naming uf.
+#[test]
+#[ignore = "needs an NVIDIA GPU: cargo test --release --test gpu_decoders -- --ignored --nocapture --test-threads=1"]
+fn gpu_backends_refuse_the_matching_decoder() {
+    let Some(_gpu) = gpu_or_skip("gpu_backends_refuse_the_matching_decoder") else {
+        return;
+    };
+    let dir = fixtures_dir();
+    let dem = dir.join("surface_d3_r3_z_p005.dem");
+    let dec = Arc::new(Decoder::from_dem_path(&dem, DecoderKind::Matching).unwrap());
+    let refused = |e: String| assert!(e.contains("CPU only") && e.contains("--decoder uf"), "{e}");
+    refused(
+        gpu::persistent_backend_with(&options(), &[Arc::clone(&dec)])
+            .err()
+            .expect("refused")
+            .to_string(),
+    );
+    refused(
+        gpu::launch_backend_with(&options(), &[Arc::clone(&dec)])
+            .err()
+            .expect("refused")
+            .to_string(),
+    );
+    let args = DecodeArgs {
+        decoder: DecoderKind::Matching,
+        backend: DecodeBackend::Gpu,
+        ..DecodeArgs::new(dem, dir.join("surface_d3_r3_z_p005.b8"))
+    };
+    refused(evaluate(&args).unwrap_err().to_string());
 }

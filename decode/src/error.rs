@@ -23,7 +23,7 @@ pub enum Error {
     #[error("decoder model {file}: {detail}")]
     DecoderModel { file: String, detail: String },
     /// A decoder name that is none of the decoders'.
-    #[error("unknown decoder {name:?}; available: lut, uf")]
+    #[error("unknown decoder {name:?}; available: matching, uf, lut")]
     UnknownDecoder { name: String },
     /// A shot file that does not fit its format or the model.
     #[error("shots {path}: {detail}")]

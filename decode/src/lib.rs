@@ -9,6 +9,8 @@
 //! - [`shots`]: Stim's `b8` / `01` shot files;
 //! - [`lut`]: syndrome -> observable lookup table (at most 24 detectors);
 //! - [`uf`]: union-find decoder (Delfosse–Nickerson), step by step in its module docs;
+//! - [`matching`]: exact minimum-weight matching (Edmonds' blossom algorithm grown on the
+//!   graph, as sparse blossom does): PyMatching's answers at union-find's speed, CPU only;
 //! - [`observable_part`]: the components of the graph that can flip an observable, the
 //!   only ones the union-find decoder reads (the same answers, fewer defects);
 //! - [`uf_table`]: the uf output of every low-weight syndrome, precomputed (the GPU uf's
@@ -59,6 +61,7 @@ pub mod dem;
 mod error;
 pub mod graph;
 pub mod lut;
+pub mod matching;
 pub mod observable_part;
 pub mod precompute;
 pub mod sample;
@@ -80,33 +83,63 @@ pub use dem::Dem;
 pub use error::{Error, Result};
 pub use graph::MatchingGraph;
 pub use lut::Lut;
+pub use matching::MatchingScratch;
 pub use observable_part::ObservablePart;
 pub use shots::{ShotFormat, ShotReader, ShotWriter, Shots};
 pub use uf::UfScratch;
 pub use uf_table::{UfTable, Workers};
 
-/// Which decoding algorithm.
+/// Which decoding algorithm. One name, one answer: a decoder of a kind gives the same
+/// flips for a syndrome wherever it runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum DecoderKind {
     /// Lookup table (at most 24 detectors).
     Lut,
     /// Union-find.
     Uf,
+    /// Exact minimum-weight matching ([`matching`]); the CPU only.
+    Matching,
 }
 
 impl DecoderKind {
+    /// Every kind, in the order help texts list them.
+    pub const ALL: [DecoderKind; 3] = [DecoderKind::Matching, DecoderKind::Uf, DecoderKind::Lut];
+
     pub fn as_str(&self) -> &'static str {
         match self {
             DecoderKind::Lut => "lut",
             DecoderKind::Uf => "uf",
+            DecoderKind::Matching => "matching",
         }
     }
 
-    /// Device-side handler code, as the GPU kernels dispatch on it (parity is 1).
+    /// Device-side handler code, as the GPU kernels dispatch on it (parity is 1). No
+    /// kernel serves `matching` (4): the GPU topologies refuse it at start
+    /// ([`DecoderKind::runs_on_gpu`]).
     pub fn device_code(&self) -> u32 {
         match self {
             DecoderKind::Lut => 2,
             DecoderKind::Uf => 3,
+            DecoderKind::Matching => 4,
+        }
+    }
+
+    /// Whether the GPU decoders serve this kind (`lut` and `uf`; `matching` runs on the
+    /// CPU only: docs/matching-specification.md says why).
+    pub fn runs_on_gpu(&self) -> bool {
+        !matches!(self, DecoderKind::Matching)
+    }
+
+    /// The error for a GPU side asked to serve `self` (`what` names the side).
+    pub fn gpu_refusal(&self, what: &str) -> Error {
+        Error::InvalidSetting {
+            key: "decoder",
+            detail: format!(
+                "{what} cannot serve the {self} decoder: exact matching runs on the CPU only \
+                 (topology cpu, or `qfwd decode --backend cpu`); on the GPU use --decoder uf \
+                 (union-find: the same answers on CPU and GPU, 1.05-1.2x matching's logical \
+                 errors near threshold, docs/decoders.md)"
+            ),
         }
     }
 }
@@ -123,6 +156,7 @@ impl FromStr for DecoderKind {
         match s {
             "lut" => Ok(DecoderKind::Lut),
             "uf" => Ok(DecoderKind::Uf),
+            "matching" => Ok(DecoderKind::Matching),
             _ => Err(Error::UnknownDecoder {
                 name: s.to_string(),
             }),
@@ -153,6 +187,8 @@ enum Engine {
     Lut(Lut),
     /// Union-find, on the graph's observable part where it has one.
     Uf(Option<Box<ObservablePart>>),
+    /// Exact matching, on the graph's observable part where it has one.
+    Matching(Option<Box<ObservablePart>>),
 }
 
 /// A decoder loaded from a detector error model: immutable, shareable across threads.
@@ -173,6 +209,7 @@ pub struct Decoder {
 #[derive(Debug, Clone)]
 pub struct Scratch {
     uf: UfScratch,
+    matching: MatchingScratch,
     /// The syndrome on the observable part.
     part: Vec<u8>,
     /// The correction's edges (models of more than 64 observables).
@@ -203,6 +240,19 @@ impl Decoder {
         let engine = match kind {
             DecoderKind::Lut => Engine::Lut(Lut::build(&graph)?),
             DecoderKind::Uf => Engine::Uf(ObservablePart::of(&graph)?.map(Box::new)),
+            DecoderKind::Matching => {
+                if graph.is_wide() {
+                    return Err(Error::DecoderModel {
+                        file: graph.source().to_string(),
+                        detail: format!(
+                            "the matching decoder holds at most 64 observables; this model has \
+                             {}: use --decoder uf",
+                            graph.num_observables()
+                        ),
+                    });
+                }
+                Engine::Matching(ObservablePart::of(&graph)?.map(Box::new))
+            }
         };
         Ok(Decoder {
             kind,
@@ -256,17 +306,17 @@ impl Decoder {
         &self.graph
     }
 
-    /// The graph the decoder runs on: a `uf` decoder's observable part
+    /// The graph the decoder runs on: a `uf` or `matching` decoder's observable part
     /// ([`observable_part`]) where the graph has one, else the whole graph.
     pub fn decode_graph(&self) -> &MatchingGraph {
         self.observable_part()
             .map_or(&self.graph, ObservablePart::graph)
     }
 
-    /// A `uf` decoder's observable part, if its graph has components to drop.
+    /// A `uf` or `matching` decoder's observable part, if its graph has components to drop.
     pub fn observable_part(&self) -> Option<&ObservablePart> {
         match &self.engine {
-            Engine::Uf(part) => part.as_deref(),
+            Engine::Uf(part) | Engine::Matching(part) => part.as_deref(),
             Engine::Lut(_) => None,
         }
     }
@@ -287,7 +337,7 @@ impl Decoder {
     pub fn lut(&self) -> Option<&Lut> {
         match &self.engine {
             Engine::Lut(l) => Some(l),
-            Engine::Uf(_) => None,
+            Engine::Uf(_) | Engine::Matching(_) => None,
         }
     }
 
@@ -314,7 +364,8 @@ impl Decoder {
         self.detector_bytes() + 4
     }
 
-    /// Device-side handler code: 2 for lut, 3 for uf.
+    /// Device-side handler code: 2 for lut, 3 for uf, 4 for matching (which no kernel
+    /// serves: [`DecoderKind::runs_on_gpu`]).
     pub fn device_code(&self) -> u32 {
         self.kind.device_code()
     }
@@ -325,7 +376,12 @@ impl Decoder {
             uf: match self.engine {
                 Engine::Uf(_) if self.flips_nothing => UfScratch::empty(),
                 Engine::Uf(_) => UfScratch::new(self.decode_graph()),
-                Engine::Lut(_) => UfScratch::empty(),
+                Engine::Lut(_) | Engine::Matching(_) => UfScratch::empty(),
+            },
+            matching: match self.engine {
+                Engine::Matching(_) if self.flips_nothing => MatchingScratch::default(),
+                Engine::Matching(_) => MatchingScratch::new(self.decode_graph()),
+                Engine::Lut(_) | Engine::Uf(_) => MatchingScratch::default(),
             },
             part: Vec::new(),
             correction: Vec::new(),
@@ -342,11 +398,54 @@ impl Decoder {
     pub fn decode(&self, scratch: &mut Scratch, dets: &[u8]) -> u64 {
         match &self.engine {
             Engine::Lut(l) => l.decode(dets),
-            Engine::Uf(_) if self.flips_nothing => 0,
+            Engine::Uf(_) | Engine::Matching(_) if self.flips_nothing => 0,
             Engine::Uf(None) => scratch.uf.decode(&self.graph, dets),
             Engine::Uf(Some(part)) => {
                 part.compact(dets, &mut scratch.part);
                 scratch.uf.decode(part.graph(), &scratch.part)
+            }
+            Engine::Matching(None) => scratch.matching.decode(&self.graph, dets),
+            Engine::Matching(Some(part)) => {
+                part.compact(dets, &mut scratch.part);
+                scratch.matching.decode(part.graph(), &scratch.part)
+            }
+        }
+    }
+
+    /// [`Decoder::decode`] with the correction's total weight, in the graph's quantized units
+    /// (`2^-`[`graph::WEIGHT_FRACTION_BITS`] nat: divide by 256 for the sum of
+    /// `ln((1 - p) / p)`, PyMatching's `return_weight`): `matching` gives the least weight of
+    /// a correction, `uf` its own correction's; `lut` keeps no weights (`None`). Models of at
+    /// most 64 observables (the flips are the first 64). A model none of whose errors flips an
+    /// observable answers `(0, None)`: no correction is weighed.
+    pub fn decode_with_weight(&self, scratch: &mut Scratch, dets: &[u8]) -> (u64, Option<u64>) {
+        let (graph, input) = match &self.engine {
+            Engine::Lut(l) => return (l.decode(dets), None),
+            // No edge flips an observable: every correction's answer is 0, and no scratch
+            // was sized to weigh one.
+            Engine::Uf(_) | Engine::Matching(_) if self.flips_nothing => return (0, None),
+            Engine::Uf(None) | Engine::Matching(None) => (&self.graph, dets),
+            Engine::Uf(Some(part)) | Engine::Matching(Some(part)) => {
+                part.compact(dets, &mut scratch.part);
+                (part.graph(), &scratch.part[..])
+            }
+        };
+        match &self.engine {
+            Engine::Matching(_) => {
+                let m = scratch.matching.decode_bits(graph, input);
+                (m.obs, Some(m.weight))
+            }
+            _ => {
+                let mask = scratch
+                    .uf
+                    .decode_correction(graph, input, &mut scratch.correction);
+                let w = graph.edge_weight();
+                let weight = scratch
+                    .correction
+                    .iter()
+                    .map(|&e| u64::from(w[e as usize]))
+                    .sum();
+                (mask, Some(weight))
             }
         }
     }
@@ -364,6 +463,12 @@ impl Decoder {
                 out[..entry.len()].copy_from_slice(entry);
                 return;
             }
+            // Matching keeps the first 64 observables (wider models are refused at build).
+            Engine::Matching(_) => {
+                let mask = self.decode(scratch, dets);
+                self.write_result(mask, out);
+                return;
+            }
             Engine::Uf(_) if self.flips_nothing || !self.graph.is_wide() => {
                 let mask = self.decode(scratch, dets);
                 self.write_result(mask, out);
@@ -376,6 +481,7 @@ impl Decoder {
             uf,
             part: compact,
             correction,
+            ..
         } = scratch;
         let input = match part {
             Some(p) => {
@@ -491,10 +597,13 @@ impl Decoder {
                 out[..entry.len()].copy_from_slice(entry);
                 return Ok(entry.len());
             }
-            Engine::Uf(_) => THREAD_SCRATCH.with(|cell| {
+            Engine::Uf(_) | Engine::Matching(_) => THREAD_SCRATCH.with(|cell| {
                 let mut slot = cell.borrow_mut();
                 let s = slot.get_or_insert_with(|| self.new_scratch());
-                s.uf.ensure(self.decode_graph());
+                match self.engine {
+                    Engine::Matching(_) => s.matching.ensure(self.decode_graph()),
+                    _ => s.uf.ensure(self.decode_graph()),
+                }
                 if self.graph.is_wide() {
                     self.decode_to(s, dets, out);
                     None
@@ -558,7 +667,7 @@ mod tests {
 
     #[test]
     fn payloads_are_checked_and_answered() {
-        for kind in [DecoderKind::Lut, DecoderKind::Uf] {
+        for kind in DecoderKind::ALL {
             let d = chain(kind);
             let mut out = [0u8; 4];
             assert_eq!(d.run_payload(&[0b01, 2, 0, 0, 0], &mut out), Ok(1));
@@ -581,7 +690,17 @@ mod tests {
             );
             assert_eq!(d.result_bytes(1), vec![1]);
         }
-        assert_eq!("uf".parse::<DecoderKind>().unwrap(), DecoderKind::Uf);
+        for kind in DecoderKind::ALL {
+            assert_eq!(kind.as_str().parse::<DecoderKind>().unwrap(), kind);
+        }
+        assert!(!DecoderKind::Matching.runs_on_gpu() && DecoderKind::Uf.runs_on_gpu());
+        let e = DecoderKind::Matching
+            .gpu_refusal("gpu-persistent")
+            .to_string();
+        assert!(
+            e.contains("gpu-persistent") && e.contains("--decoder uf"),
+            "{e}"
+        );
         assert!("mwpm"
             .parse::<DecoderKind>()
             .unwrap_err()
@@ -634,13 +753,15 @@ mod tests {
             }
             assert!(flips > 0, "{name}: some shot flips L0");
         }
-        let e = Decoder::from_dem_text("error(0.1) D0 L64\n", "w", DecoderKind::Lut)
-            .unwrap_err()
-            .to_string();
-        assert!(
-            e.contains("at most 64 observables") && e.contains("uf"),
-            "{e}"
-        );
+        for kind in [DecoderKind::Lut, DecoderKind::Matching] {
+            let e = Decoder::from_dem_text("error(0.1) D0 L64\n", "w", kind)
+                .unwrap_err()
+                .to_string();
+            assert!(
+                e.contains("at most 64 observables") && e.contains("uf"),
+                "{e}"
+            );
+        }
     }
 
     /// The budget: a request of more defects than `max_defects` is refused with
@@ -648,7 +769,7 @@ mod tests {
     #[test]
     fn requests_past_the_budget_are_refused() {
         let (text, shots) = fixture("surface_d5_r5_z_p001");
-        for kind in [DecoderKind::Uf] {
+        for kind in [DecoderKind::Uf, DecoderKind::Matching] {
             let mut d = Decoder::from_dem_text(&text, "d5", kind).unwrap();
             let n = d.num_detectors();
             let mu = budget::expected_defects(d.graph());
@@ -704,21 +825,62 @@ mod tests {
         }
     }
 
+    /// `decode_with_weight`: matching's weight is the table's least cost on every syndrome
+    /// of a small model and at most uf's on every fixture shot; the flips are `decode`'s.
+    #[test]
+    fn matching_weighs_the_least_and_uf_at_least_as_much() {
+        let (text, shots) = fixture("surface_d3_r1_z_p005");
+        let m = Decoder::from_dem_text(&text, "d3", DecoderKind::Matching).unwrap();
+        let u = Decoder::from_dem_text(&text, "d3", DecoderKind::Uf).unwrap();
+        let l = Decoder::from_dem_text(&text, "d3", DecoderKind::Lut).unwrap();
+        let (_, cost) = Lut::build_with_costs(m.graph()).unwrap();
+        let (mut sm, mut su, mut sl) = (m.new_scratch(), u.new_scratch(), l.new_scratch());
+        for (syndrome, &c) in cost.iter().enumerate() {
+            let dets = (syndrome as u32).to_le_bytes();
+            let (flips, weight) = m.decode_with_weight(&mut sm, &dets);
+            if c != u32::MAX {
+                assert_eq!(weight, Some(u64::from(c)), "syndrome {syndrome:#b}");
+            }
+            assert_eq!(flips, m.decode(&mut sm, &dets));
+            assert_eq!(l.decode_with_weight(&mut sl, &dets).1, None);
+        }
+        let mut heavier = 0;
+        for i in 0..shots.len() {
+            let (fm, wm) = m.decode_with_weight(&mut sm, shots.row(i));
+            let (fu, wu) = u.decode_with_weight(&mut su, shots.row(i));
+            assert_eq!(
+                (fm, fu),
+                (
+                    m.decode(&mut sm, shots.row(i)),
+                    u.decode(&mut su, shots.row(i))
+                )
+            );
+            assert!(wm <= wu, "shot {i}: matching {wm:?}, uf {wu:?}");
+            heavier += usize::from(wm < wu);
+        }
+        assert!(heavier > 0, "uf's correction is heavier on some shot");
+    }
+
     #[test]
     fn batches_decode_as_shots_do_on_any_number_of_threads() {
         let (text, shots) = fixture("surface_d3_r3_x_p005");
+        for kind in [DecoderKind::Uf, DecoderKind::Matching] {
+            let d = Decoder::from_dem_text(&text, "d3", kind).unwrap();
+            let mut scratch = d.new_scratch();
+            let rb = d.result_len();
+            let mut want = vec![0u8; shots.len() * rb];
+            for i in 0..shots.len() {
+                d.decode_to(&mut scratch, shots.row(i), &mut want[i * rb..(i + 1) * rb]);
+            }
+            for threads in [1, 2, 3, 64] {
+                let mut got = vec![0u8; want.len()];
+                d.decode_batch(shots.as_b8(), &mut got, threads).unwrap();
+                assert_eq!(got, want, "{kind} {threads} threads");
+            }
+        }
         let d = Decoder::from_dem_text(&text, "d3", DecoderKind::Uf).unwrap();
-        let mut scratch = d.new_scratch();
         let rb = d.result_len();
-        let mut want = vec![0u8; shots.len() * rb];
-        for i in 0..shots.len() {
-            d.decode_to(&mut scratch, shots.row(i), &mut want[i * rb..(i + 1) * rb]);
-        }
-        for threads in [1, 2, 3, 64] {
-            let mut got = vec![0u8; want.len()];
-            d.decode_batch(shots.as_b8(), &mut got, threads).unwrap();
-            assert_eq!(got, want, "{threads} threads");
-        }
+        let want = vec![0u8; shots.len() * rb];
         let mut short = vec![0u8; want.len() - 1];
         let e = d.decode_batch(shots.as_b8(), &mut short, 1).unwrap_err();
         assert!(e.to_string().contains("same number of shots"), "{e}");
@@ -733,17 +895,30 @@ mod tests {
             "error(0.1) D16777215\n",
             "error(0.1) D16777215\nerror(0.2) L0\n",
         ] {
-            let d = Decoder::from_dem_text(text, "t.dem", DecoderKind::Uf).unwrap();
-            assert_eq!(d.num_detectors(), 1 << 24);
-            let mut scratch = d.new_scratch();
-            let empty = format!("{:?}", UfScratch::empty());
-            assert_eq!(format!("{:?}", scratch.uf), empty, "no working memory");
-            let mut dets = vec![0u8; d.detector_bytes()];
-            dets[(1 << 21) - 1] = 0x80;
-            assert_eq!(d.decode(&mut scratch, &dets), 0);
-            let mut out = vec![0xffu8; d.result_len()];
-            d.decode_to(&mut scratch, &dets, &mut out);
-            assert!(out.iter().all(|&b| b == 0));
+            for kind in [DecoderKind::Uf, DecoderKind::Matching] {
+                let d = Decoder::from_dem_text(text, "t.dem", kind).unwrap();
+                assert_eq!(d.num_detectors(), 1 << 24);
+                let mut scratch = d.new_scratch();
+                let empty = format!("{:?}", UfScratch::empty());
+                assert_eq!(
+                    format!("{:?}", scratch.uf),
+                    empty,
+                    "{kind}: no working memory"
+                );
+                let none = format!("{:?}", MatchingScratch::default());
+                assert_eq!(
+                    format!("{:?}", scratch.matching),
+                    none,
+                    "{kind}: none either"
+                );
+                let mut dets = vec![0u8; d.detector_bytes()];
+                dets[(1 << 21) - 1] = 0x80;
+                assert_eq!(d.decode(&mut scratch, &dets), 0);
+                assert_eq!(d.decode_with_weight(&mut scratch, &dets), (0, None));
+                let mut out = vec![0xffu8; d.result_len()];
+                d.decode_to(&mut scratch, &dets, &mut out);
+                assert!(out.iter().all(|&b| b == 0));
+            }
         }
     }
 }

@@ -8,7 +8,9 @@
 use std::path::{Path, PathBuf};
 
 use qfwd_decode::brute::BruteForce;
-use qfwd_decode::{Decoder, DecoderKind, Dem, Lut, MatchingGraph, Shots, UfScratch};
+use qfwd_decode::{
+    Decoder, DecoderKind, Dem, Lut, MatchingGraph, MatchingScratch, Shots, UfScratch,
+};
 
 fn fixtures() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures")
@@ -206,6 +208,81 @@ fn lut_equals_brute_force_on_the_small_fixtures() {
 /// the lut is exact matching on quantized weights, so its mistakes track PyMatching's
 /// closely. Release only (2^24-entry tables):
 /// `cargo test --release -p qfwd-decode --test fixtures -- --ignored lut_on_24`.
+/// The matching decoder on every fixture: on the whole graph and on the observable part
+/// (what `Decoder` runs) the same answer on every shot, the correction's weight the same on
+/// both; its mistakes PyMatching's to within 1% + 2 (both are minimum-weight matchings, of
+/// weights quantized differently, so a few ties break differently); and at most uf's.
+#[test]
+fn matching_makes_pymatching_mistakes_on_every_fixture() {
+    let mut report = String::new();
+    let mut failures = Vec::new();
+    for f in Fixture::all() {
+        let dec = f.decoder(DecoderKind::Matching);
+        let (dets, obs) = f.shots(&dec);
+        let g = dec.graph();
+        let mut whole = MatchingScratch::new(g);
+        let mut ds = dec.new_scratch();
+        let mut mistakes = 0u64;
+        for i in 0..dets.len() {
+            let flips = whole.decode(g, dets.row(i));
+            assert_eq!(
+                dec.decode(&mut ds, dets.row(i)),
+                flips,
+                "{}: shot {i}",
+                f.name
+            );
+            mistakes += u64::from(flips != u64::from(obs.row(i)[0]));
+        }
+        let pm = f.int("pymatching_mistakes");
+        let uf = f.mistakes(&f.decoder(DecoderKind::Uf));
+        let ok = mistakes.abs_diff(pm) as f64 <= 0.01 * pm as f64 + 2.0 && mistakes <= uf;
+        report += &format!(
+            "{:<24} shots {:>6}  pymatching {:>4}  matching {:>4}  uf {:>4}  {}\n",
+            f.name,
+            f.int("shots"),
+            pm,
+            mistakes,
+            uf,
+            if ok { "ok" } else { "FAIL" }
+        );
+        if !ok {
+            failures.push(f.name.clone());
+        }
+    }
+    println!("{report}");
+    assert!(
+        failures.is_empty(),
+        "matching differs on {failures:?}\n{report}"
+    );
+}
+
+/// Small models: for every syndrome, the matching's correction weighs the brute-force
+/// minimum and flips the observables of a least-weight edge set (as the table does).
+#[test]
+fn matching_equals_brute_force_on_the_small_fixtures() {
+    for name in ["rep_d3_r3_p005", "surface_d3_r1_z_p005"] {
+        let f = Fixture::get(name);
+        let g = f.decoder(DecoderKind::Lut).graph().clone();
+        let brute = BruteForce::build(&g).unwrap();
+        let mut s = MatchingScratch::new(&g);
+        for (syndrome, &want) in brute.min_weight.iter().enumerate() {
+            let defects: Vec<u32> = (0..g.num_detectors() as u32)
+                .filter(|&v| syndrome >> v & 1 == 1)
+                .collect();
+            let got = s.decode_defects(&g, &defects);
+            if want == u64::MAX {
+                assert!(!got.complete, "{name}: syndrome {syndrome:#b}");
+                continue;
+            }
+            assert_eq!(got.weight, want, "{name}: syndrome {syndrome:#b}");
+            assert!(
+                brute.accepts(syndrome, got.obs),
+                "{name}: syndrome {syndrome:#b}"
+            );
+        }
+    }
+}
+
 #[test]
 #[ignore]
 fn lut_on_24_detector_fixtures_tracks_pymatching() {

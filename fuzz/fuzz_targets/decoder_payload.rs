@@ -2,15 +2,16 @@
 //! (detection events bit-packed LSB first, then the detector count as u32 LE), on small
 //! models: the handler never panics; it answers `BAD_ARGUMENT` exactly when the length or
 //! the count does not match the model; bits past the last detector never change an answer;
-//! and a `uf` answer is the specification's (`UfScratch::decode_reference` on the whole
-//! model) for the same detectors. The first byte picks the model.
+//! a `uf` answer is the specification's (`UfScratch::decode_reference` on the whole
+//! model) for the same detectors, and a `matching` answer (on the observable part) is that
+//! of matching on the whole model. The first byte picks the model.
 #![no_main]
 
 use std::sync::{Arc, OnceLock};
 
 use libfuzzer_sys::fuzz_target;
 use qfwd::decode::dem::chain_text;
-use qfwd::decode::{Decoder, DecoderKind, Dem, MatchingGraph, UfScratch};
+use qfwd::decode::{Decoder, DecoderKind, Dem, MatchingGraph, MatchingScratch, UfScratch};
 use qfwd::handler::Handler;
 use qfwd::wire::status;
 
@@ -32,7 +33,7 @@ fn models() -> &'static [(Handler, Arc<Decoder>)] {
         let mut v = Vec::new();
         for (name, text) in texts {
             let dem = Dem::parse(&text, name).expect("a shipped model parses");
-            for kind in [DecoderKind::Lut, DecoderKind::Uf] {
+            for kind in [DecoderKind::Lut, DecoderKind::Uf, DecoderKind::Matching] {
                 let g = MatchingGraph::from_dem(&dem).expect("a shipped model builds");
                 if kind == DecoderKind::Lut && g.num_detectors() > 8 {
                     continue; // the lut of 24 detectors takes seconds to build here
@@ -89,6 +90,15 @@ fuzz_target!(|data: &[u8]| {
             dec.result_bytes(mask),
             answer,
             "uf differs from its specification"
+        );
+    }
+    if dec.kind() == DecoderKind::Matching {
+        let mut whole = MatchingScratch::new(dec.graph());
+        let mask = whole.decode(dec.graph(), &clean[..nb]);
+        assert_eq!(
+            dec.result_bytes(mask),
+            answer,
+            "matching on the observable part differs from matching on the whole model"
         );
     }
 });

@@ -43,7 +43,7 @@ fuzz_target!(|data: &[u8]| {
         return;
     }
     let nb = n.div_ceil(8);
-    for kind in [DecoderKind::Uf, DecoderKind::Lut] {
+    for kind in [DecoderKind::Uf, DecoderKind::Lut, DecoderKind::Matching] {
         if kind == DecoderKind::Lut && n > 10 {
             continue;
         }

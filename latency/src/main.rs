@@ -136,10 +136,10 @@ struct EmulateArgs {
     /// Yield instead of spinning while idle (both sides): for machines short of cores.
     #[arg(long)]
     yield_when_idle: bool,
-    /// Replay recorded shots instead of random parity payloads: the decoder (uf or lut)
-    /// the forwarder serves, built from --dem; every correction is checked against the
-    /// CPU reference decoder.
-    #[arg(long, value_name = "uf|lut", requires_all = ["dem", "dets"])]
+    /// Replay recorded shots instead of random parity payloads: the decoder (uf, matching
+    /// or lut; matching on topology cpu only) the forwarder serves, built from --dem; every
+    /// correction is checked against the CPU reference decoder.
+    #[arg(long, value_name = "uf|matching|lut", requires_all = ["dem", "dets"])]
     decoder: Option<String>,
     /// Stim detector error model for --decoder.
     #[arg(long, value_name = "FILE")]

@@ -84,7 +84,7 @@ mod tests {
         .err()
         .unwrap()
         .to_string();
-        assert!(e.contains("lut, uf"), "{e}");
+        assert!(e.contains("matching, uf, lut"), "{e}");
         // Shots from another model are refused with the file named.
         let e = workload_from_dem(
             &fixture("surface_d7_r7_z_p005.dem"),

@@ -353,8 +353,18 @@ impl Point {
         }
         self.check_ranges()?;
         if self.decoder != "-" {
-            if !matches!(self.decoder.as_str(), "uf" | "lut") {
-                return Err(format!("decoder {:?}: expected uf or lut", self.decoder));
+            let kind: qfwd::decode::DecoderKind = self
+                .decoder
+                .parse()
+                .map_err(|_| format!("decoder {:?}: expected uf, matching or lut", self.decoder))?;
+            if !kind.runs_on_gpu()
+                && (self.topology != Topology::Cpu || self.data_path == DataPath::GpuDirect)
+            {
+                return Err(format!(
+                    "decoder {kind} runs on topology cpu only (not {} / {:?}): use decoder = \"uf\" \
+                     on the GPU",
+                    self.topology, self.data_path
+                ));
             }
             if self.dem.is_none() || self.dets.is_none() {
                 return Err(

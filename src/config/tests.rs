@@ -237,3 +237,36 @@ fn gpus_and_route_map_are_checked_by_name() {
         .unwrap_err()
         .contains("not a number"));
 }
+
+/// The matching decoder runs on the CPU only: the cpu topology takes it, every GPU topology
+/// and the gpu-direct data path refuse it with the alternative named.
+#[test]
+fn matching_is_served_on_the_cpu_topology_only() {
+    let dem = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/surface_d3_r3_z_p005.dem");
+    let cpu = RunConfig {
+        decoder: Some("matching".into()),
+        dem: Some(dem),
+        ..Default::default()
+    };
+    cpu.validate().unwrap();
+    assert_eq!(
+        cpu.decoder_kind().unwrap(),
+        Some(crate::decode::DecoderKind::Matching)
+    );
+    for topology in [
+        Topology::GpuLaunch,
+        Topology::GpuGraph,
+        Topology::GpuPersistent,
+    ] {
+        let c = RunConfig {
+            topology,
+            ..cpu.clone()
+        };
+        let e = c.validate().unwrap_err().to_string();
+        assert!(
+            e.contains(topology.as_str()) && e.contains("CPU only") && e.contains("--decoder uf"),
+            "{e}"
+        );
+    }
+}

@@ -355,6 +355,9 @@ impl BatchDecoder {
 /// answers every shot).
 pub(super) fn load_model(dem: &Path, choice: &DecoderChoice) -> Result<(Dem, Arc<Decoder>)> {
     if choice.backend == DecodeBackend::Gpu {
+        if !choice.decoder.runs_on_gpu() {
+            return Err(choice.decoder.gpu_refusal("--backend gpu").into());
+        }
         if let Some(why) = gpu::unavailable_reason() {
             return Err(Error::Decode {
                 detail: format!("--backend gpu needs an NVIDIA GPU: {why}; use --backend cpu"),

@@ -357,6 +357,7 @@ fn one_per_kind(decoders: &[Arc<Decoder>]) -> Result<(Option<&Decoder>, Option<&
         let slot = match d.kind() {
             DecoderKind::Lut => &mut lut,
             DecoderKind::Uf => &mut uf,
+            kind @ DecoderKind::Matching => return Err(kind.gpu_refusal("a GPU backend").into()),
         };
         if let Some(first) = slot {
             if !std::ptr::eq(*first, d.as_ref()) {

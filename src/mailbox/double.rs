@@ -93,6 +93,10 @@ impl DoubleDecoders {
             let slot = match dec.kind() {
                 DecoderKind::Lut => &mut d.lut,
                 DecoderKind::Uf => &mut d.uf,
+                // The double stands in for the kernel, which has no matching decoder.
+                kind @ DecoderKind::Matching => {
+                    return Err(kind.gpu_refusal("the GPU kernel's CPU stand-in").into())
+                }
             };
             if slot.as_ref().is_some_and(|s| !Arc::ptr_eq(s, dec)) {
                 return Err(Error::InvalidSetting {

@@ -196,3 +196,25 @@ fn every_shipped_scenario_parses() {
     }
     assert!(n >= 1, "no scenarios in {}", dir.display());
 }
+
+/// A decoder point names uf, matching or lut; matching runs on topology cpu only.
+#[test]
+fn decoder_points_take_matching_on_the_cpu_only() {
+    let point = |decoder: &str, topology: Topology| Point {
+        decoder: decoder.into(),
+        dem: Some("d.dem".into()),
+        dets: Some("d.b8".into()),
+        topology,
+        ..Point::defaults()
+    };
+    for decoder in ["uf", "matching", "lut"] {
+        point(decoder, Topology::Cpu).validate().unwrap();
+    }
+    point("uf", Topology::GpuPersistent).validate().unwrap();
+    let e = point("matching", Topology::GpuPersistent)
+        .validate()
+        .unwrap_err();
+    assert!(e.contains("cpu only") && e.contains("\"uf\""), "{e}");
+    let e = point("mwpm", Topology::Cpu).validate().unwrap_err();
+    assert!(e.contains("uf, matching or lut"), "{e}");
+}

@@ -12,6 +12,10 @@ fn params_bytes_follow_the_declared_layout() {
     assert_eq!(DecoderKind::Lut.device_code(), crate::abi::CODE_LUT);
     assert_eq!(DecoderKind::Uf.device_code(), crate::abi::CODE_UF);
     assert_eq!(
+        DecoderKind::Matching.device_code(),
+        crate::abi::CODE_MATCHING
+    );
+    assert_eq!(
         DecoderParams::default().to_bytes().len(),
         std::mem::size_of::<DecoderParams>()
     );
@@ -134,6 +138,12 @@ fn one_model_per_kind_and_blob_offsets_are_aligned() {
         .unwrap()
         .to_string();
     assert!(e.contains("one model per decoder kind"), "{e}");
+    let matching = Arc::new(Decoder::from_graph(g(), DecoderKind::Matching).unwrap());
+    let e = DeviceModels::new(&[Arc::clone(&lut), matching], None)
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(e.contains("CPU only") && e.contains("--decoder uf"), "{e}");
     // 1 + 4 payload bytes after the 8-byte header: two 12-byte pieces.
     assert_eq!(poll_chunks_for(&[lut]), 2);
 }
