@@ -299,7 +299,6 @@ impl ShotDecoder {
         }
         let limits = MatchLimits {
             defects: match_defects,
-            ..MatchLimits::DEFAULT
         };
         let model = Arc::new(StreamModel::from_dem_with(dem, w, c, limits)?);
         let exp = model.experiment(dem)?;
