@@ -780,10 +780,11 @@ mod tests {
             };
             let p = PackedModel::of(&m).unwrap();
             println!(
-                "d={d} W={w}: {} defects at most, scratch {} KB a warp, bulk tables {} KB, \
-                 model {} KB",
+                "d={d} W={w}: {} defects at most, scratch {} KB a warp (and {} KB of exact \
+                 matching tables), bulk tables {} KB, model {} KB",
                 p.desc.max_defects,
-                p.scratch_bytes().div_ceil(1024),
+                p.scratch_hot_bytes().div_ceil(1024),
+                p.dp_bytes().div_ceil(1024),
                 p.cache_bytes().div_ceil(1024),
                 (p.blob.len() * 4).div_ceil(1024)
             );

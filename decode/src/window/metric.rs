@@ -294,9 +294,14 @@ impl Metric {
     /// The entry of vertices `a` and `b` of a window placed as `at`.
     #[inline]
     pub fn pair(&self, at: WindowPlace, a: u32, b: u32) -> u32 {
-        let (lo, hi) = if a <= b { (a, b) } else { (b, a) };
         let k = self.slots;
-        let (ja, jb) = (lo / k, hi / k);
+        self.pair_at(at, (a / k, a % k), (b / k, b % k))
+    }
+
+    /// [`Metric::pair`] of vertices given as (round, kept slot).
+    #[inline]
+    pub fn pair_at(&self, at: WindowPlace, a: (u32, u32), b: (u32, u32)) -> u32 {
+        let ((ja, ka), (jb, kb)) = if a <= b { (a, b) } else { (b, a) };
         let bottom = if at.from_start && ja < self.head {
             ja
         } else {
@@ -307,7 +312,7 @@ impl Metric {
         } else {
             self.tail
         };
-        self.pairs[self.index(bottom * (self.tail + 1) + top, jb - ja, lo % k, hi % k)]
+        self.pairs[self.index(bottom * (self.tail + 1) + top, jb - ja, ka, kb)]
     }
 
     /// The boundary entry of vertex `v` of window graph `window`.

@@ -38,6 +38,8 @@ pub struct WindowScratch {
     parent: Vec<u32>,
     /// Per defect: its cluster's root, between growth rounds.
     root: Vec<u32>,
+    /// Per defect: (round, kept slot).
+    places: Vec<(u32, u32)>,
     /// Indices in `cand` of the pairs still between two clusters.
     live: Vec<u32>,
     /// Per root: odd parity (bit 0), reached the boundary (bit 1).
@@ -185,14 +187,16 @@ impl WindowScratch {
             .max()
             .unwrap_or(0);
         let k = metric.slots();
+        self.places.clear();
+        self.places.extend(defects.iter().map(|&v| (v / k, v % k)));
         for a in 0..m {
-            let (va, ba) = (defects[a], self.bound[a]);
+            let (pa, ba) = (self.places[a], self.bound[a]);
             let reach = ba.saturating_add(most);
-            for (b, &vb) in defects.iter().enumerate().skip(a + 1) {
-                if metric.lower(vb / k - va / k) > reach {
+            for (b, &pb) in self.places.iter().enumerate().skip(a + 1) {
+                if metric.lower(pb.0 - pa.0) > reach {
                     break;
                 }
-                let d = dist(metric.pair(at, va, vb));
+                let d = dist(metric.pair_at(at, pa, pb));
                 if d != INF && d <= ba.saturating_add(self.bound[b]) {
                     self.cand.push((a as u32, b as u32, d));
                 }
@@ -341,11 +345,14 @@ fn crossing(
     let (off, adj, w, obs) = (g.adj_offset(), g.adj_pairs(), g.edge_weight(), g.edge_obs());
     let masks = metric.masks();
     let mut best = (INF as u64 * 3, NONE, 0u64);
+    let pa = (a / k, a % k);
+    let pf = (far / k, far % k);
+    let (below, b) = ((c - 1) * k, g.boundary());
     for x in c * k..(c + 1) * k {
         let rest = if far == NONE {
             dist(metric.boundary(index, x))
         } else {
-            dist(metric.pair(at, x, far))
+            dist(metric.pair_at(at, (c, x - c * k), pf))
         };
         if rest == INF {
             continue;
@@ -353,10 +360,10 @@ fn crossing(
         // The least way up to x from round C - 1, and the observables of a's path to x.
         let mut up = (INF, 0u64);
         for &[e, y] in &adj[off[x as usize] as usize..off[x as usize + 1] as usize] {
-            if y == g.boundary() || y / k + 1 != c {
+            if y == b || y < below || y >= below + k {
                 continue;
             }
-            let ay = metric.pair(at, a, y);
+            let ay = metric.pair_at(at, pa, (c - 1, y - below));
             if dist(ay) == INF {
                 continue;
             }
