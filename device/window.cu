@@ -271,6 +271,28 @@ QW_DEV bool qw_candidate(const QfwdStreamModel& m, const QwWin& w, const QwScrat
     return *d != QW_INF && *d <= bb;
 }
 
+// The defects after a that may pair with it: the bits of its candidate mask (windows of
+// at most 32 defects), else every later defect (qw_candidate tests them).
+struct QwPartners {
+    u32 bits, next, nd;
+};
+QW_DEV QwPartners qw_partners(const QwScratch& s, u32 nd, u32 a) {
+    QwPartners p = {0u, a + 1, nd};
+    if (nd <= 32) p.bits = s.cand[a] & ~((2u << a) - 1u);
+    return p;
+}
+QW_DEV bool qw_next_partner(QwPartners& p, u32* b) {
+    if (p.nd <= 32) {
+        if (!p.bits) return false;
+        *b = qw_ctz(p.bits);
+        p.bits &= p.bits - 1;
+        return true;
+    }
+    if (p.next >= p.nd) return false;
+    *b = p.next++;
+    return true;
+}
+
 // The group's scratch before its first window: nothing needs clean values (every window
 // sets what it reads), so only the barrier that orders it after the caller's writes.
 QW_DEV void qfwd_stream_scratch_init(const QwGroup& g, const QfwdStreamModel&, u32*) { qw_sync(g); }
@@ -353,7 +375,8 @@ QW_DEV void qw_grow(const QwGroup& g, const QfwdStreamModel& m, const QwWin& w, 
                 const u32 left = s.bound[a] > s.rad[a] ? s.bound[a] - s.rad[a] : 0;
                 need = left < need ? left : need;
             }
-            for (u32 b = a + 1; b < nd; b++) {
+            QwPartners it = qw_partners(s, nd, a);
+            for (u32 b; qw_next_partner(it, &b);) {
                 u32 d;
                 if (!qw_candidate(m, w, s, nd, a, b, &d)) continue;
                 const u32 rb = s.parent[b];
@@ -372,7 +395,8 @@ QW_DEV void qw_grow(const QwGroup& g, const QfwdStreamModel& m, const QwWin& w, 
             if (qw_active(s.flags[s.parent[a]])) s.rad[a] += delta;
         qw_wsync(g);
         for (u32 a = lane; a < nd; a += 32) {
-            for (u32 b = a + 1; b < nd; b++) {
+            QwPartners it = qw_partners(s, nd, a);
+            for (u32 b; qw_next_partner(it, &b);) {
                 u32 d;
                 if (qw_candidate(m, w, s, nd, a, b, &d) && s.rad[a] + s.rad[b] >= d) qw_union(s.parent, a, b);
             }
