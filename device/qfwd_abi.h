@@ -426,31 +426,29 @@ static_assert(sizeof(((struct QfwdDecoderParams*)0)->dec_reserved) == 4, "QfwdDe
 #define QFWD_WINDOW_NONE 0xffffffffu
 #define QFWD_WINDOW_ODD 1u
 #define QFWD_WINDOW_BOUNDARY 2u
-#define QFWD_WINDOW_SCALARS 24u
-#define QFWD_SCR_PARENT 0u
-#define QFWD_SCR_FLAGS 1u
-#define QFWD_SCR_FLAGS_NEXT 2u
-#define QFWD_SCR_DEFECT 3u
-#define QFWD_SCR_LEVEL 4u
-#define QFWD_SCR_PEDGE 5u
-#define QFWD_SCR_REGION 6u
-#define QFWD_SCR_LOCAL 7u
-#define QFWD_SCR_RDEF 8u
-#define QFWD_SCR_RMEM 9u
-#define QFWD_SCR_RLIST 10u
-#define QFWD_SCR_VERTS 11u
-#define QFWD_SCR_GROWTH 12u
-#define QFWD_SCR_MARK 13u
-#define QFWD_SCR_TOUCHED 14u
-#define QFWD_SCR_CAND 15u
-#define QFWD_SCR_FULL 16u
-#define QFWD_SCR_POOL 17u
-#define QFWD_SCR_TABLE 18u
-#define QFWD_SCR_CACHE 19u
-#define QFWD_SCR_SCALARS 20u
-#define QFWD_SCR_COUNT 21u
-#define QFWD_MATCH_BATCH_REGIONS 64u
-#define QFWD_MATCH_ENTRY_WORDS 12u
+#define QFWD_WINDOW_INF 0xffffffu
+#define QFWD_WINDOW_DIST_BITS 24u
+#define QFWD_WINDOW_SCALARS 16u
+#define QFWD_WINDOW_LANE_CLUSTER 4u
+#define QFWD_SCR_DEFECTS 0u
+#define QFWD_SCR_BOUND 1u
+#define QFWD_SCR_RAD 2u
+#define QFWD_SCR_PARENT 3u
+#define QFWD_SCR_FLAGS 4u
+#define QFWD_SCR_SIZE 5u
+#define QFWD_SCR_CAND 6u
+#define QFWD_SCR_MEMBERS 7u
+#define QFWD_SCR_LEFT 8u
+#define QFWD_SCR_PICKS 9u
+#define QFWD_SCR_CROSS 10u
+#define QFWD_SCR_SCALARS 11u
+#define QFWD_SCR_COST 12u
+#define QFWD_SCR_CHOICE 13u
+#define QFWD_SCR_COUNT 14u
+#define QFWD_CACHE_PAIRS 0u
+#define QFWD_CACHE_BOUNDS 1u
+#define QFWD_CACHE_EXITS 2u
+#define QFWD_CACHE_COUNT 3u
 #define QFWD_WINDOW_MAX_THREADS 1024u
 #define QFWD_STREAM_NO_COMMIT (0)
 #define QFWD_STREAM_COMMIT (1)
@@ -465,23 +463,31 @@ struct QfwdWindowGraph {
     unsigned int rounds;
     unsigned int commit_rounds;
     unsigned int adj_offset;
-    unsigned int ends;
+    unsigned int adj_pairs;
     unsigned int weight;
     unsigned int obs;
-    unsigned int adj_pairs;
-    unsigned int boundary_edge;
+    unsigned int bounds;
+    unsigned int exits;
+    unsigned int present;
+    unsigned int from_start;
+    unsigned int is_final;
+    unsigned int reserved;
 };
-static_assert(sizeof(struct QfwdWindowGraph) == 40, "QfwdWindowGraph size");
+static_assert(sizeof(struct QfwdWindowGraph) == 56, "QfwdWindowGraph size");
 static_assert(sizeof(((struct QfwdWindowGraph*)0)->vertices) == 4, "QfwdWindowGraph.vertices");
 static_assert(sizeof(((struct QfwdWindowGraph*)0)->edges) == 4, "QfwdWindowGraph.edges");
 static_assert(sizeof(((struct QfwdWindowGraph*)0)->rounds) == 4, "QfwdWindowGraph.rounds");
 static_assert(sizeof(((struct QfwdWindowGraph*)0)->commit_rounds) == 4, "QfwdWindowGraph.commit_rounds");
 static_assert(sizeof(((struct QfwdWindowGraph*)0)->adj_offset) == 4, "QfwdWindowGraph.adj_offset");
-static_assert(sizeof(((struct QfwdWindowGraph*)0)->ends) == 4, "QfwdWindowGraph.ends");
+static_assert(sizeof(((struct QfwdWindowGraph*)0)->adj_pairs) == 4, "QfwdWindowGraph.adj_pairs");
 static_assert(sizeof(((struct QfwdWindowGraph*)0)->weight) == 4, "QfwdWindowGraph.weight");
 static_assert(sizeof(((struct QfwdWindowGraph*)0)->obs) == 4, "QfwdWindowGraph.obs");
-static_assert(sizeof(((struct QfwdWindowGraph*)0)->adj_pairs) == 4, "QfwdWindowGraph.adj_pairs");
-static_assert(sizeof(((struct QfwdWindowGraph*)0)->boundary_edge) == 4, "QfwdWindowGraph.boundary_edge");
+static_assert(sizeof(((struct QfwdWindowGraph*)0)->bounds) == 4, "QfwdWindowGraph.bounds");
+static_assert(sizeof(((struct QfwdWindowGraph*)0)->exits) == 4, "QfwdWindowGraph.exits");
+static_assert(sizeof(((struct QfwdWindowGraph*)0)->present) == 4, "QfwdWindowGraph.present");
+static_assert(sizeof(((struct QfwdWindowGraph*)0)->from_start) == 4, "QfwdWindowGraph.from_start");
+static_assert(sizeof(((struct QfwdWindowGraph*)0)->is_final) == 4, "QfwdWindowGraph.is_final");
+static_assert(sizeof(((struct QfwdWindowGraph*)0)->reserved) == 4, "QfwdWindowGraph.reserved");
 
 struct QfwdStreamModel {
     unsigned long long data;
@@ -496,21 +502,22 @@ struct QfwdStreamModel {
     unsigned int min_rounds;
     unsigned int first_final_from_start;
     unsigned int first_final_from_bulk;
-    unsigned int max_vertices;
-    unsigned int max_edges;
+    unsigned int max_defects;
     unsigned int scratch_words;
-    unsigned int scratch[21];
+    unsigned int scratch[14];
+    unsigned int scratch_hot_words;
     unsigned int match_defects;
-    unsigned int match_members;
-    unsigned int match_edges;
-    unsigned int degree_shift;
-    unsigned int match_pool_words;
-    unsigned int cache_graph;
-    unsigned int cache_from;
+    unsigned int pairs;
+    unsigned int span;
+    unsigned int head_rounds;
+    unsigned int tail_rounds;
+    unsigned int masks;
+    unsigned int bulk_graph;
     unsigned int cache_words;
+    unsigned int cache[3];
     unsigned int reserved;
 };
-static_assert(sizeof(struct QfwdStreamModel) == 184, "QfwdStreamModel size");
+static_assert(sizeof(struct QfwdStreamModel) == 168, "QfwdStreamModel size");
 static_assert(sizeof(((struct QfwdStreamModel*)0)->data) == 8, "QfwdStreamModel.data");
 static_assert(sizeof(((struct QfwdStreamModel*)0)->graphs) == 4, "QfwdStreamModel.graphs");
 static_assert(sizeof(((struct QfwdStreamModel*)0)->graph_count) == 4, "QfwdStreamModel.graph_count");
@@ -523,18 +530,19 @@ static_assert(sizeof(((struct QfwdStreamModel*)0)->row_words) == 4, "QfwdStreamM
 static_assert(sizeof(((struct QfwdStreamModel*)0)->min_rounds) == 4, "QfwdStreamModel.min_rounds");
 static_assert(sizeof(((struct QfwdStreamModel*)0)->first_final_from_start) == 4, "QfwdStreamModel.first_final_from_start");
 static_assert(sizeof(((struct QfwdStreamModel*)0)->first_final_from_bulk) == 4, "QfwdStreamModel.first_final_from_bulk");
-static_assert(sizeof(((struct QfwdStreamModel*)0)->max_vertices) == 4, "QfwdStreamModel.max_vertices");
-static_assert(sizeof(((struct QfwdStreamModel*)0)->max_edges) == 4, "QfwdStreamModel.max_edges");
+static_assert(sizeof(((struct QfwdStreamModel*)0)->max_defects) == 4, "QfwdStreamModel.max_defects");
 static_assert(sizeof(((struct QfwdStreamModel*)0)->scratch_words) == 4, "QfwdStreamModel.scratch_words");
-static_assert(sizeof(((struct QfwdStreamModel*)0)->scratch) == 84, "QfwdStreamModel.scratch");
+static_assert(sizeof(((struct QfwdStreamModel*)0)->scratch) == 56, "QfwdStreamModel.scratch");
+static_assert(sizeof(((struct QfwdStreamModel*)0)->scratch_hot_words) == 4, "QfwdStreamModel.scratch_hot_words");
 static_assert(sizeof(((struct QfwdStreamModel*)0)->match_defects) == 4, "QfwdStreamModel.match_defects");
-static_assert(sizeof(((struct QfwdStreamModel*)0)->match_members) == 4, "QfwdStreamModel.match_members");
-static_assert(sizeof(((struct QfwdStreamModel*)0)->match_edges) == 4, "QfwdStreamModel.match_edges");
-static_assert(sizeof(((struct QfwdStreamModel*)0)->degree_shift) == 4, "QfwdStreamModel.degree_shift");
-static_assert(sizeof(((struct QfwdStreamModel*)0)->match_pool_words) == 4, "QfwdStreamModel.match_pool_words");
-static_assert(sizeof(((struct QfwdStreamModel*)0)->cache_graph) == 4, "QfwdStreamModel.cache_graph");
-static_assert(sizeof(((struct QfwdStreamModel*)0)->cache_from) == 4, "QfwdStreamModel.cache_from");
+static_assert(sizeof(((struct QfwdStreamModel*)0)->pairs) == 4, "QfwdStreamModel.pairs");
+static_assert(sizeof(((struct QfwdStreamModel*)0)->span) == 4, "QfwdStreamModel.span");
+static_assert(sizeof(((struct QfwdStreamModel*)0)->head_rounds) == 4, "QfwdStreamModel.head_rounds");
+static_assert(sizeof(((struct QfwdStreamModel*)0)->tail_rounds) == 4, "QfwdStreamModel.tail_rounds");
+static_assert(sizeof(((struct QfwdStreamModel*)0)->masks) == 4, "QfwdStreamModel.masks");
+static_assert(sizeof(((struct QfwdStreamModel*)0)->bulk_graph) == 4, "QfwdStreamModel.bulk_graph");
 static_assert(sizeof(((struct QfwdStreamModel*)0)->cache_words) == 4, "QfwdStreamModel.cache_words");
+static_assert(sizeof(((struct QfwdStreamModel*)0)->cache) == 12, "QfwdStreamModel.cache");
 static_assert(sizeof(((struct QfwdStreamModel*)0)->reserved) == 4, "QfwdStreamModel.reserved");
 
 struct QfwdStreamState {
@@ -569,13 +577,17 @@ struct QfwdWindowBatch {
     unsigned long long commits;
     unsigned long long counts;
     unsigned long long scratch;
+    unsigned long long dp;
+    unsigned long long cycles;
     unsigned long long first_round;
     unsigned int streams;
     unsigned int rounds;
     unsigned int finish;
     unsigned int commits_per_stream;
+    unsigned int group_threads;
+    unsigned int cached;
 };
-static_assert(sizeof(struct QfwdWindowBatch) == 80, "QfwdWindowBatch size");
+static_assert(sizeof(struct QfwdWindowBatch) == 104, "QfwdWindowBatch size");
 static_assert(sizeof(((struct QfwdWindowBatch*)0)->model) == 8, "QfwdWindowBatch.model");
 static_assert(sizeof(((struct QfwdWindowBatch*)0)->states) == 8, "QfwdWindowBatch.states");
 static_assert(sizeof(((struct QfwdWindowBatch*)0)->rows) == 8, "QfwdWindowBatch.rows");
@@ -583,11 +595,15 @@ static_assert(sizeof(((struct QfwdWindowBatch*)0)->events) == 8, "QfwdWindowBatc
 static_assert(sizeof(((struct QfwdWindowBatch*)0)->commits) == 8, "QfwdWindowBatch.commits");
 static_assert(sizeof(((struct QfwdWindowBatch*)0)->counts) == 8, "QfwdWindowBatch.counts");
 static_assert(sizeof(((struct QfwdWindowBatch*)0)->scratch) == 8, "QfwdWindowBatch.scratch");
+static_assert(sizeof(((struct QfwdWindowBatch*)0)->dp) == 8, "QfwdWindowBatch.dp");
+static_assert(sizeof(((struct QfwdWindowBatch*)0)->cycles) == 8, "QfwdWindowBatch.cycles");
 static_assert(sizeof(((struct QfwdWindowBatch*)0)->first_round) == 8, "QfwdWindowBatch.first_round");
 static_assert(sizeof(((struct QfwdWindowBatch*)0)->streams) == 4, "QfwdWindowBatch.streams");
 static_assert(sizeof(((struct QfwdWindowBatch*)0)->rounds) == 4, "QfwdWindowBatch.rounds");
 static_assert(sizeof(((struct QfwdWindowBatch*)0)->finish) == 4, "QfwdWindowBatch.finish");
 static_assert(sizeof(((struct QfwdWindowBatch*)0)->commits_per_stream) == 4, "QfwdWindowBatch.commits_per_stream");
+static_assert(sizeof(((struct QfwdWindowBatch*)0)->group_threads) == 4, "QfwdWindowBatch.group_threads");
+static_assert(sizeof(((struct QfwdWindowBatch*)0)->cached) == 4, "QfwdWindowBatch.cached");
 
 // ---- the persistent stream kernel (device/stream.cu) ----
 #define QFWD_SERVE_SEQ_WORD 0u

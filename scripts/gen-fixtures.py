@@ -54,6 +54,8 @@ FIXTURES.append(("surface_d3_r1_z_p005", "surface_code:rotated_memory_z", 3, 1, 
 # (tests/gpu_window.rs): rotated memory Z with 3 rounds, the fewest whose middle rounds
 # repeat (the stream model needs two such rounds; decode/src/window/layout.rs).
 STREAM_MODELS = [(f"surface_d{d}_r3_z_p001", d, 3, 0.001) for d in (9, 11, 13, 15)]
+# ... and at p = 0.003 for the GPU window decoder's time per window (tests/gpu_window.rs).
+STREAM_MODELS += [(f"surface_d{d}_r3_z_p003", d, 3, 0.003) for d in (5, 7, 9, 11)]
 
 # Shots decoded one at a time with Matching.decode() to measure PyMatching's per-shot latency.
 PER_SHOT_TIMED = 5_000

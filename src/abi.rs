@@ -558,55 +558,53 @@ abi_struct!(
 );
 
 abi_consts!(render_window {
-    /// "No vertex / no edge / not reached" in the window decoder's arrays.
+    /// "No defect / no vertex / no cluster" in the window decoder's arrays.
     WINDOW_NONE: u32 = u32::MAX;
     /// Root flags of the window decoder's clusters.
     WINDOW_ODD: u32 = 1;
     WINDOW_BOUNDARY: u32 = 2;
+    /// An entry of the distance tables: the distance in its low `WINDOW_DIST_BITS` bits
+    /// (`WINDOW_INF`: unreachable), the index of its observable mask above
+    /// (`decode::window::metric`).
+    WINDOW_INF: u32 = 0x00FF_FFFF;
+    WINDOW_DIST_BITS: u32 = 24;
     /// Scalar words of a decoding group's scratch.
-    WINDOW_SCALARS: u32 = 24;
-    /// A decoding group's scratch arrays, by their index in
-    /// [`StreamModelDesc::scratch`] (word offsets in the group's scratch): per vertex
-    /// (`max_vertices + 1` words each) parent, two flag buffers, defect, level, parent
-    /// edge, and for the matching region, local index, region defects, region members,
-    /// region list, and the list of cluster vertices; per edge (`max_edges` each) growth
-    /// (16 bits each: weights fit them, `decode::graph::WEIGHT_MAX`),
-    /// the matching's marks, the list of edges grown, the round's candidates (then the
-    /// matching's marked edges) and the full edges; the matching's pool (each region of a
-    /// batch takes its members, defects, distances, subsets' costs and region edges
-    /// there; at least what the largest region the limits allow needs) and its table of
-    /// `MATCH_BATCH_REGIONS` entries of `MATCH_ENTRY_WORDS`; a copy of the bulk window
-    /// graph's arrays (`StreamModelDesc::cache_words`, when the scratch is in shared
-    /// memory and they fit beside it); the scalars. Between windows
-    /// the per-vertex and per-edge arrays hold their clean values
-    /// (`qfwd_stream_scratch_init`).
-    SCR_PARENT: u32 = 0;
-    SCR_FLAGS: u32 = 1;
-    SCR_FLAGS_NEXT: u32 = 2;
-    SCR_DEFECT: u32 = 3;
-    SCR_LEVEL: u32 = 4;
-    SCR_PEDGE: u32 = 5;
-    SCR_REGION: u32 = 6;
-    SCR_LOCAL: u32 = 7;
-    SCR_RDEF: u32 = 8;
-    SCR_RMEM: u32 = 9;
-    SCR_RLIST: u32 = 10;
-    SCR_VERTS: u32 = 11;
-    SCR_GROWTH: u32 = 12;
-    SCR_MARK: u32 = 13;
-    SCR_TOUCHED: u32 = 14;
-    SCR_CAND: u32 = 15;
-    SCR_FULL: u32 = 16;
-    SCR_POOL: u32 = 17;
-    SCR_TABLE: u32 = 18;
-    SCR_CACHE: u32 = 19;
-    SCR_SCALARS: u32 = 20;
+    WINDOW_SCALARS: u32 = 16;
+    /// Clusters of at most this many defects are matched by one lane each; larger ones
+    /// (within the limit) by the whole warp, subsets of one size at a time.
+    WINDOW_LANE_CLUSTER: u32 = 4;
+    /// A decoding group's scratch arrays, by their index in [`StreamModelDesc::scratch`]
+    /// (word offsets in the group's scratch); `n` = `max_defects`: per defect its vertex,
+    /// boundary distance, radius, cluster parent, root flags, cluster size, candidate
+    /// partners (a bit mask, windows of at most 32 defects), the members of the cluster
+    /// being matched and which are left (greedy), the matches (two words each) and the
+    /// listed clusters or crossing matches; the scalars; last, the exact matching's costs
+    /// and choices (`2^match_defects` words and bytes), which a group may keep apart
+    /// (`QwGroup::dp`: the first `scratch_hot_words` words are the rest).
+    SCR_DEFECTS: u32 = 0;
+    SCR_BOUND: u32 = 1;
+    SCR_RAD: u32 = 2;
+    SCR_PARENT: u32 = 3;
+    SCR_FLAGS: u32 = 4;
+    SCR_SIZE: u32 = 5;
+    SCR_CAND: u32 = 6;
+    SCR_MEMBERS: u32 = 7;
+    SCR_LEFT: u32 = 8;
+    SCR_PICKS: u32 = 9;
+    SCR_CROSS: u32 = 10;
+    SCR_SCALARS: u32 = 11;
+    SCR_COST: u32 = 12;
+    SCR_CHOICE: u32 = 13;
     /// Entries of [`StreamModelDesc::scratch`].
-    SCR_COUNT: u32 = 21;
-    /// Most regions the window decoder matches at once (a batch), and the words of each
-    /// one's table entry.
-    MATCH_BATCH_REGIONS: u32 = 64;
-    MATCH_ENTRY_WORDS: u32 = 12;
+    SCR_COUNT: u32 = 14;
+    /// A block's copy of what the bulk window reads, by index in
+    /// [`StreamModelDesc::cache`] (word offsets in the copy): the bulk context's pair
+    /// table, the bulk window's boundary entries and exit rounds.
+    CACHE_PAIRS: u32 = 0;
+    CACHE_BOUNDS: u32 = 1;
+    CACHE_EXITS: u32 = 2;
+    /// Entries of [`StreamModelDesc::cache`].
+    CACHE_COUNT: u32 = 3;
     /// Most threads in a decoding group (a block).
     WINDOW_MAX_THREADS: u32 = 1024;
     /// What a stream call answers (`QfwdCommit::status`): no window completed, a commit,
@@ -621,29 +619,37 @@ abi_consts!(render_window {
 
 abi_struct!(
     /// One window graph of a stream model in the model's word blob: counts, and where its
-    /// arrays start (word offsets in the blob). Vertex `n` is the boundary; edge `e` is
-    /// `ends[2e] < ends[2e + 1]`, its weight `weight[e]`, its observables
-    /// `obs[2e] | obs[2e + 1] << 32`; `adj_offset` holds the CSR row offsets (`n + 2`
-    /// words), of which the window decoder reads degrees only.
+    /// arrays start (word offsets in the blob). Vertex `n` is the boundary; edge `e`
+    /// weighs `weight[e]` and flips observables `obs[2e] | obs[2e + 1] << 32`;
+    /// `adj_offset` holds the CSR row offsets (`n + 2` words) of `adj_pairs`, `{edge,
+    /// other end}` per entry (the commit's crossings read them).
     WindowGraphDesc: "QfwdWindowGraph" {
         vertices: u32,
         edges: u32,
         rounds: u32,
         commit_rounds: u32,
         adj_offset: u32,
-        ends: u32,
+        adj_pairs: u32,
         weight: u32,
         obs: u32,
-        /// CSR entries `{edge, other end}` (2 words each), and per detector its boundary
-        /// edge (`WINDOW_NONE`: none): the matching's paths.
-        adj_pairs: u32,
-        boundary_edge: u32,
+        /// Per vertex: its boundary entry, and the round where its boundary path leaves.
+        bounds: u32,
+        exits: u32,
+        /// Per round, `row_words` words: bit k set where kept slot k has a detector (an
+        /// event elsewhere is ignored).
+        present: u32,
+        /// The window starts at round 0 (its first rounds are the head's); it ends with
+        /// the final round (its last rounds are the tail's).
+        from_start: u32,
+        is_final: u32,
+        reserved: u32,
     }
 );
 
 abi_struct!(
     /// A stream model on the device (`src/gpu/window.rs` packs it): the blob's address,
-    /// the window graphs' descriptors (word offset), and the stream settings.
+    /// the window graphs' descriptors (word offset), the distance tables, and the stream
+    /// settings.
     StreamModelDesc: "QfwdStreamModel" {
         /// Device address of the model's u32 blob.
         data: u64,
@@ -661,25 +667,29 @@ abi_struct!(
         min_rounds: u32,
         first_final_from_start: u32,
         first_final_from_bulk: u32,
-        max_vertices: u32,
-        max_edges: u32,
-        /// u32 words of a decoding group's scratch, and where its arrays start (`SCR_*`).
+        /// Most defects a window can hold (its detectors).
+        max_defects: u32,
+        /// u32 words of a decoding group's scratch, and where its arrays start (`SCR_*`);
+        /// the words before `SCR_COST` (the scratch without the exact matching's tables).
         scratch_words: u32,
-        scratch: [u32; 21],
-        /// The regions matched exactly (`decode::window::MatchLimits`; defects 0: none).
+        scratch: [u32; 14],
+        scratch_hot_words: u32,
+        /// Clusters of at most this many defects are matched exactly
+        /// (`decode::window::MatchLimits`).
         match_defects: u32,
-        match_members: u32,
-        match_edges: u32,
-        /// log2 of the window graphs' largest detector degree, rounded up: the window
-        /// decoder gives each cluster vertex `2^degree_shift` threads' items.
-        degree_shift: u32,
-        /// Words of the matching's pool (`SCR_POOL`).
-        match_pool_words: u32,
-        /// The window graph whose arrays the scratch holds a copy of (`SCR_CACHE`): the
-        /// blob words `cache_from .. cache_from + cache_words` (0: no copy).
-        cache_graph: u32,
-        cache_from: u32,
+        /// The pair tables: word offset, rounds a pair spans (W), head and tail rounds
+        /// (contexts `b * (tail + 1) + t`, `(head + 1) * (tail + 1)` of them).
+        pairs: u32,
+        span: u32,
+        head_rounds: u32,
+        tail_rounds: u32,
+        /// Word offset of the observable masks (two words each, low first).
+        masks: u32,
+        /// The bulk window graph, whose tables a block may copy (`CACHE_*`, words
+        /// `cache_words` in all).
+        bulk_graph: u32,
         cache_words: u32,
+        cache: [u32; 3],
         reserved: u32,
     }
 );
@@ -708,7 +718,9 @@ abi_struct!(
 
 abi_struct!(
     /// The batch window kernel's one parameter (by value): every stream pushes `rounds`
-    /// rounds, from round `first_round`, then (when `finish` is 1) its final round.
+    /// rounds, from round `first_round`, then (when `finish` is 1) its final round. A
+    /// block of `group_threads`-thread groups (32: a warp per window) serves one stream a
+    /// group.
     WindowBatchParams: "QfwdWindowBatch" {
         /// Device address of the [`StreamModelDesc`].
         model: u64,
@@ -720,13 +732,23 @@ abi_struct!(
         /// `streams x commits_per_stream` [`StreamCommitDesc`]s, and how many each wrote.
         commits: u64,
         counts: u64,
-        /// Global scratch (`scratch_words` per block), or 0: dynamic shared memory.
+        /// Global scratch (`scratch_words` per group), or 0: dynamic shared memory, after
+        /// the block's copy of the bulk tables (`scratch_hot_words` per group, the exact
+        /// matching's tables then at `dp`).
         scratch: u64,
+        /// With a shared scratch: each group's exact-matching tables in global memory
+        /// (`scratch_words - scratch_hot_words` words a group).
+        dp: u64,
+        /// Per stream, the clock cycles its windows' decodes took (u64, added to).
+        cycles: u64,
         first_round: u64,
         streams: u32,
         rounds: u32,
         finish: u32,
         commits_per_stream: u32,
+        group_threads: u32,
+        /// 1: the block copies the bulk tables into shared memory first.
+        cached: u32,
     }
 );
 
@@ -1000,7 +1022,12 @@ pub const HEADER_NAME: &str = "qfwd_abi.h";
 const _: () = assert!(MAX_FUNCTIONS as usize == 32);
 const _: () =
     assert!((CQE_FORMAT_INLINE_32 as u8) << 2 == crate::mlx5::layout::cqe::INLINE_SCATTER_32);
-const _: () = assert!(SCR_COUNT == 21 && SCR_SCALARS + 1 == SCR_COUNT);
+const _: () = assert!(
+    SCR_COUNT == 14
+        && SCR_CHOICE + 1 == SCR_COUNT
+        && SCR_COST == SCR_SCALARS + 1
+        && CACHE_COUNT == 3
+);
 const _: () = assert!(std::mem::size_of::<DecoderParams>() == 248);
 const _: () = assert!(std::mem::size_of::<PostingDesc>() as u32 <= POSTING_LOCK);
 const _: () = assert!(std::mem::size_of::<LinkDesc>() == 11 * 8 + 12 * 4);

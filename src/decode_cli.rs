@@ -228,8 +228,8 @@ pub struct DecodeArgs {
     /// The prediction is the XOR of a shot's commits.
     #[arg(long, value_name = "W,C", value_parser = parse_window)]
     pub window: Option<(u32, u32)>,
-    /// With --window: the window decoder matches regions of at most N defects exactly
-    /// (0: union-find alone; at most 16).
+    /// With --window: the window decoder matches clusters of at most N defects exactly,
+    /// larger ones greedily (0: greedily everywhere, for comparison; at most 16).
     #[arg(long, value_name = "N", default_value_t = MatchLimits::DEFAULT.defects)]
     pub match_defects: u32,
 }
@@ -323,7 +323,6 @@ impl ShotDecoder {
         }
         let limits = MatchLimits {
             defects: match_defects,
-            ..MatchLimits::DEFAULT
         };
         let model = Arc::new(StreamModel::from_dem_with(dem, w, c, limits)?);
         let exp = model.experiment(dem)?;

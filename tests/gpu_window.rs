@@ -1,17 +1,22 @@
 //! The GPU stream decoder (`device/window.cu`, `qfwd::gpu::window`) on an NVIDIA GPU:
 //! the same commits as the CPU's `StreamDecoder` on thousands of windows (streams drawn
-//! from each model's own error model, fed in batches of C rounds as a stream arrives), and
-//! a throughput / latency benchmark at N = 1, 10, 100 and 1000 concurrent streams: a
-//! launch per batch (`GpuStreams`), and a submission per batch to the persistent kernel
-//! (`served_*` columns), on the same rounds.
+//! from each model's own error model, fed in batches of C rounds as a stream arrives); the
+//! time a window's decode takes from the kernel's own counters (`clock64` around each
+//! decode, a warp a window) beside the CPU decoder's on the same windows, d = 5 to 11 at
+//! p = 0.001 and 0.003 (`gpu_window_decode_time`, well under a minute); and a throughput
+//! / latency benchmark at N = 1, 10, 100 and 1000 concurrent streams: a launch per batch
+//! (`GpuStreams`), and a submission per batch to the persistent kernel (`served_*`
+//! columns), on the same rounds.
 //!
 //! ```text
+//! cargo test --release --test gpu_window -- --ignored --nocapture --test-threads=1 gpu_window_decode_time
 //! cargo test --release --test gpu_window -- --ignored --nocapture --test-threads=1
 //! ```
 //!
 //! Every test prints a notice and passes where there is no GPU. `QFWD_GPU` picks the device
-//! (default 0); `QFWD_WINDOW_THREADS` the threads per stream's block (default 256; the
-//! identity test also runs 128; the benchmark takes a list, e.g. `128,256,512,1024`);
+//! (default 0); `QFWD_WINDOW_THREADS` the threads of a block, a window per warp of it
+//! (default 256; the identity test also runs 32; the benchmark takes a list, e.g.
+//! `32,256,1024`);
 //! `QFWD_WINDOW_STREAMS` the streams of the identity test
 //! (default 256); `QFWD_WINDOW_LAUNCHES` the timed launches per benchmark row (default 200),
 //! `QFWD_WINDOW_PER_LAUNCH` the windows of each stream a launch carries (default 1);
@@ -145,7 +150,7 @@ fn gpu_stream_commits_match_the_cpu() {
         let want: Vec<Vec<Commit>> = data.iter().map(|s| cpu_commits(&m, s)).collect();
         let windows: usize = want.iter().map(Vec::len).sum();
         let flipping = want.iter().flatten().filter(|c| c.flips != 0).count();
-        for threads in [default_threads, 128] {
+        for threads in [default_threads, 32] {
             let mut g = GpuStreams::new(gpu_index(), &m, streams, threads).unwrap();
             let got = gpu_commits(&mut g, &data, c as usize);
             for (i, (a, b)) in got.iter().zip(&want).enumerate() {
@@ -155,6 +160,115 @@ fn gpu_stream_commits_match_the_cpu() {
         eprintln!(
             "{name} (d={d}, W={w}, C={c}): {streams} streams x {rounds} rounds, {windows} \
              windows ({flipping} commits flip an observable): GPU == CPU"
+        );
+    }
+}
+
+/// Models of the decode-time table: d = 5 to 11 at p = 0.001 and 0.003.
+const TIME_CASES: &[(&str, u32, f64)] = &[
+    ("surface_d5_r5_z_p001", 5, 0.001),
+    ("stream/surface_d5_r3_z_p003", 5, 0.003),
+    ("surface_d7_r7_z_p001", 7, 0.001),
+    ("stream/surface_d7_r3_z_p003", 7, 0.003),
+    ("stream/surface_d9_r3_z_p001", 9, 0.001),
+    ("stream/surface_d9_r3_z_p003", 9, 0.003),
+    ("stream/surface_d11_r3_z_p001", 11, 0.001),
+    ("stream/surface_d11_r3_z_p003", 11, 0.003),
+];
+
+/// The time of one window's decode on the GPU from the kernel's counters (a warp a
+/// window, one stream per block so windows do not share a multiprocessor's issue slots,
+/// one window of every stream per launch), beside the CPU decoder's time on the same
+/// windows (one thread, each completing `push_round` timed), W = 2d, C = d; every GPU
+/// commit checked against the CPU's. Prints a CSV.
+#[test]
+#[ignore = "needs an NVIDIA GPU; see the module docs"]
+fn gpu_window_decode_time() {
+    let Some(_gpu) = gpu_or_skip("gpu_window_decode_time") else {
+        return;
+    };
+    let streams = env_or("QFWD_WINDOW_STREAMS", 128usize);
+    let launches = env_or("QFWD_WINDOW_LAUNCHES", 40usize);
+    println!(
+        "model,d,p,W,C,streams,windows,defects_per_window,gpu_window_p50_us,gpu_window_p99_us,\
+         gpu_window_mean_us,cpu_window_p50_us,cpu_window_mean_us,identical,layout"
+    );
+    for &(name, d, p) in TIME_CASES {
+        let (w, c) = (2 * d, d);
+        let m = model(name, w, c);
+        let rounds = w + launches as u32 * c;
+        let data = sampled(&m, streams, rounds, 3);
+        // The CPU on the same windows: commits and the time of each window.
+        let mut cpu_times = Vec::new();
+        let mut want = Vec::with_capacity(streams);
+        let mut defects = 0usize;
+        for s in &data {
+            let mut dec = StreamDecoder::new(&m);
+            let mut commits = Vec::new();
+            for (r, ev) in s[..rounds as usize].iter().enumerate() {
+                defects += ev.iter().map(|b| b.count_ones() as usize).sum::<usize>();
+                let t = Instant::now();
+                let got = dec.push_round(r as u64, ev).unwrap();
+                let ns = t.elapsed();
+                if let Some(commit) = got {
+                    cpu_times.push(ns);
+                    commits.push(commit);
+                }
+            }
+            want.push(commits);
+        }
+        let mut g = GpuStreams::new(gpu_index(), &m, streams, 32).unwrap();
+        let khz = g.clock_khz().unwrap() as f64;
+        let first = batch(&data, 0, w as usize - 1, false);
+        g.push(0, &first, w - 1, false).unwrap();
+        g.take_window_cycles().unwrap();
+        let mut got = vec![Vec::new(); streams];
+        let mut gpu_us = Vec::new();
+        let mut from = w as usize - 1;
+        while from < rounds as usize {
+            let to = (from
+                + if from == w as usize - 1 {
+                    1
+                } else {
+                    c as usize
+                })
+            .min(rounds as usize);
+            let events = batch(&data, from, to, false);
+            let (answers, _) = g
+                .push(from as u64, &events, (to - from) as u32, false)
+                .unwrap();
+            let cycles = g.take_window_cycles().unwrap();
+            for (i, a) in answers.into_iter().enumerate() {
+                let n = a.len();
+                for x in a {
+                    match x {
+                        Answer::Commit(c) => got[i].push(c),
+                        Answer::Refused(r) => panic!("stream {i} refused a round: {r:?}"),
+                    }
+                }
+                if n == 1 {
+                    gpu_us.push(cycles[i] as f64 / khz * 1e3);
+                }
+            }
+            from = to;
+        }
+        let identical = got == want;
+        assert!(identical, "{name}: GPU commits differ from the CPU's");
+        gpu_us.sort_by(f64::total_cmp);
+        cpu_times.sort();
+        let pct = |v: &[f64], q: f64| v[((v.len() - 1) as f64 * q).round() as usize];
+        let cpu_us: Vec<f64> = cpu_times.iter().map(|t| t.as_secs_f64() * 1e6).collect();
+        let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len().max(1) as f64;
+        let windows = gpu_us.len();
+        println!(
+            "{name},{d},{p},{w},{c},{streams},{windows},{:.1},{:.2},{:.2},{:.2},{:.2},{:.2},{identical},\"{}\"",
+            defects as f64 / (streams as f64 * f64::from(rounds)) * f64::from(w),
+            pct(&gpu_us, 0.5),
+            pct(&gpu_us, 0.99),
+            mean(&gpu_us),
+            pct(&cpu_us, 0.5),
+            mean(&cpu_us),
+            g.describe()
         );
     }
 }

@@ -4,12 +4,12 @@
 //! cargo test --release -p qfwd-decode --test stream_speed -- --ignored --nocapture
 //! ```
 //!
-//! Streams drawn from each fixture's own error model (`StreamSampler`), W = 2d, C = d, the
-//! window decoder with its matching (default limits) and without (union-find alone); every
+//! Streams drawn from each fixture's own error model (`StreamSampler`), W = 2d, C = d; every
 //! round pushed through `StreamDecoder::push_round` on one thread, and each call that
 //! completes a window timed on its own (one clock read before and after: ~20-40 ns of the
-//! figure). Prints a CSV on stdout: per model and decoder, windows, mean, p50, p99 and max
-//! per window, the mean defects per window (carried ones aside), the CPU and the host.
+//! figure). Prints a CSV on stdout: per model and decoder (exact matching of clusters up to
+//! 16 defects, or greedy matching alone), windows, mean, p50, p99 and max per window, the
+//! mean defects per window (carried ones aside), the CPU and the host.
 //! `QFWD_STREAM_SPEED_WINDOWS` sets the windows per row (default 20 000).
 
 use std::path::Path;
@@ -63,7 +63,10 @@ fn cpu_time_per_window() {
             .join("../tests/fixtures")
             .join(format!("{name}.dem"));
         let dem = Dem::from_path(&path).unwrap();
-        for (label, limits) in [("match", MatchLimits::DEFAULT), ("uf", MatchLimits::OFF)] {
+        for (label, limits) in [
+            ("match16", MatchLimits::DEFAULT),
+            ("greedy", MatchLimits::OFF),
+        ] {
             let (w, c) = (2 * d, d);
             let m = Arc::new(StreamModel::from_dem_with(&dem, w, c, limits).unwrap());
             let mut stream = StreamDecoder::new(&m);

@@ -22,7 +22,7 @@ use super::nvrtc::WINDOW;
 use crate::abi::{
     self, StreamCommitDesc, StreamModelDesc, StreamStateDesc, WindowBatchParams, WindowGraphDesc,
 };
-use crate::decode::window::{Commit, MatchLimits, StreamModel, WindowGraph, WindowKind};
+use crate::decode::window::{Commit, MatchLimits, Metric, StreamModel, WindowGraph, WindowKind};
 use crate::{Error, Result};
 
 /// The batch kernel in `device/window.cu`.
@@ -64,28 +64,22 @@ pub struct PackedModel {
 }
 
 impl PackedModel {
-    /// Packs every window graph of `model` (see `WindowGraphDesc` in `src/abi.rs`).
+    /// Packs every window graph of `model` and its distance tables (see `WindowGraphDesc`
+    /// and `StreamModelDesc` in `src/abi.rs`).
     pub fn of(model: &StreamModel) -> Result<PackedModel> {
         let windows = model.windows();
+        let metric = model.metric();
         let desc_words = std::mem::size_of::<WindowGraphDesc>() / 4;
         let k = model.kept_slots().len();
+        let row_words = k.div_ceil(32);
         let mut blob = vec![0u32; windows.len() * desc_words];
         let kept_at = blob.len();
         blob.extend(model.kept_slots());
-        let (mut max_v, mut max_e, mut max_degree) = (0usize, 0usize, 1u32);
+        let mut max_v = 0usize;
         let mut descs = Vec::with_capacity(windows.len());
-        // Each graph's arrays, one run of blob words: where the run ends.
-        let mut ends = Vec::with_capacity(windows.len());
-        for w in windows {
-            let g = &w.graph;
-            max_v = max_v.max(g.num_detectors());
-            max_e = max_e.max(g.num_edges());
-            let off = g.adj_offset();
-            max_degree = (0..g.num_detectors())
-                .map(|v| off[v + 1] - off[v])
-                .fold(max_degree, u32::max);
-            descs.push(pack_graph(w, &mut blob)?);
-            ends.push(blob.len() as u32);
+        for (i, w) in windows.iter().enumerate() {
+            max_v = max_v.max(w.graph.num_detectors());
+            descs.push(pack_graph(w, metric, i, row_words, &mut blob)?);
         }
         for (i, d) in descs.iter().enumerate() {
             let bytes = d.to_bytes();
@@ -93,9 +87,23 @@ impl PackedModel {
                 blob[i * desc_words + j] = u32::from_le_bytes(w.try_into().expect("4 bytes"));
             }
         }
+        let pairs_at = blob.len() as u32;
+        blob.extend(metric.pair_table());
+        let masks_at = blob.len() as u32;
+        for &m in metric.masks() {
+            blob.extend([m as u32, (m >> 32) as u32]);
+        }
         let w = model.rounds_per_window();
         let c = model.commit_rounds();
         let index = |kind| model.window_index(kind).map_or(0, |i| i as u32);
+        let bulk = index(WindowKind::Bulk);
+        let limits = model.match_limits();
+        let (scratch, scratch_words) = scratch_layout(max_v, limits);
+        // The bulk context is the last: bulk below and above.
+        let span_words = (w as usize * k * k) as u32;
+        let bulk_pairs = pairs_at + (metric.contexts() - 1) * span_words;
+        let bulk_vertices = windows[bulk as usize].graph.num_detectors() as u32;
+        let cache = [0, span_words, span_words + bulk_vertices];
         let desc = StreamModelDesc {
             data: 0,
             graphs: 0,
@@ -105,7 +113,7 @@ impl PackedModel {
             slots: k as u32,
             kept_slots: kept_at as u32,
             round_bytes: model.round_bytes() as u32,
-            row_words: k.div_ceil(32) as u32,
+            row_words: row_words as u32,
             min_rounds: model.min_rounds(),
             first_final_from_start: index(WindowKind::Final {
                 from_start: true,
@@ -115,29 +123,47 @@ impl PackedModel {
                 from_start: false,
                 rounds: w - c,
             }),
-            max_vertices: max_v as u32,
-            max_edges: max_e as u32,
-            scratch_words: 0,
-            scratch: [0; abi::SCR_COUNT as usize],
-            match_defects: model.match_limits().defects,
-            match_members: model.match_limits().members,
-            match_edges: model.match_limits().edges,
-            degree_shift: max_degree.next_power_of_two().trailing_zeros(),
-            match_pool_words: 0,
-            cache_graph: 0,
-            cache_from: 0,
-            cache_words: 0,
+            max_defects: max_v as u32,
+            scratch_words,
+            scratch,
+            scratch_hot_words: scratch[abi::SCR_COST as usize],
+            match_defects: limits.defects,
+            pairs: pairs_at,
+            span: metric.span(),
+            head_rounds: model.head_rounds(),
+            tail_rounds: model.tail_rounds(),
+            masks: masks_at,
+            bulk_graph: bulk,
+            cache_words: span_words + 2 * bulk_vertices,
+            cache,
             reserved: 0,
         };
-        let bulk = model.window_index(WindowKind::Bulk).unwrap_or(0);
-        let span = (descs[bulk].adj_offset, ends[bulk] - descs[bulk].adj_offset);
-        let desc = with_scratch(desc, model.match_limits(), bulk, span);
+        // The cache's parts are copies of blob words (tests/window_host.rs checks it).
+        debug_assert_eq!(
+            bulk_pairs + span_words,
+            pairs_at + metric.pair_table().len() as u32
+        );
         Ok(PackedModel { desc, blob })
     }
 
     /// Bytes of one decoding group's scratch.
     pub fn scratch_bytes(&self) -> usize {
         self.desc.scratch_words as usize * 4
+    }
+
+    /// Bytes of one group's scratch without the exact matching's tables.
+    pub fn scratch_hot_bytes(&self) -> usize {
+        self.desc.scratch_hot_words as usize * 4
+    }
+
+    /// Bytes of one group's exact-matching tables.
+    pub fn dp_bytes(&self) -> usize {
+        self.scratch_bytes() - self.scratch_hot_bytes()
+    }
+
+    /// Bytes of a block's copy of the bulk window's tables.
+    pub fn cache_bytes(&self) -> usize {
+        self.desc.cache_words as usize * 4
     }
 
     /// u32 words of one stream's rows (its ring of W rounds).
@@ -151,9 +177,15 @@ impl PackedModel {
     }
 }
 
-/// Appends window graph `w`'s arrays to `blob`, one run of words from its CSR offsets to its
-/// boundary edges; returns where each starts.
-fn pack_graph(w: &WindowGraph, blob: &mut Vec<u32>) -> Result<WindowGraphDesc> {
+/// Appends window graph `w`'s arrays (graph `index` of `metric`'s tables) to `blob`;
+/// returns where each starts.
+fn pack_graph(
+    w: &WindowGraph,
+    metric: &Metric,
+    index: usize,
+    row_words: usize,
+    blob: &mut Vec<u32>,
+) -> Result<WindowGraphDesc> {
     let g = &w.graph;
     if g.num_detectors() >= u32::MAX as usize / 2 || g.num_edges() >= u32::MAX as usize / 2 {
         return Err(Error::InvalidSetting {
@@ -161,101 +193,66 @@ fn pack_graph(w: &WindowGraph, blob: &mut Vec<u32>) -> Result<WindowGraphDesc> {
             detail: format!("window {:?} is too large for the device", w.kind),
         });
     }
+    let (from_start, is_final) = match w.kind {
+        WindowKind::First => (1, 0),
+        WindowKind::Bulk => (0, 0),
+        WindowKind::Final { from_start, .. } => (u32::from(from_start), 1),
+    };
     let mut d = WindowGraphDesc {
         vertices: g.num_detectors() as u32,
         edges: g.num_edges() as u32,
         rounds: w.rounds,
         commit_rounds: w.commit_rounds,
+        from_start,
+        is_final,
         ..Default::default()
     };
     d.adj_offset = blob.len() as u32;
     blob.extend(g.adj_offset());
-    d.ends = blob.len() as u32;
-    for (&u, &v) in g.edge_u().iter().zip(g.edge_v()) {
-        blob.extend([u, v]);
-    }
+    d.adj_pairs = blob.len() as u32;
+    blob.extend(g.adj_pairs().iter().flatten());
     d.weight = blob.len() as u32;
     blob.extend(g.edge_weight());
     d.obs = blob.len() as u32;
     for &o in g.edge_obs() {
         blob.extend([o as u32, (o >> 32) as u32]);
     }
-    d.adj_pairs = blob.len() as u32;
-    blob.extend(g.adj_pairs().iter().flatten());
-    d.boundary_edge = blob.len() as u32;
-    blob.extend(g.boundary_edge());
+    let (bounds, exits) = metric.boundary_table(index);
+    d.bounds = blob.len() as u32;
+    blob.extend(bounds);
+    d.exits = blob.len() as u32;
+    blob.extend(exits);
+    d.present = blob.len() as u32;
+    let off = g.adj_offset();
+    let k = w.slots as usize;
+    for j in 0..w.rounds as usize {
+        let mut words = vec![0u32; row_words];
+        for s in 0..k {
+            let v = j * k + s;
+            if off[v] != off[v + 1] {
+                words[s / 32] |= 1 << (s % 32);
+            }
+        }
+        blob.extend(words);
+    }
     Ok(d)
 }
 
-/// `desc` with its scratch laid out. The bulk window (graph `bulk`, its arrays the blob words
-/// `from .. from + words`) decodes nearly every window of a stream: its arrays get a copy in
-/// the scratch when both fit in shared memory.
-fn with_scratch(
-    desc: StreamModelDesc,
-    limits: MatchLimits,
-    bulk: usize,
-    (from, words): (u32, u32),
-) -> StreamModelDesc {
-    let (max_v, max_e) = (desc.max_vertices as usize, desc.max_edges as usize);
-    let (_, plain) = scratch_layout(max_v, max_e, limits, 0);
-    let cache = if (plain + words) as usize * 4 + KERNEL_STATIC_SHARED <= MAX_SHARED {
-        words
-    } else {
-        0
-    };
-    let (offsets, scratch_words) = scratch_layout(max_v, max_e, limits, cache as usize);
-    StreamModelDesc {
-        scratch: offsets,
-        scratch_words,
-        match_pool_words: offsets[abi::SCR_TABLE as usize] - offsets[abi::SCR_POOL as usize],
-        cache_graph: bulk as u32,
-        cache_from: from,
-        cache_words: cache,
-        ..desc
-    }
-}
-
-/// Pool words beyond what the largest region needs: room for many small regions in one
-/// batch beside it.
-const MATCH_POOL_SPARE: usize = 2048;
-
-/// Pool words of a region of `members` vertices and `defects` defects whose edges take at
-/// most `edges` words (as `qw_region_words` in `device/window/match.cuh` counts them):
-/// members, defects, their sort buffer, boundary distances and matches, distances, the
-/// subsets' costs and choices (bytes), the edges.
-pub fn match_region_words(members: u32, defects: u32, edges: u32) -> u32 {
-    let subsets = 1u32 << defects;
-    members + 4 * defects + defects * members + subsets + subsets.div_ceil(4) + edges
-}
-
 /// Where a decoding group's scratch arrays start (word offsets, by `SCR_*`), and its size
-/// in words, for windows of at most `max_v` detectors and `max_e` edges, with a copy of
-/// `cache_words` words of a window graph.
+/// in words, for windows of at most `max_defects` detectors, matching clusters within
+/// `limits` exactly.
 pub fn scratch_layout(
-    max_v: usize,
-    max_e: usize,
+    max_defects: usize,
     limits: MatchLimits,
-    cache_words: usize,
 ) -> ([u32; abi::SCR_COUNT as usize], u32) {
-    let nv = max_v + 1;
-    let mut sizes = [0usize; abi::SCR_COUNT as usize];
-    for i in abi::SCR_PARENT..=abi::SCR_VERTS {
-        sizes[i as usize] = nv;
-    }
-    for i in abi::SCR_GROWTH..=abi::SCR_FULL {
-        sizes[i as usize] = max_e;
-    }
-    // Growth never exceeds a weight, and weights fit 16 bits.
-    sizes[abi::SCR_GROWTH as usize] = max_e.div_ceil(2);
-    if limits.defects != 0 {
-        let largest = match_region_words(limits.members, limits.defects, limits.edges);
-        sizes[abi::SCR_POOL as usize] = largest as usize + MATCH_POOL_SPARE;
-        sizes[abi::SCR_TABLE as usize] =
-            (abi::MATCH_BATCH_REGIONS * abi::MATCH_ENTRY_WORDS) as usize;
-    }
-    sizes[abi::SCR_CACHE as usize] = cache_words;
-    // Two banks (a window's, and the next one's being cleaned) and the bank word.
-    sizes[abi::SCR_SCALARS as usize] = 2 * abi::WINDOW_SCALARS as usize + 1;
+    let n = max_defects.max(1);
+    let subsets = 1usize << limits.defects;
+    let mut sizes = [n; abi::SCR_COUNT as usize];
+    sizes[abi::SCR_PICKS as usize] = 2 * n;
+    // The costs and choices last: a group may keep them apart (`scratch_hot_words`).
+    sizes[abi::SCR_COST as usize] = subsets;
+    sizes[abi::SCR_CHOICE as usize] = subsets.div_ceil(4);
+    sizes[abi::SCR_SCALARS as usize] = abi::WINDOW_SCALARS as usize;
     let mut offsets = [0u32; abi::SCR_COUNT as usize];
     let mut at = 0usize;
     for (o, size) in offsets.iter_mut().zip(sizes) {
@@ -351,7 +348,55 @@ struct Resources {
     events: Option<DeviceBuffer>,
     commits: Option<DeviceBuffer>,
     counts: DeviceBuffer,
+    cycles: DeviceBuffer,
     scratch: Option<DeviceBuffer>,
+    dp: Option<DeviceBuffer>,
+}
+
+/// Threads of a warp: the batch kernel decodes a window with one.
+const WARP: u32 = 32;
+
+/// Where the batch kernel keeps the bulk tables and each warp's scratch, and its grid.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BatchLayout {
+    pub grid: u32,
+    pub shared_bytes: u32,
+    /// The block's copy of the bulk tables is in shared memory.
+    pub cached: bool,
+    /// The warps' scratch is in global memory (it does not fit in shared memory).
+    pub global_scratch: bool,
+}
+
+impl BatchLayout {
+    /// The layout for `streams` streams in blocks of `threads`: the bulk tables and every
+    /// warp's scratch in shared memory when they fit; else the tables alone, the scratch
+    /// global; else both global.
+    pub fn of(p: &PackedModel, streams: usize, threads: u32) -> BatchLayout {
+        let groups = (threads / WARP) as usize;
+        let blocks = streams.div_ceil(groups);
+        let (cache, scratch) = (p.cache_bytes(), p.scratch_hot_bytes() * groups);
+        let (cached, global_scratch) = if cache + scratch <= MAX_SHARED {
+            (true, false)
+        } else if cache <= MAX_SHARED {
+            (true, true)
+        } else if scratch <= MAX_SHARED {
+            (false, false)
+        } else {
+            (false, true)
+        };
+        let shared = if cached { cache } else { 0 } + if global_scratch { 0 } else { scratch };
+        let grid = blocks.min(if global_scratch {
+            GLOBAL_SCRATCH_BLOCKS
+        } else {
+            65_535
+        });
+        BatchLayout {
+            grid: grid as u32,
+            shared_bytes: shared as u32,
+            cached,
+            global_scratch,
+        }
+    }
 }
 
 /// Streams of one model on one GPU, fed by the batch kernel.
@@ -362,8 +407,7 @@ pub struct GpuStreams {
     ctx: Arc<GpuContext>,
     streams: usize,
     threads: u32,
-    shared_bytes: u32,
-    grid: u32,
+    layout: BatchLayout,
     /// A batch did not finish in time: its memory is leaked rather than freed under it.
     stuck: bool,
 }
@@ -381,8 +425,9 @@ impl Drop for GpuStreams {
 unsafe impl Send for GpuStreams {}
 
 impl GpuStreams {
-    /// `streams` streams at round 0 on GPU `device`, each decoded by a block of `threads`
-    /// threads (a multiple of 32, at most 1024).
+    /// `streams` streams at round 0 on GPU `device`, a warp each, in blocks of `threads`
+    /// threads (a multiple of 32, at most 1024): `threads / 32` streams' windows a block
+    /// at once, sharing one copy of the bulk window's tables.
     pub fn new(
         device: usize,
         model: &Arc<StreamModel>,
@@ -393,8 +438,8 @@ impl GpuStreams {
         let ctx = GpuContext::open(device)?;
         let module = Module::compile_and_load(&ctx, &WINDOW)?;
         let kernel = module.kernel::<WindowBatchParams>()?;
-        // The kernel's registers may allow fewer threads a block than the group takes (on
-        // an H200, 1 024 do not launch): say so before launching.
+        // The kernel's registers may allow fewer threads a block than asked: say so
+        // before launching.
         let most = kernel.function().max_threads_per_block(&ctx)?;
         if threads > most {
             return Err(Error::InvalidSetting {
@@ -407,29 +452,30 @@ impl GpuStreams {
         }
         let model = DeviceModel::upload(&ctx, model)?;
         let p = &model.packed;
-        // Each block's scratch: in dynamic shared memory when it fits (opting in above
-        // 48 KiB), else one global area per block, for at most GLOBAL_SCRATCH_BLOCKS blocks
-        // (the others' streams are served grid-stride).
-        let in_shared = p.scratch_bytes() <= MAX_SHARED;
-        let grid = streams.min(if in_shared {
-            65_535
+        let layout = BatchLayout::of(p, streams, threads);
+        if layout.shared_bytes as usize > DEFAULT_SHARED_LIMIT {
+            kernel
+                .function()
+                .allow_dynamic_shared(&ctx, layout.shared_bytes)?;
+        }
+        // A global scratch holds everything; a shared one leaves the exact matching's
+        // tables (used by clusters of 5 defects or more) in global memory.
+        let groups = layout.grid as usize * (threads / WARP) as usize;
+        let (scratch, dp) = if layout.global_scratch {
+            (
+                Some(DeviceBuffer::zeroed(&ctx, p.scratch_bytes() * groups)?),
+                None,
+            )
         } else {
-            GLOBAL_SCRATCH_BLOCKS
-        }) as u32;
-        let (shared_bytes, scratch) = if in_shared {
-            if p.scratch_bytes() > DEFAULT_SHARED_LIMIT {
-                kernel
-                    .function()
-                    .allow_dynamic_shared(&ctx, p.scratch_bytes() as u32)?;
-            }
-            (p.scratch_bytes() as u32, None)
-        } else {
-            let s = DeviceBuffer::zeroed(&ctx, p.scratch_bytes() * grid as usize)?;
-            (0, Some(s))
+            (
+                None,
+                Some(DeviceBuffer::zeroed(&ctx, p.dp_bytes().max(4) * groups)?),
+            )
         };
         let states = DeviceBuffer::zeroed(&ctx, streams * std::mem::size_of::<StreamStateDesc>())?;
         let rows = DeviceBuffer::zeroed(&ctx, streams * p.row_words_per_stream() * 4)?;
         let counts = DeviceBuffer::zeroed(&ctx, streams * 4)?;
+        let cycles = DeviceBuffer::zeroed(&ctx, streams * 8)?;
         let stream = Stream::new(&ctx)?;
         Ok(GpuStreams {
             stream,
@@ -442,15 +488,58 @@ impl GpuStreams {
                 events: None,
                 commits: None,
                 counts,
+                cycles,
                 scratch,
+                dp,
             }),
             ctx,
             streams,
             threads,
-            shared_bytes,
-            grid,
+            layout,
             stuck: false,
         })
+    }
+
+    /// Each stream's clock cycles in its windows' decodes since the last call (the
+    /// kernel's own counter, `clock64` around each decode), and zeroes them.
+    pub fn take_window_cycles(&mut self) -> Result<Vec<u64>> {
+        let res = self.res();
+        let mut raw = vec![0u8; self.streams * 8];
+        res.cycles.read_bytes(0, &mut raw)?;
+        res.cycles.write_bytes(0, &vec![0u8; raw.len()])?;
+        Ok(raw
+            .chunks_exact(8)
+            .map(|c| u64::from_le_bytes(c.try_into().expect("8 bytes")))
+            .collect())
+    }
+
+    /// The GPU's clock in kHz (what `clock64` counts), to read
+    /// [`GpuStreams::take_window_cycles`] as time.
+    pub fn clock_khz(&self) -> Result<u64> {
+        let khz = self
+            .ctx
+            .attribute(cudarc::driver::sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_CLOCK_RATE)?;
+        Ok(khz.max(1) as u64)
+    }
+
+    /// Whether the block's copy of the bulk tables and the warps' scratch are in shared
+    /// memory, for reports.
+    pub fn describe(&self) -> String {
+        format!(
+            "{} threads a block ({} windows at once), bulk tables {}, scratch {}",
+            self.threads,
+            self.threads / WARP,
+            if self.layout.cached {
+                "in shared memory"
+            } else {
+                "in global memory"
+            },
+            if self.layout.global_scratch {
+                "global"
+            } else {
+                "shared"
+            }
+        )
     }
 
     fn res(&self) -> &Resources {
@@ -545,11 +634,15 @@ impl GpuStreams {
             commits: commits_ptr,
             counts: res.counts.device_ptr(),
             scratch: res.scratch.as_ref().map_or(0, |s| s.device_ptr()),
+            dp: res.dp.as_ref().map_or(0, |s| s.device_ptr()),
+            cycles: res.cycles.device_ptr(),
             first_round,
             streams: streams as u32,
             rounds,
             finish: u32::from(finish),
             commits_per_stream: per_stream,
+            group_threads: WARP,
+            cached: u32::from(self.layout.cached),
         };
         let t_launch = Instant::now();
         // SAFETY: every address in `params` is a live allocation of this context, sized
@@ -559,9 +652,9 @@ impl GpuStreams {
             res.kernel.launch(
                 &ctx,
                 &self.stream,
-                self.grid,
+                self.layout.grid,
                 self.threads,
-                self.shared_bytes,
+                self.layout.shared_bytes,
                 &params,
             )?;
         }
@@ -617,8 +710,8 @@ mod tests {
         StreamModel::from_dem(&Dem::from_path(path.as_ref()).unwrap(), w, c).unwrap()
     }
 
-    /// The blob holds each window's arrays where its descriptor says, as the CPU's graphs
-    /// have them.
+    /// The blob holds each window's arrays and tables where its descriptor says, as the
+    /// CPU's graphs and metric have them.
     #[test]
     fn packed_windows_are_the_cpu_graphs() {
         let m = model(4, 2);
@@ -629,8 +722,9 @@ mod tests {
         assert_eq!(p.desc.round_bytes, 3);
         let kept = &p.blob[p.desc.kept_slots as usize..][..12];
         assert_eq!(kept, m.kept_slots());
+        let words = std::mem::size_of::<WindowGraphDesc>() / 4;
         for (i, w) in m.windows().iter().enumerate() {
-            let d = &p.blob[i * 10..i * 10 + 10];
+            let d = &p.blob[i * words..(i + 1) * words];
             let g = &w.graph;
             assert_eq!(
                 (d[0], d[1], d[2], d[3]),
@@ -643,15 +737,20 @@ mod tests {
             );
             let n = g.num_detectors();
             assert_eq!(&p.blob[d[4] as usize..][..n + 2], g.adj_offset());
-            for e in 0..g.num_edges() {
-                assert_eq!(p.blob[d[5] as usize + 2 * e], g.edge_u()[e]);
-                assert_eq!(p.blob[d[5] as usize + 2 * e + 1], g.edge_v()[e]);
-                assert_eq!(p.blob[d[6] as usize + e], g.edge_weight()[e]);
-                let o = g.edge_obs()[e];
-                assert_eq!(p.blob[d[7] as usize + 2 * e], o as u32);
+            for (o, pair) in g.adj_pairs().iter().enumerate() {
+                assert_eq!(&p.blob[d[5] as usize + 2 * o..][..2], pair);
             }
-            assert!(p.desc.max_vertices as usize >= n);
+            for e in 0..g.num_edges() {
+                assert_eq!(p.blob[d[6] as usize + e], g.edge_weight()[e]);
+                assert_eq!(p.blob[d[7] as usize + 2 * e], g.edge_obs()[e] as u32);
+            }
+            let (bounds, exits) = m.metric().boundary_table(i);
+            assert_eq!(&p.blob[d[8] as usize..][..n], bounds);
+            assert_eq!(&p.blob[d[9] as usize..][..n], exits);
+            assert!(p.desc.max_defects as usize >= n);
         }
+        let pairs = m.metric().pair_table();
+        assert_eq!(&p.blob[p.desc.pairs as usize..][..pairs.len()], pairs);
         let first_final = m
             .window_index(WindowKind::Final {
                 from_start: false,
@@ -661,31 +760,12 @@ mod tests {
         assert_eq!(p.desc.first_final_from_bulk as usize, first_final);
     }
 
-    /// Each detector's adjacency fits the `2^degree_shift` items the decoder gives it, and
-    /// no smaller power of two would do.
-    #[test]
-    fn degree_shift_covers_the_largest_degree() {
-        let m = model(4, 2);
-        let p = PackedModel::of(&m).unwrap();
-        let slots = 1u32 << p.desc.degree_shift;
-        let mut largest = 0;
-        for w in m.windows() {
-            let off = w.graph.adj_offset();
-            for v in 0..w.graph.num_detectors() {
-                largest = largest.max(off[v + 1] - off[v]);
-            }
-        }
-        assert!(
-            largest <= slots && largest > slots / 2,
-            "{largest} in {slots} slots"
-        );
-    }
-
-    /// Sizes of the scratch for the fixtures' windows (docs/streaming.md quotes them).
+    /// Sizes of the scratch and the bulk tables for the fixtures' windows
+    /// (docs/streaming.md quotes them).
     #[test]
     #[ignore = "prints sizes: cargo test --lib scratch_sizes -- --ignored --nocapture"]
     fn scratch_sizes() {
-        for d in [5, 7, 11, 13, 15] {
+        for d in [5, 7, 9, 11, 13, 15] {
             let r = if d <= 7 { 100 } else { 3 };
             let path = format!(
                 "{}/tests/fixtures/stream/surface_d{d}_r{r}_z_p001.dem",
@@ -700,11 +780,13 @@ mod tests {
             };
             let p = PackedModel::of(&m).unwrap();
             println!(
-                "d={d} W={w}: {} vertices, {} edges, degree shift {}, scratch {} KB",
-                p.desc.max_vertices,
-                p.desc.max_edges,
-                p.desc.degree_shift,
-                p.scratch_bytes().div_ceil(1024)
+                "d={d} W={w}: {} defects at most, scratch {} KB a warp (and {} KB of exact \
+                 matching tables), bulk tables {} KB, model {} KB",
+                p.desc.max_defects,
+                p.scratch_hot_bytes().div_ceil(1024),
+                p.dp_bytes().div_ceil(1024),
+                p.cache_bytes().div_ceil(1024),
+                (p.blob.len() * 4).div_ceil(1024)
             );
         }
     }

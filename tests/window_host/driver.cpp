@@ -1,16 +1,19 @@
 // Runs device/window.cu's stream functions on the CPU, a group of std::threads standing in
 // for a thread block (std::barrier for bar.sync, a 32-thread std::barrier and a slot per
-// lane for a warp's ballot, std::atomic_ref for the atomics and the volatile accesses), so
+// lane for a warp's __syncwarp, ballot, scans and reductions, std::atomic_ref for the
+// atomics and the volatile accesses), so
 // the device code's own paths run, and tests/window_host.rs can check its commits against
 // the CPU decoder's on a machine without a GPU. Not a model of the GPU's timing or of its
 // memory ordering beyond what the barriers and atomics give.
 //
-//   driver BLOB MODEL EVENTS STREAMS ROUNDS FINISH THREADS FIRST_ROUND
+//   driver BLOB MODEL EVENTS STREAMS ROUNDS FINISH THREADS FIRST_ROUND CACHED
 //
 // BLOB: the model's u32 words; MODEL: its QfwdStreamModel (data is set here); EVENTS:
-// STREAMS x (ROUNDS + FINISH) rounds of round_bytes. Prints one line per answer:
-// `stream status first_round rounds flips`; with QFWD_WINDOW_BARRIERS set, also
-// `windows N barriers M` on stderr (the barriers inside windows' decodes).
+// STREAMS x (ROUNDS + FINISH) rounds of round_bytes; CACHED 1: the group reads the bulk
+// window's tables from a copy (qfwd_window_cache_fill), as a block's warps do. Prints one
+// line per answer: `stream status first_round rounds flips`; with QFWD_WINDOW_STEPS set,
+// also `windows N steps S reads R` on stderr (the decoding warp's steps inside windows,
+// and the table reads on their critical path).
 #include <atomic>
 #include <barrier>
 #include <bit>
@@ -36,63 +39,112 @@ struct QwGroup {
     u32 tid;
     u32 size;
     u32 barrier;
+    const u32* cache;
+    u32* dp;
 };
 
 static std::barrier<>* qw_barrier = nullptr;
 
-// Windows decoded and the barriers inside them (thread 0 counts): on the GPU each barrier
-// ends a pass, the unit of a window's time.
-static u64 qw_windows = 0, qw_window_barriers = 0;
+// Inside a window (thread 0 of the group counts): windows, the decoding warp's steps (each
+// __syncwarp or warp collective), and the table reads on the critical path (between two
+// steps, the most any lane made).
+static u64 qw_windows = 0, qw_steps = 0, qw_reads = 0;
 static thread_local bool qw_in_window = false;
-#define QW_WINDOW_BEGIN(g)           \
-    do {                             \
-        if ((g).tid == 0) {          \
-            qw_in_window = true;     \
-            qw_windows++;            \
-        }                            \
+static thread_local u64 qw_lane_reads = 0;
+#define QW_WINDOW_BEGIN(g)       \
+    do {                         \
+        qw_in_window = true;     \
+        qw_lane_reads = 0;       \
+        if ((g).tid == 0) qw_windows++; \
     } while (0)
 #define QW_WINDOW_END(g) (qw_in_window = false)
+#define QW_READ() (qw_lane_reads++)
 
-QW_DEV void qw_sync(const QwGroup&) {
-    if (qw_in_window) qw_window_barriers++;
-    qw_barrier->arrive_and_wait();
-}
+QW_DEV void qw_sync(const QwGroup&) { qw_barrier->arrive_and_wait(); }
 QW_DEV u32 qw_ld(const u32* p) {
     return std::atomic_ref<u32>(*const_cast<u32*>(p)).load(std::memory_order_relaxed);
 }
 QW_DEV void qw_st(u32* p, u32 v) { std::atomic_ref<u32>(*p).store(v, std::memory_order_relaxed); }
-QW_DEV u32 qw_ro(const u32* p) { return *p; }
 QW_DEV u32 qw_cas(u32* p, u32 cmp, u32 v) {
     std::atomic_ref<u32>(*p).compare_exchange_strong(cmp, v);
     return cmp;
 }
-QW_DEV void qw_min(u32* p, u32 v) {
-    std::atomic_ref<u32> a(*p);
-    u32 cur = a.load();
-    while (v < cur && !a.compare_exchange_weak(cur, v)) {
-    }
-}
 QW_DEV void qw_xor(u32* p, u32 v) { std::atomic_ref<u32>(*p).fetch_xor(v); }
-QW_DEV u32 qw_or(u32* p, u32 v) { return std::atomic_ref<u32>(*p).fetch_or(v); }
+QW_DEV void qw_or(u32* p, u32 v) { std::atomic_ref<u32>(*p).fetch_or(v); }
 QW_DEV u32 qw_add(u32* p, u32 v) { return std::atomic_ref<u32>(*p).fetch_add(v); }
 QW_DEV u32 qw_popc(u32 x) { return std::popcount(x); }
 QW_DEV u32 qw_ctz(u32 x) { return std::countr_zero(x); }
 
-// __ballot_sync for a warp of 32 threads: each lane posts its predicate, the warp meets,
-// every lane gathers the word, and the warp meets again before the slots are reused.
+// A warp of 32 threads: each lane posts a value, the warp meets, every lane reads all 32,
+// and the warp meets again before the slots are reused. Inside a window each meeting is a
+// step, and the most table reads a lane made since the last step go to the critical path.
 struct QwWarp {
     std::barrier<> meet{32};
-    u32 pred[32] = {};
+    u64 value[32] = {};
+    u64 reads[32] = {};
 };
 static std::vector<QwWarp>* qw_warps = nullptr;
-QW_DEV u32 qw_ballot(const QwGroup& g, u32 pred) {
+static void qw_exchange(const QwGroup& g, u64 v, u64* out) {
     QwWarp& w = (*qw_warps)[g.tid / 32];
-    w.pred[g.tid % 32] = pred != 0;
+    const u32 lane = g.tid % 32;
+    w.value[lane] = v;
+    w.reads[lane] = qw_lane_reads;
     w.meet.arrive_and_wait();
+    for (u32 i = 0; i < 32; i++) out[i] = w.value[i];
+    if (qw_in_window && lane == 0) {
+        u64 most = 0;
+        for (u32 i = 0; i < 32; i++) most = w.reads[i] > most ? w.reads[i] : most;
+        qw_steps++;
+        qw_reads += most;
+    }
+    w.meet.arrive_and_wait();
+    qw_lane_reads = 0;
+}
+QW_DEV void qw_wsync(const QwGroup& g) {
+    u64 all[32];
+    qw_exchange(g, 0, all);
+}
+QW_DEV u32 qw_ballot(const QwGroup& g, u32 pred) {
+    u64 all[32];
+    qw_exchange(g, pred != 0, all);
     u32 word = 0;
-    for (u32 i = 0; i < 32; i++) word |= w.pred[i] << i;
-    w.meet.arrive_and_wait();
+    for (u32 i = 0; i < 32; i++) word |= (u32)all[i] << i;
     return word;
+}
+QW_DEV u32 qw_wmin(const QwGroup& g, u32 v) {
+    u64 all[32];
+    qw_exchange(g, v, all);
+    u32 m = (u32)all[0];
+    for (u32 i = 1; i < 32; i++) m = (u32)all[i] < m ? (u32)all[i] : m;
+    return m;
+}
+QW_DEV u64 qw_wmin64(const QwGroup& g, u64 v) {
+    u64 all[32];
+    qw_exchange(g, v, all);
+    u64 m = all[0];
+    for (u32 i = 1; i < 32; i++) m = all[i] < m ? all[i] : m;
+    return m;
+}
+QW_DEV u32 qw_wxor(const QwGroup& g, u32 v) {
+    u64 all[32];
+    qw_exchange(g, v, all);
+    u32 x = 0;
+    for (u32 i = 0; i < 32; i++) x ^= (u32)all[i];
+    return x;
+}
+QW_DEV u32 qw_wsum(const QwGroup& g, u32 v) {
+    u64 all[32];
+    qw_exchange(g, v, all);
+    u32 x = 0;
+    for (u32 i = 0; i < 32; i++) x += (u32)all[i];
+    return x;
+}
+QW_DEV u32 qw_wscan(const QwGroup& g, u32 v) {
+    u64 all[32];
+    qw_exchange(g, v, all);
+    u32 x = 0;
+    for (u32 i = 0; i < g.tid % 32; i++) x += (u32)all[i];
+    return x;
 }
 
 #include "window.cu"
@@ -107,8 +159,8 @@ static std::vector<u8> read_file(const char* path) {
 }
 
 int main(int argc, char** argv) {
-    if (argc != 9) {
-        std::fprintf(stderr, "usage: %s BLOB MODEL EVENTS STREAMS ROUNDS FINISH THREADS FIRST_ROUND\n", argv[0]);
+    if (argc != 10) {
+        std::fprintf(stderr, "usage: %s BLOB MODEL EVENTS STREAMS ROUNDS FINISH THREADS FIRST_ROUND CACHED\n", argv[0]);
         return 2;
     }
     std::vector<u8> blob_bytes = read_file(argv[1]);
@@ -123,6 +175,12 @@ int main(int argc, char** argv) {
     const u32 streams = std::atoi(argv[4]), rounds = std::atoi(argv[5]), finish = std::atoi(argv[6]);
     const u32 threads = std::atoi(argv[7]);
     const u64 first_round = std::strtoull(argv[8], nullptr, 10);
+    const bool cached = std::atoi(argv[9]) != 0;
+    std::vector<u32> cache(m.cache_words);
+    // A cached group keeps its exact-matching tables apart, as the batch kernel's warps do.
+    std::vector<u32> dp(m.scratch_words - m.scratch_hot_words + 1);
+    if (cached)
+        for (u32 t = 0; t < 64; t++) qfwd_window_cache_fill(t, 64, m, cache.data());
     const u32 inputs = rounds + finish;
     if (events.size() != (size_t)streams * inputs * m.round_bytes) {
         std::fprintf(stderr, "events: %zu bytes\n", events.size());
@@ -143,7 +201,7 @@ int main(int argc, char** argv) {
     std::vector<std::thread> pool;
     for (u32 t = 0; t < threads; t++) {
         pool.emplace_back([&, t] {
-            const QwGroup g = {t, threads, 1};
+            const QwGroup g = {t, threads, 1, cached ? cache.data() : nullptr, cached ? dp.data() : nullptr};
             qfwd_stream_scratch_init(g, m, scratch.data());
             for (u32 i = 0; i < streams; i++) {
                 QfwdStreamState* st = &states[i];
@@ -172,8 +230,8 @@ int main(int argc, char** argv) {
         });
     }
     for (auto& th : pool) th.join();
-    if (std::getenv("QFWD_WINDOW_BARRIERS") != nullptr)
-        std::fprintf(stderr, "windows %llu barriers %llu\n", qw_windows, qw_window_barriers);
+    if (std::getenv("QFWD_WINDOW_STEPS") != nullptr)
+        std::fprintf(stderr, "windows %llu steps %llu reads %llu\n", qw_windows, qw_steps, qw_reads);
     for (u32 i = 0; i < streams; i++) {
         for (const QfwdCommit& c : answers[i]) {
             std::printf("%u %d %llu %u %llu\n", i, c.status, c.first_round, c.rounds, c.flips);

@@ -34,6 +34,7 @@
 
 mod layout;
 pub mod matching;
+pub mod metric;
 mod model;
 mod sample;
 mod stream;
@@ -41,6 +42,7 @@ pub mod uf;
 
 pub use layout::{DetectorPlaces, RoundClass, TemplateEdge, Templates, TO_BOUNDARY};
 pub use matching::MatchLimits;
+pub use metric::Metric;
 pub use model::{Experiment, StreamModel, WindowGraph, WindowKind};
 pub use sample::StreamSampler;
 pub use stream::{Commit, StreamDecoder, StreamError};

@@ -8,6 +8,7 @@ use crate::{Error, Result};
 
 use super::layout::{DetectorPlaces, RoundClass, Templates, TO_BOUNDARY};
 use super::matching::MatchLimits;
+use super::metric::Metric;
 
 /// Which part of a stream a window graph covers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -60,6 +61,7 @@ pub struct StreamModel {
     windows: Vec<WindowGraph>,
     templates: Templates,
     limits: MatchLimits,
+    metric: Metric,
     /// Index in `windows` of the first final window from the start (`Final { from_start:
     /// true, rounds: min_rounds }`), and of the first from the bulk.
     first_final_from_start: usize,
@@ -153,6 +155,7 @@ impl StreamModel {
             first_final_from_bulk: 0,
             templates: t,
             limits,
+            metric: Metric::default(),
         };
         let mut kinds = vec![WindowKind::First, WindowKind::Bulk];
         m.first_final_from_start = kinds.len();
@@ -173,6 +176,7 @@ impl StreamModel {
             let g = m.build_window(&m.templates, kind)?;
             m.windows.push(g);
         }
+        m.metric = Metric::build(&m)?;
         Ok(m)
     }
 
@@ -272,9 +276,14 @@ impl StreamModel {
         })
     }
 
-    /// The regions the window decoder matches exactly.
+    /// The clusters the window decoder matches exactly.
     pub fn match_limits(&self) -> MatchLimits {
         self.limits
+    }
+
+    /// The window decoder's distance tables.
+    pub fn metric(&self) -> &Metric {
+        &self.metric
     }
 
     /// Where the model came from (for messages).

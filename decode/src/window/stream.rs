@@ -56,28 +56,21 @@ pub struct StreamDecoder {
     window_start: u64,
     finished: bool,
     defects: Vec<u32>,
-    correction: Vec<u32>,
 }
 
 impl StreamDecoder {
     /// A stream at round 0.
     pub fn new(model: &Arc<StreamModel>) -> StreamDecoder {
-        let (mut nv, mut ne) = (0, 0);
-        for w in model.windows() {
-            nv = nv.max(w.graph.num_detectors());
-            ne = ne.max(w.graph.num_edges());
-        }
         let row_words = model.kept_slots().len().div_ceil(64);
         StreamDecoder {
             model: Arc::clone(model),
-            scratch: WindowScratch::new(nv, ne, model.match_limits()),
+            scratch: WindowScratch::new(model.match_limits()),
             rows: vec![0; model.rounds_per_window() as usize * row_words],
             row_words,
             next_round: 0,
             window_start: 0,
             finished: false,
             defects: Vec::new(),
-            correction: Vec::new(),
         }
     }
 
@@ -218,26 +211,17 @@ impl StreamDecoder {
                 }
             }
         }
-        self.correction.clear();
-        self.scratch.decode(g, &self.defects, &mut self.correction);
-        let c = wg.commit_rounds;
-        let b = g.boundary();
-        let mut flips = 0u64;
-        for &e in &self.correction {
-            let (u, v) = (g.edge_u()[e as usize], g.edge_v()[e as usize]);
-            if wg.round_of(u) >= c {
-                continue;
-            }
-            flips ^= g.edge_obs()[e as usize];
-            if v != b && wg.round_of(v) >= c {
-                // Crosses the commit boundary: its far end's event flips.
-                let (j, s) = ((v / wg.slots) as usize, (v % wg.slots) as usize);
-                self.rows[j * self.row_words + s / 64] ^= 1 << (s % 64);
-            }
+        let flips = self
+            .scratch
+            .decode(model.metric(), index, wg, &self.defects);
+        for &v in &self.scratch.carried {
+            // The commit round's event at v flips: round j of the rows, kept slot s.
+            let (j, s) = ((v / wg.slots) as usize, (v % wg.slots) as usize);
+            self.rows[j * self.row_words + s / 64] ^= 1 << (s % 64);
         }
         Commit {
             first_round: self.window_start,
-            rounds: c,
+            rounds: wg.commit_rounds,
             flips,
         }
     }

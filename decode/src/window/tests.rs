@@ -280,56 +280,129 @@ fn sampled_streams_decode_to_their_flips() {
     }
 }
 
-/// Whether `correction` flips exactly the `defects` (the boundary absorbs).
-fn explains(g: &MatchingGraph, correction: &[u32], defects: &[u32]) -> bool {
-    let mut flip = vec![0u8; g.num_detectors()];
-    for &e in correction {
-        for v in [g.edge_u()[e as usize], g.edge_v()[e as usize]] {
-            if v != g.boundary() {
-                flip[v as usize] ^= 1;
+/// The pair table holds distances of the stream: for a window over a whole short stream,
+/// no entry is longer than the window's own shortest path, a pair from the head to the
+/// tail (computed on that stream alone) is exactly it, and an entry of that length flips
+/// the same observables.
+#[test]
+fn pair_entries_are_the_streams_distances() {
+    let dem = Dem::parse(&repetition_text(5, 8, 0.02, 0.01), "rep").unwrap();
+    let model = StreamModel::from_dem(&dem, 6, 3).unwrap();
+    let metric = model.metric();
+    let rounds = 4;
+    let kind = WindowKind::Final {
+        from_start: true,
+        rounds,
+    };
+    let index = model.window_index(kind).unwrap();
+    let w = &model.windows()[index];
+    let at = metric::WindowPlace::of(w);
+    let g = &w.graph;
+    let k = w.slots;
+    let (mut exact, mut checked) = (0, 0);
+    for a in 0..g.num_detectors() as u32 {
+        let dists = shortest(g, a);
+        for b in 0..g.num_detectors() as u32 {
+            let e = metric.pair(at, a, b);
+            let (d, m) = dists[b as usize];
+            // The table's paths may use bulk rounds beyond the window's: never longer.
+            assert!(metric::dist(e) <= d, "{a}-{b}: {} > {d}", metric::dist(e));
+            let (lo, hi) = (a.min(b) / k, a.max(b) / k);
+            if lo < model.head_rounds() && hi + model.tail_rounds() >= w.rounds {
+                assert_eq!(metric::dist(e), d, "{a}-{b}");
+                exact += 1;
+            }
+            if metric::dist(e) == d && d != metric::INF {
+                assert_eq!(metric.masks()[metric::mask(e) as usize], m, "{a}-{b}");
+                checked += 1;
             }
         }
     }
-    for &d in defects {
-        flip[d as usize] ^= 1;
-    }
-    flip.iter().all(|&f| f == 0)
+    assert!(
+        exact > 0 && checked > exact,
+        "{exact} exact, {checked} checked"
+    );
 }
 
-#[test]
-fn matching_explains_the_defects_with_no_more_weight_than_peeling() {
-    // Equal weights (many ties) and a noisy model (large regions, some left to peeling).
-    let dem = Dem::parse(&repetition_text(7, 12, 0.06, 0.06), "rep").unwrap();
-    let model = StreamModel::from_dem(&dem, 4, 2).unwrap();
-    let g = model.stream_graph(12).unwrap();
-    let (n, ne) = (g.num_detectors(), g.num_edges());
-    let mut peel = WindowScratch::new(n, ne, MatchLimits::OFF);
-    let small = MatchLimits {
-        defects: 4,
-        ..MatchLimits::DEFAULT
-    };
-    let mut sampler = crate::sample::SyndromeSampler::new(&g, 3);
-    let mut dets = vec![0u8; n.div_ceil(8)];
-    let weight = |c: &[u32]| c.iter().map(|&e| g.edge_weight()[e as usize]).sum::<u32>();
-    for limits in [MatchLimits::DEFAULT, small] {
-        let mut matching = WindowScratch::new(n, ne, limits);
-        let (mut lighter, mut regions) = (0, 0);
-        for _ in 0..400 {
-            sampler.draw(&mut dets);
-            let defects: Vec<u32> = (0..n as u32)
-                .filter(|&v| dets[v as usize / 8] >> (v % 8) & 1 == 1)
-                .collect();
-            let (mut a, mut b) = (Vec::new(), Vec::new());
-            peel.decode(&g, &defects, &mut a);
-            matching.decode(&g, &defects, &mut b);
-            assert!(explains(&g, &a, &defects) && explains(&g, &b, &defects));
-            assert!(weight(&b) <= weight(&a), "{limits:?}: {b:?} vs {a:?}");
-            lighter += usize::from(weight(&b) < weight(&a));
-            regions += matching.matcher.matched as usize;
+/// Dijkstra from `a` over the detectors of `g`: each one's distance and observables.
+fn shortest(g: &MatchingGraph, a: u32) -> Vec<(u32, u64)> {
+    let n = g.num_detectors();
+    let mut out = vec![(metric::INF, 0u64); n];
+    let mut heap = std::collections::BinaryHeap::new();
+    out[a as usize] = (0, 0);
+    heap.push(std::cmp::Reverse((0u32, a)));
+    while let Some(std::cmp::Reverse((d, x))) = heap.pop() {
+        if d > out[x as usize].0 {
+            continue;
         }
-        assert!(
-            lighter > 20 && regions > 400,
-            "{limits:?}: {lighter} lighter, {regions} regions"
-        );
+        let (off, adj) = (g.adj_offset(), g.adj_pairs());
+        for &[e, y] in &adj[off[x as usize] as usize..off[x as usize + 1] as usize] {
+            if y == g.boundary() {
+                continue;
+            }
+            let nd = d + g.edge_weight()[e as usize];
+            if nd < out[y as usize].0 {
+                out[y as usize] = (nd, out[x as usize].1 ^ g.edge_obs()[e as usize]);
+                heap.push(std::cmp::Reverse((nd, y)));
+            }
+        }
     }
+    out
+}
+
+/// Exact matching inside clusters weighs no more than greedy matching, and is lighter on
+/// some windows; both match every defect.
+#[test]
+fn exact_matching_is_no_heavier_than_greedy() {
+    let dem = Dem::parse(&repetition_text(7, 12, 0.06, 0.06), "rep").unwrap();
+    let model = Arc::new(StreamModel::from_dem(&dem, 8, 4).unwrap());
+    let metric = model.metric();
+    let index = model.window_index(WindowKind::Bulk).unwrap();
+    let w = &model.windows()[index];
+    let at = metric::WindowPlace::of(w);
+    let mut rng = crate::sample::SplitMix64(5);
+    let weight = |defects: &[u32], s: &WindowScratch| -> u64 {
+        s.picks()
+            .iter()
+            .map(|p| {
+                let a = defects[p.a as usize];
+                let e = if p.b == uf::NONE {
+                    metric.boundary(index, a)
+                } else {
+                    metric.pair(at, a, defects[p.b as usize])
+                };
+                u64::from(metric::dist(e))
+            })
+            .sum()
+    };
+    let (mut exact, mut greedy) = (
+        WindowScratch::new(MatchLimits::DEFAULT),
+        WindowScratch::new(MatchLimits::OFF),
+    );
+    let (mut lighter, mut clusters) = (0, 0);
+    for _ in 0..400 {
+        let defects: Vec<u32> = (0..w.graph.num_detectors() as u32)
+            .filter(|_| rng.next_u64() % 8 == 0)
+            .collect();
+        exact.decode(metric, index, w, &defects);
+        greedy.decode(metric, index, w, &defects);
+        for s in [&exact, &greedy] {
+            let mut seen = vec![0u32; defects.len()];
+            for p in s.picks() {
+                seen[p.a as usize] += 1;
+                if p.b != uf::NONE {
+                    seen[p.b as usize] += 1;
+                }
+            }
+            assert!(seen.iter().all(|&c| c == 1), "every defect matched once");
+        }
+        let (a, b) = (weight(&defects, &exact), weight(&defects, &greedy));
+        assert!(a <= b, "{a} > {b}");
+        lighter += usize::from(a < b);
+        clusters += exact.exact as usize;
+    }
+    assert!(
+        lighter > 20 && clusters > 400,
+        "{lighter} lighter, {clusters} clusters"
+    );
 }

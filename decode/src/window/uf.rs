@@ -1,124 +1,89 @@
-//! The window decoder: union-find with weighted growth, a level-synchronous spanning forest
-//! and peeling, specified on *sets* so that a thread block can run each step in parallel
-//! and give the same correction (docs/streaming.md, "The window decoder").
+//! The window decoder: union-find on the window's *defects*, with distances from the
+//! model's tables ([`super::metric`]), then exact matching inside each cluster and the
+//! commit of the matches below the commit round (docs/streaming.md, "The window decoder").
+//! Its cost follows the defects, not the graph.
 //!
-//! 1. Every defect is a cluster; so is the boundary `B` (flag `BOUNDARY`). A cluster is a
-//!    connected component of full edges; its root is its least vertex; it is *active*
-//!    when it holds an odd number of defects and not `B`.
-//! 2. Growth rounds. A *growing* edge is one that is not full and whose ends lie in
-//!    different clusters (or one in none), at least one of them active; `k` = its number
-//!    of active ends. `delta` = the least `ceil((weight - growth) / k)` over growing edges;
-//!    none: stop. Every growing edge grows by `k * delta` (capped at its weight); those
-//!    that reach it are full, their ends join clusters, clusters they connect merge.
+//! 1. Defects `0..m` in increasing vertex order; `B(a)` each one's boundary distance,
+//!    `D(a, b)` a pair's distance. Only *candidate* pairs can ever meet: `D <= B(a) +
+//!    B(b)` (a defect stops growing when its cluster reaches the boundary).
+//! 2. Growth rounds. Every defect is a cluster (root: its least defect); a cluster is
+//!    *active* when it holds an odd number of defects and has not reached the boundary.
+//!    Each defect of an active cluster grows its radius `r` by `delta` per round, where
+//!    `delta` is the least *need*: `B(a) - r(a)` for a defect of an active cluster, and
+//!    `ceil((D - r(a) - r(b)) / k)` for a candidate pair in different clusters, `k` of
+//!    them active (at least one). Then every candidate pair with `r(a) + r(b) >= D`
+//!    merges its clusters, and a cluster with a defect at `r(a) >= B(a)` has reached the
+//!    boundary. Until no cluster is active.
+//! 3. Each cluster is matched exactly ([`super::matching`]) when it has at most
+//!    [`MatchLimits::defects`] defects, else greedily.
+//! 4. Commit: a match below the commit round flips its observables; one that crosses it
+//!    commits its part below and carries an event into the commit round ([`commit`]).
 //!
-//!    Then (step 2') regions, the components of full edges between detectors, of few
-//!    defects are matched exactly with shortest paths inside them ([`super::matching`]);
-//!    their defects are cleared, so steps 3-4 correct the other regions only.
-//! 3. Forest, level by level: level 0 is `B` and the root of every cluster without `B`;
-//!    a vertex of level `L + 1` is one not yet reached with a full edge to level `L`, and
-//!    its parent edge is the least such edge (by index).
-//! 4. Peel, deepest level first: a vertex holding a defect puts its parent edge in the
-//!    correction and hands the defect to its parent (the boundary absorbs it). The
-//!    correction is the peeled edges and the matching's (their sets are disjoint).
-//!
-//! Every choice (the root, the parent edge) is a least index over a set, and every count
-//! is order-free, so a parallel version that computes the same sets gives the same edges.
+//! Every choice is a least index or an order-free count, so a warp that computes the same
+//! sets in parallel (device/window.cu) commits the same flips.
 #![forbid(unsafe_code)]
 
-use super::matching::{MatchLimits, RegionMatcher};
-use crate::graph::MatchingGraph;
+use super::matching::{ClusterMatcher, MatchLimits, Pick};
+use super::metric::{dist, mask, Metric, WindowPlace, INF};
+use super::model::WindowGraph;
 
-/// "No vertex / no cluster / not reached".
+/// "No cluster / no defect".
 pub const NONE: u32 = u32::MAX;
+
+/// Working memory of the window decoder; grows to the largest window it sees.
+#[derive(Debug, Clone, Default)]
+pub struct WindowScratch {
+    bound: Vec<u32>,
+    rad: Vec<u32>,
+    parent: Vec<u32>,
+    /// Per defect: its cluster's root, between growth rounds.
+    root: Vec<u32>,
+    /// Per defect: (round, kept slot).
+    places: Vec<(u32, u32)>,
+    /// Indices in `cand` of the pairs still between two clusters.
+    live: Vec<u32>,
+    /// Per root: odd parity (bit 0), reached the boundary (bit 1).
+    flags: Vec<u8>,
+    /// Candidate pairs `(a, b, D)`, `a < b`.
+    cand: Vec<(u32, u32, u32)>,
+    /// Defects by cluster: members in increasing order, clusters by root.
+    order: Vec<u32>,
+    /// The matches, as the matcher picked them.
+    picks: Vec<Pick>,
+    /// Events the last commit carried into the commit round (window vertices).
+    pub carried: Vec<u32>,
+    /// Growth rounds of the last decode.
+    pub rounds: u32,
+    /// Clusters matched exactly / greedily in the last decode.
+    pub exact: u32,
+    pub greedy: u32,
+    pub limits: MatchLimits,
+    matcher: ClusterMatcher,
+}
+
 const ODD: u8 = 1;
 const BOUNDARY: u8 = 2;
 
-/// Working memory of the window decoder, sized for the largest window of a model.
-#[derive(Debug, Clone, Default)]
-pub struct WindowScratch {
-    /// Union-find parent per vertex (`B` included); `NONE` outside clusters.
-    parent: Vec<u32>,
-    /// Per root: `ODD`, `BOUNDARY`.
-    flags: Vec<u8>,
-    defect: Vec<u8>,
-    growth: Vec<u32>,
-    /// Vertices in clusters, `B` excluded.
-    verts: Vec<u32>,
-    /// Edges grown at all (to reset them).
-    touched: Vec<u32>,
-    cand: Vec<(u32, u32)>,
-    fused: Vec<u32>,
-    level: Vec<u32>,
-    parent_edge: Vec<u32>,
-    /// The forest's vertices, level by level (level 0 excluded).
-    order: Vec<u32>,
-    /// Growth rounds of the last decode.
-    pub rounds: u32,
-    /// Step 2': exact matching in small regions.
-    pub limits: MatchLimits,
-    pub matcher: RegionMatcher,
-}
-
 impl WindowScratch {
-    /// Scratch for graphs of at most `vertices` detectors and `edges` edges, matching
-    /// regions within `limits` exactly (step 2').
-    pub fn new(vertices: usize, edges: usize, limits: MatchLimits) -> WindowScratch {
-        let mut s = WindowScratch {
+    /// Scratch that matches clusters within `limits` exactly.
+    pub fn new(limits: MatchLimits) -> WindowScratch {
+        WindowScratch {
             limits,
             ..WindowScratch::default()
-        };
-        s.ensure(vertices, edges);
-        s
-    }
-
-    /// Grows the scratch to hold graphs of `vertices` detectors and `edges` edges.
-    pub fn ensure(&mut self, vertices: usize, edges: usize) {
-        let nv = vertices + 1;
-        if self.parent.len() < nv {
-            self.parent.resize(nv, NONE);
-            self.flags.resize(nv, 0);
-            self.defect.resize(nv, 0);
-            self.level.resize(nv, NONE);
-            self.parent_edge.resize(nv, NONE);
-        }
-        if self.growth.len() < edges {
-            self.growth.resize(edges, 0);
         }
     }
 
-    fn find(&mut self, mut x: u32) -> u32 {
-        loop {
-            let p = self.parent[x as usize];
-            if p == x {
-                return x;
-            }
-            let gp = self.parent[p as usize];
-            self.parent[x as usize] = gp;
-            x = gp;
+    fn find(&mut self, mut a: u32) -> u32 {
+        while self.parent[a as usize] != a {
+            let p = self.parent[a as usize];
+            self.parent[a as usize] = self.parent[p as usize];
+            a = p;
         }
+        a
     }
 
-    /// The root of `x`'s cluster, or `NONE`.
-    fn root(&mut self, x: u32) -> u32 {
-        if self.parent[x as usize] == NONE {
-            NONE
-        } else {
-            self.find(x)
-        }
-    }
-
-    fn active(&self, r: u32) -> bool {
-        r != NONE && self.flags[r as usize] & (ODD | BOUNDARY) == ODD
-    }
-
-    fn join(&mut self, x: u32, b: u32) {
-        if self.parent[x as usize] == NONE {
-            self.parent[x as usize] = x;
-            self.flags[x as usize] = 0;
-            if x != b {
-                self.verts.push(x);
-            }
-        }
+    fn active(&self, root: u32) -> bool {
+        self.flags[root as usize] == ODD
     }
 
     fn union(&mut self, a: u32, b: u32) {
@@ -129,185 +94,291 @@ impl WindowScratch {
         let (lo, hi) = (ra.min(rb), ra.max(rb));
         self.parent[hi as usize] = lo;
         let f = self.flags[hi as usize];
-        self.flags[lo as usize] =
-            ((self.flags[lo as usize] ^ f) & ODD) | ((self.flags[lo as usize] | f) & BOUNDARY);
+        let l = &mut self.flags[lo as usize];
+        *l = ((*l ^ f) & ODD) | ((*l | f) & BOUNDARY);
     }
 
-    /// Decodes the defects `defects` (distinct detectors of `g`) and appends the
-    /// correction's edges to `correction`, in no particular order.
-    pub fn decode(&mut self, g: &MatchingGraph, defects: &[u32], correction: &mut Vec<u32>) {
+    /// The matches of the last decode (indices into its defects).
+    pub fn picks(&self) -> &[Pick] {
+        &self.picks
+    }
+
+    /// Decodes window graph `index` of a model whose tables are `metric`, with defects
+    /// `defects` (distinct vertices, increasing): returns the committed flips, and leaves
+    /// in [`WindowScratch::carried`] the events the commit carries into the commit round.
+    pub fn decode(
+        &mut self,
+        metric: &Metric,
+        index: usize,
+        window: &WindowGraph,
+        defects: &[u32],
+    ) -> u64 {
         self.rounds = 0;
+        self.exact = 0;
+        self.greedy = 0;
+        self.carried.clear();
         if defects.is_empty() {
-            return;
+            return 0;
         }
-        self.ensure(g.num_detectors(), g.num_edges());
-        let b = g.boundary();
-        for &v in defects {
-            self.parent[v as usize] = v;
-            self.flags[v as usize] = ODD;
-            self.defect[v as usize] = 1;
-            self.verts.push(v);
+        let at = WindowPlace::of(window);
+        self.start(metric, index, at, defects);
+        self.grow();
+        self.clusters();
+        self.picks.clear();
+        let m = defects.len();
+        let mut first = 0;
+        while first < m {
+            let root = self.root[self.order[first] as usize];
+            let mut end = first + 1;
+            while end < m && self.root[self.order[end] as usize] == root {
+                end += 1;
+            }
+            let members = &self.order[first..end];
+            let exact = self.matcher.run(
+                self.limits,
+                members,
+                &self.bound,
+                &self.cand,
+                &mut self.picks,
+            );
+            if exact {
+                self.exact += 1;
+            } else {
+                self.greedy += 1;
+            }
+            first = end;
         }
-        self.parent[b as usize] = b;
-        self.flags[b as usize] = BOUNDARY;
-        self.grow(g);
-        let (growth, w) = (&self.growth, g.edge_weight());
-        self.matcher.run(
-            g,
-            self.limits,
-            &self.verts,
-            |e| growth[e] == w[e],
-            &mut self.defect,
-            correction,
+        let picks = std::mem::take(&mut self.picks);
+        let flips = commit(
+            metric,
+            index,
+            at,
+            window,
+            defects,
+            &picks,
+            &mut self.carried,
         );
-        self.forest(g);
-        self.peel(g, correction);
-        self.reset(b);
+        self.picks = picks;
+        flips
     }
 
-    /// Step 2: growth rounds until no edge grows.
-    fn grow(&mut self, g: &MatchingGraph) {
-        let (off, adj, w) = (g.adj_offset(), g.adj_pairs(), g.edge_weight());
-        let b = g.boundary();
-        loop {
-            self.cand.clear();
-            let mut delta = u32::MAX;
-            for i in 0..self.verts.len() {
-                let x = self.verts[i];
-                let rx = self.find(x);
-                if !self.active(rx) {
-                    continue;
+    /// Step 1: the defects' boundary distances and the candidate pairs. Defects are in
+    /// increasing vertex order, so by round: a pair whose rounds are too far apart for any
+    /// path to be short enough ends the scan of its first defect.
+    fn start(&mut self, metric: &Metric, index: usize, at: WindowPlace, defects: &[u32]) {
+        let m = defects.len();
+        self.bound.clear();
+        self.bound
+            .extend(defects.iter().map(|&v| dist(metric.boundary(index, v))));
+        self.rad.clear();
+        self.rad.resize(m, 0);
+        self.parent.clear();
+        self.parent.extend(0..m as u32);
+        self.root.clear();
+        self.root.extend(0..m as u32);
+        self.flags.clear();
+        self.flags.resize(m, ODD);
+        self.cand.clear();
+        let most = self
+            .bound
+            .iter()
+            .copied()
+            .filter(|&b| b != INF)
+            .max()
+            .unwrap_or(0);
+        let k = metric.slots();
+        self.places.clear();
+        self.places.extend(defects.iter().map(|&v| (v / k, v % k)));
+        for a in 0..m {
+            let (pa, ba) = (self.places[a], self.bound[a]);
+            let reach = ba.saturating_add(most);
+            for (b, &pb) in self.places.iter().enumerate().skip(a + 1) {
+                if metric.lower(pb.0 - pa.0) > reach {
+                    break;
                 }
-                for &[e, y] in &adj[off[x as usize] as usize..off[x as usize + 1] as usize] {
-                    let (grown, weight) = (self.growth[e as usize], w[e as usize]);
-                    if grown == weight {
-                        continue;
-                    }
-                    let ry = self.root(y);
-                    if ry == rx {
-                        continue;
-                    }
-                    let k = if self.active(ry) {
-                        // Both ends active: listed once, from the lower end.
-                        if y < x {
-                            continue;
-                        }
-                        2
-                    } else {
-                        1
-                    };
-                    delta = delta.min((weight - grown).div_ceil(k));
-                    self.cand.push((e, k));
+                let d = dist(metric.pair_at(at, pa, pb));
+                if d != INF && d <= ba.saturating_add(self.bound[b]) {
+                    self.cand.push((a as u32, b as u32, d));
                 }
             }
-            if self.cand.is_empty() {
+        }
+        self.live.clear();
+        self.live.extend(0..self.cand.len() as u32);
+    }
+
+    /// Step 2: growth rounds until no cluster is active. `root` holds each defect's root
+    /// between rounds, `live` the candidate pairs still between two clusters.
+    fn grow(&mut self) {
+        let m = self.rad.len();
+        loop {
+            let mut delta = INF;
+            for a in 0..m {
+                if self.active(self.root[a]) {
+                    delta = delta.min(self.bound[a].saturating_sub(self.rad[a]));
+                }
+            }
+            for &i in &self.live {
+                let (a, b, d) = self.cand[i as usize];
+                let (ra, rb) = (self.root[a as usize], self.root[b as usize]);
+                let k = u32::from(self.active(ra)) + u32::from(self.active(rb));
+                if k == 0 {
+                    continue;
+                }
+                let gap = d - self.rad[a as usize] - self.rad[b as usize];
+                delta = delta.min(gap.div_ceil(k));
+            }
+            if delta == INF {
                 return;
             }
             self.rounds += 1;
-            self.fused.clear();
-            for i in 0..self.cand.len() {
-                let (e, k) = self.cand[i];
-                let grown = self.growth[e as usize];
-                if grown == 0 {
-                    self.touched.push(e);
-                }
-                let now = (grown + k * delta).min(w[e as usize]);
-                self.growth[e as usize] = now;
-                if now == w[e as usize] {
-                    self.fused.push(e);
+            for a in 0..m {
+                if self.active(self.root[a]) {
+                    self.rad[a] += delta;
                 }
             }
-            for i in 0..self.fused.len() {
-                let e = self.fused[i] as usize;
-                let (u, v) = (g.edge_u()[e], g.edge_v()[e]);
-                self.join(u, b);
-                self.join(v, b);
-                self.union(u, v);
+            for n in 0..self.live.len() {
+                let (a, b, d) = self.cand[self.live[n] as usize];
+                if self.rad[a as usize] + self.rad[b as usize] >= d {
+                    self.union(a, b);
+                }
             }
+            for a in 0..m {
+                self.root[a] = self.find(a as u32);
+            }
+            for a in 0..m {
+                if self.rad[a] >= self.bound[a] {
+                    let r = self.root[a] as usize;
+                    self.flags[r] |= BOUNDARY;
+                }
+            }
+            let (cand, root) = (&self.cand, &self.root);
+            self.live.retain(|&i| {
+                let (a, b, _) = cand[i as usize];
+                root[a as usize] != root[b as usize]
+            });
         }
     }
 
-    /// Step 3: the forest of full edges, level by level.
-    fn forest(&mut self, g: &MatchingGraph) {
-        let b = g.boundary();
+    /// The defects ordered by cluster (by root), members in increasing order.
+    fn clusters(&mut self) {
+        let m = self.rad.len() as u32;
         self.order.clear();
-        // Level 0 first (the boundary, the roots of clusters without it), then level 1
-        // from all of it.
-        self.level[b as usize] = 0;
-        for i in 0..self.verts.len() {
-            let v = self.verts[i];
-            if self.find(v) == v && self.flags[v as usize] & BOUNDARY == 0 {
-                self.level[v as usize] = 0;
-            }
+        self.order.extend(0..m);
+        for a in 0..m {
+            let r = self.find(a);
+            self.parent[a as usize] = r;
         }
-        self.expand(g, b, 0);
-        for i in 0..self.verts.len() {
-            let v = self.verts[i];
-            if self.level[v as usize] == 0 {
-                self.expand(g, v, 0);
-            }
+        let parent = &self.parent;
+        self.order
+            .sort_unstable_by_key(|&a| (parent[a as usize], a));
+    }
+}
+
+/// Step 4: the flips of the matches `picks` (defect indices into `defects`) below the
+/// commit round of window graph `index`; the events carried into the commit round go to
+/// `carried`.
+///
+/// - A pair whose upper defect lies below the commit round: its mask. A pair or boundary
+///   match whose lower defect lies at or above it: nothing (a later window decides it).
+/// - A boundary match whose path leaves below the commit round: its mask.
+/// - Otherwise the match crosses the commit round `C` from defect `a` below it to `b` (or
+///   the boundary) above: the crossing vertex is the least slot `x` of round `C` with the
+///   least `min_y (D(a, y) + w(y, x)) + D(x, b)` (or `+ B(x)`), `y` over round `C - 1`'s
+///   neighbours of `x`; the commit flips `a`'s path to `x` and carries an event to `x`.
+pub fn commit(
+    metric: &Metric,
+    index: usize,
+    at: WindowPlace,
+    window: &WindowGraph,
+    defects: &[u32],
+    picks: &[Pick],
+    carried: &mut Vec<u32>,
+) -> u64 {
+    let c = window.commit_rounds;
+    let k = window.slots;
+    let masks = metric.masks();
+    let mut flips = 0u64;
+    for p in picks {
+        let a = defects[p.a as usize];
+        if a / k >= c {
+            continue;
         }
-        // `order` grows while it is read: each vertex is expanded after every vertex of
-        // the level before it (the order lists levels in turn).
-        let mut i = 0;
-        while i < self.order.len() {
-            let x = self.order[i];
-            let l = self.level[x as usize];
-            self.expand(g, x, l);
-            i += 1;
+        let far = match p.b {
+            NONE => {
+                let e = metric.boundary(index, a);
+                if metric.exit_round(index, a) < c {
+                    flips ^= masks[mask(e) as usize];
+                    continue;
+                }
+                NONE
+            }
+            b => {
+                let b = defects[b as usize];
+                if b / k < c {
+                    flips ^= masks[mask(metric.pair(at, a, b)) as usize];
+                    continue;
+                }
+                b
+            }
+        };
+        // (No way across: nothing is committed, the next window sees the defects again.)
+        if let Some((x, m)) = crossing(metric, index, at, window, a, far) {
+            flips ^= m;
+            carried.push(x);
         }
     }
+    flips
+}
 
-    /// Reaches, from `x` at level `l`, the unreached ends of its full edges (level `l + 1`),
-    /// keeping each one's least edge to level `l`.
-    fn expand(&mut self, g: &MatchingGraph, x: u32, l: u32) {
-        let (off, adj, w) = (g.adj_offset(), g.adj_pairs(), g.edge_weight());
+/// The vertex where a match from `a` (below the commit round) to `far` (above it, or the
+/// boundary: NONE) crosses into the commit round, and the observables of `a`'s path to it.
+fn crossing(
+    metric: &Metric,
+    index: usize,
+    at: WindowPlace,
+    window: &WindowGraph,
+    a: u32,
+    far: u32,
+) -> Option<(u32, u64)> {
+    let g = &window.graph;
+    let (k, c) = (window.slots, window.commit_rounds);
+    let (off, adj, w, obs) = (g.adj_offset(), g.adj_pairs(), g.edge_weight(), g.edge_obs());
+    let masks = metric.masks();
+    let mut best = (INF as u64 * 3, NONE, 0u64);
+    let pa = (a / k, a % k);
+    let pf = (far / k, far % k);
+    let (below, b) = ((c - 1) * k, g.boundary());
+    for x in c * k..(c + 1) * k {
+        let rest = if far == NONE {
+            dist(metric.boundary(index, x))
+        } else {
+            dist(metric.pair_at(at, (c, x - c * k), pf))
+        };
+        if rest == INF {
+            continue;
+        }
+        // The least way up to x from round C - 1, and the observables of a's path to x.
+        let mut up = (INF, 0u64);
         for &[e, y] in &adj[off[x as usize] as usize..off[x as usize + 1] as usize] {
-            if self.growth[e as usize] != w[e as usize] {
+            if y == b || y < below || y >= below + k {
                 continue;
             }
-            let ly = self.level[y as usize];
-            if ly == NONE {
-                self.level[y as usize] = l + 1;
-                self.parent_edge[y as usize] = e;
-                self.order.push(y);
-            } else if ly == l + 1 && e < self.parent_edge[y as usize] {
-                self.parent_edge[y as usize] = e;
-            }
-        }
-    }
-
-    /// Step 4: peel, deepest level first.
-    fn peel(&mut self, g: &MatchingGraph, correction: &mut Vec<u32>) {
-        let b = g.boundary();
-        for i in (0..self.order.len()).rev() {
-            let y = self.order[i];
-            if self.defect[y as usize] == 0 {
+            let ay = metric.pair_at(at, pa, (c - 1, y - below));
+            if dist(ay) == INF {
                 continue;
             }
-            let e = self.parent_edge[y as usize];
-            correction.push(e);
-            self.defect[y as usize] = 0;
-            let x = g.edge_u()[e as usize] ^ g.edge_v()[e as usize] ^ y;
-            if x != b {
-                self.defect[x as usize] ^= 1;
+            let d = dist(ay) + w[e as usize];
+            if d < up.0 {
+                up = (d, masks[mask(ay) as usize] ^ obs[e as usize]);
             }
         }
-    }
-
-    fn reset(&mut self, b: u32) {
-        for &v in self.verts.iter().chain(std::iter::once(&b)) {
-            let v = v as usize;
-            self.parent[v] = NONE;
-            self.flags[v] = 0;
-            self.defect[v] = 0;
-            self.level[v] = NONE;
-            self.parent_edge[v] = NONE;
+        if up.0 == INF {
+            continue;
         }
-        for &e in &self.touched {
-            self.growth[e as usize] = 0;
+        let total = u64::from(up.0) + u64::from(rest);
+        if total < best.0 {
+            best = (total, x, up.1);
         }
-        self.verts.clear();
-        self.touched.clear();
     }
+    (best.1 != NONE).then_some((best.1, best.2))
 }
