@@ -292,6 +292,20 @@ def test_a_model_with_many_fault_ids():
         assert m.decoder == kind and np.array_equal(m.decode_batch(shots), noise)
 
 
+def test_too_many_passes_are_refused_naming_uf():
+    # 32 768 fault ids on 8200 edges: 512 passes of 64 would copy the graph past 2^22 edges.
+    n = 8200
+    rows, cols = np.arange(n - 1), np.arange(n)
+    H = csc_matrix((np.ones(2 * n - 2, dtype=np.uint8),
+                    (np.concatenate([rows, rows]), np.concatenate([rows, rows + 1]))),
+                   shape=(n - 1, n))
+    F = csc_matrix((np.ones(n, dtype=np.uint8), (cols * 4 % 32768, cols)),
+                   shape=(32768, n))
+    with pytest.raises(ValueError, match=r"512 passes .* use decoder=\"uf\""):
+        Matching.from_check_matrix(H, faults_matrix=F)
+    assert Matching.from_check_matrix(H, faults_matrix=F, decoder="uf").num_fault_ids == 32768
+
+
 def toric_check_matrix(L: int) -> np.ndarray:
     """The toric code's X checks (rows: L*L vertices) against its 2*L*L qubits (edges)."""
     H = np.zeros((L * L, 2 * L * L), dtype=np.uint8)
