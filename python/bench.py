@@ -1,17 +1,19 @@
 """qfwd.Matching against pymatching.Matching on the same shots, in one run: mistakes and time
 per shot of decode_batch on Stim's rotated surface-code memory experiments (X and Z,
-rounds = d, circuit noise p), at d = 5, 7, 9 and 11 and p = 0.006 by default, where both
-decoders make mistakes.
+rounds = d, circuit noise p), at d = 5, 7, 9 and 11 and p = 0.006 by default, where every
+decoder makes mistakes; one row per qfwd decoder (exact matching, qfwd.Matching's default,
+and union-find by default), each beside PyMatching.
 
-Each decoder decodes the same bit-packed shots in one call, best of --repeats; wall time /
-shots is its time per shot (single-threaded, both). Mistakes are shots whose predicted
-observables differ from the sampled ones; "qfwd only" and "pm only" count the shots only
-one of them gets wrong, so the gap can be told from sampling noise (a gap much larger than
-sqrt(qfwd only + pm only) is real). qfwd's decoder is qfwd.matching.DEFAULT_DECODER unless
---decoder names another; union-find ("uf") is not minimum-weight matching and makes more
-mistakes than PyMatching.
+Every decoder decodes the same bit-packed shots in one call per pass; the passes interleave
+the decoders and each keeps its fastest (--repeats); wall time / shots is its time per shot
+(single-threaded, all). Mistakes are shots whose predicted observables differ from the
+sampled ones; "qfwd only" and "pm only" count the shots only one of the two gets wrong, so a
+gap can be told from sampling noise (a gap much larger than sqrt(qfwd only + pm only) is
+real). "matching" is minimum-weight matching, as PyMatching: the shots it answers otherwise
+are ties. "uf" (union-find) is not, and makes more mistakes.
 
-    python python/bench.py [--distances 5 7 9 11] [--p 0.006] [--shots 50000] [--basis z x]
+    python python/bench.py [--distances 5 7 9 11] [--p 0.006] [--shots 50000] [--basis x z]
+        [--decoders matching uf]
 """
 
 from __future__ import annotations
@@ -46,13 +48,17 @@ def circuit(basis: str, d: int, p: float) -> stim.Circuit:
     )
 
 
-def best_of(n: int, f):
-    best, out = float("inf"), None
+def best_of_interleaved(n: int, calls: dict) -> dict:
+    """``{name: (fastest wall time, result)}`` of ``n`` passes, each pass calling every one
+    of ``calls`` in turn (so a change of the machine's load hits them all alike)."""
+    best = {name: (float("inf"), None) for name in calls}
     for _ in range(n):
-        t = time.perf_counter()
-        out = f()
-        best = min(best, time.perf_counter() - t)
-    return best, out
+        for name, f in calls.items():
+            t = time.perf_counter()
+            out = f()
+            elapsed = time.perf_counter() - t
+            best[name] = (min(best[name][0], elapsed), out)
+    return best
 
 
 def cpu_name() -> str:
@@ -76,22 +82,23 @@ def main() -> None:
     ap.add_argument("--shots", type=int, default=50_000)
     ap.add_argument("--basis", nargs="+", choices=["x", "z"], default=["x", "z"])
     ap.add_argument("--repeats", type=int, default=3, help="timed passes, best kept")
-    ap.add_argument("--decoder", default=qfwd.matching.DEFAULT_DECODER,
-                    help="qfwd's decoder (default: qfwd.Matching's, %(default)s)")
+    ap.add_argument("--decoders", nargs="+", default=[qfwd.matching.DEFAULT_DECODER, "uf"],
+                    help="qfwd's decoders, a row each (default: %(default)s)")
     args = ap.parse_args()
     print(
         f"# host: {cpu_name()}, {os.cpu_count()} cores; python {platform.python_version()}, "
         f"stim {stim.__version__}, pymatching {pymatching.__version__}, qfwd {qfwd.__version__}"
     )
     print(
-        f"# qfwd.Matching(decoder={args.decoder!r}) vs pymatching.Matching; "
+        f"# qfwd.Matching(decoder=...) vs pymatching.Matching; "
         f"surface_code:rotated_memory_{{x,z}}, rounds = d, p = {args.p}; the same bit-packed "
-        f"shots for both, one decode_batch call per pass, best of {args.repeats}, one thread"
+        f"shots for all, one decode_batch call per pass, passes interleaved, best of "
+        f"{args.repeats}, one thread"
     )
     print(
-        f"{'basis':>5} {'d':>3} {'detectors':>9} {'shots':>7} {'qfwd us/shot':>13} "
-        f"{'pm us/shot':>11} {'speed-up':>9} {'qfwd mistakes':>14} {'pm mistakes':>12} "
-        f"{'ratio':>6} {'qfwd only':>10} {'pm only':>8}"
+        f"{'basis':>5} {'d':>3} {'detectors':>9} {'shots':>7} {'decoder':>8} "
+        f"{'qfwd us/shot':>13} {'pm us/shot':>11} {'time ratio':>11} {'qfwd mistakes':>14} "
+        f"{'pm mistakes':>12} {'ratio':>6} {'qfwd only':>10} {'pm only':>8}"
     )
     for basis in args.basis:
         for d in args.distances:
@@ -101,30 +108,34 @@ def main() -> None:
             dets, obs = c.compile_detector_sampler(seed=d).sample(
                 shots, separate_observables=True, bit_packed=True
             )
-            ours = qfwd.Matching.from_detector_error_model(dem, decoder=args.decoder)
-            theirs = pymatching.Matching.from_detector_error_model(dem)
-            t_ours, p_ours = best_of(
-                args.repeats,
-                lambda: ours.decode_batch(dets, bit_packed_shots=True, bit_packed_predictions=True),
-            )
-            t_theirs, p_theirs = best_of(
-                args.repeats,
-                lambda: theirs.decode_batch(dets, bit_packed_shots=True, bit_packed_predictions=True),
-            )
-            wrong_ours = np.any(p_ours != obs, axis=1)
+            decoders = {
+                "pymatching": pymatching.Matching.from_detector_error_model(dem),
+                **{k: qfwd.Matching.from_detector_error_model(dem, decoder=k)
+                   for k in args.decoders},
+            }
+            best = best_of_interleaved(args.repeats, {
+                name: (lambda m=m: m.decode_batch(
+                    dets, bit_packed_shots=True, bit_packed_predictions=True))
+                for name, m in decoders.items()
+            })
+            t_theirs, p_theirs = best["pymatching"]
             wrong_theirs = np.any(p_theirs != obs, axis=1)
-            m_ours, m_theirs = int(wrong_ours.sum()), int(wrong_theirs.sum())
-            only_ours = int((wrong_ours & ~wrong_theirs).sum())
-            only_theirs = int((wrong_theirs & ~wrong_ours).sum())
-            ratio = f"{m_ours / m_theirs:.3f}" if m_theirs else "-"
-            us_ours, us_theirs = t_ours / shots * 1e6, t_theirs / shots * 1e6
-            print(
-                f"{basis:>5} {d:>3} {dem.num_detectors:>9} {shots:>7} {us_ours:>13.2f} "
-                f"{us_theirs:>11.2f} {us_theirs / us_ours:>8.2f}x {m_ours:>14} {m_theirs:>12} "
-                f"{ratio:>6} {only_ours:>10} {only_theirs:>8}",
-                flush=True,
-            )
-
+            m_theirs = int(wrong_theirs.sum())
+            us_theirs = t_theirs / shots * 1e6
+            for kind in args.decoders:
+                t_ours, p_ours = best[kind]
+                wrong_ours = np.any(p_ours != obs, axis=1)
+                m_ours = int(wrong_ours.sum())
+                only_ours = int((wrong_ours & ~wrong_theirs).sum())
+                only_theirs = int((wrong_theirs & ~wrong_ours).sum())
+                ratio = f"{m_ours / m_theirs:.3f}" if m_theirs else "-"
+                us_ours = t_ours / shots * 1e6
+                print(
+                    f"{basis:>5} {d:>3} {dem.num_detectors:>9} {shots:>7} {kind:>8} "
+                    f"{us_ours:>13.2f} {us_theirs:>11.2f} {us_ours / us_theirs:>11.2f} "
+                    f"{m_ours:>14} {m_theirs:>12} {ratio:>6} {only_ours:>10} {only_theirs:>8}",
+                    flush=True,
+                )
 
 if __name__ == "__main__":
     main()

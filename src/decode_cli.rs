@@ -3,7 +3,7 @@
 //! ```text
 //! qfwd decode predict --dem F.dem [--in F.b8] [--out P.01] [--in_format b8] [--out_format 01]
 //! qfwd decode count_mistakes --dem F.dem [--in F.01] --obs_in F.obs.01 [--out stats.txt]
-//! qfwd decode --dem F.dem --dets F.b8 --obs F.obs.01 [--decoder uf] [--backend cpu] [--format json]
+//! qfwd decode --dem F.dem --dets F.b8 --obs F.obs.01 [--decoder NAME] [--backend cpu] [--format json]
 //! ```
 //!
 //! `predict` and `count_mistakes` are PyMatching's command lines ([`pymatching`]): its
@@ -59,7 +59,9 @@ pub use pymatching::{CountMistakesArgs, PredictArgs};
 pub use report::{wilson_interval, DecodeReport};
 
 /// The decoder `qfwd decode` uses where `--decoder` is not given.
-pub const DEFAULT_DECODER: DecoderKind = DecoderKind::Uf;
+/// Exact minimum-weight matching, PyMatching's answers (CPU only: `--backend gpu` takes
+/// `--decoder uf`).
+pub const DEFAULT_DECODER: DecoderKind = DecoderKind::Matching;
 
 /// Where `qfwd decode` runs the decoder.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -106,8 +108,9 @@ pub fn shot_format_parser() -> impl TypedValueParser<Value = ShotFormat> {
 /// `--decoder`, `--backend` and `--threads`, as every form of `qfwd decode` takes them.
 #[derive(clap::Args, Debug, Clone, PartialEq, Eq)]
 pub struct DecoderChoice {
-    /// Decoder, by name: uf (union-find), lut (lookup table, at most 24 detectors), or any
-    /// other the decoder crate offers (a wrong name lists them all).
+    /// Decoder, by name: matching (exact minimum-weight matching, CPU only), uf (union-find,
+    /// CPU and GPU), lut (lookup table, at most 24 detectors), or any other the decoder
+    /// crate offers (a wrong name lists them all).
     #[arg(long, value_name = "NAME", value_parser = decoder_parser(), default_value_t = DEFAULT_DECODER)]
     pub decoder: DecoderKind,
     /// Where to decode.
@@ -193,8 +196,9 @@ pub struct DecodeArgs {
         visible_alias = "in_includes_appended_observables"
     )]
     pub appended_observables: bool,
-    /// Decoder, by name: uf (union-find), lut (lookup table, at most 24 detectors), or any
-    /// other the decoder crate offers (a wrong name lists them all).
+    /// Decoder, by name: matching (exact minimum-weight matching, CPU only), uf (union-find,
+    /// CPU and GPU), lut (lookup table, at most 24 detectors), or any other the decoder
+    /// crate offers (a wrong name lists them all).
     #[arg(long, value_name = "NAME", value_parser = decoder_parser(), default_value_t = DEFAULT_DECODER)]
     pub decoder: DecoderKind,
     /// Where to decode.
@@ -316,7 +320,8 @@ impl ShotDecoder {
         if dec.kind() != DecoderKind::Uf {
             return Err(Error::Decode {
                 detail: format!(
-                    "--window decodes with uf; --decoder {} has no stream form",
+                    "--window decodes with uf only: add --decoder uf (the {} decoder has no \
+                     stream form)",
                     dec.kind()
                 ),
             });

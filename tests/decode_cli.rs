@@ -17,7 +17,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
 use qfwd::decode::{DecoderKind, ShotFormat, Shots};
-use qfwd::decode_cli::{evaluate, predict, DecodeArgs, DecodeBackend, OutputFormat};
+use qfwd::decode_cli::{
+    evaluate, predict, DecodeArgs, DecodeBackend, OutputFormat, DEFAULT_DECODER,
+};
 
 fn fixture(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -165,6 +167,21 @@ fn mismatched_inputs_are_clear_errors() {
     };
     let e = evaluate(&a).unwrap_err().to_string();
     assert!(e.contains("CPU only") && e.contains("--decoder uf"), "{e}");
+    // It is the default: the refusal says so, for a command line that named no decoder.
+    let a = DecodeArgs {
+        backend: DecodeBackend::Gpu,
+        ..DecodeArgs::new(
+            fixture("surface_d3_r3_z_p005.dem"),
+            fixture("surface_d3_r3_z_p005.b8"),
+        )
+    };
+    let e = evaluate(&a).unwrap_err().to_string();
+    assert!(
+        e.contains("matching decoder, qfwd decode's default")
+            && e.contains("CPU only")
+            && e.contains("Add --decoder uf"),
+        "{e}"
+    );
 
     // A missing file is named.
     let a = DecodeArgs {
@@ -264,6 +281,13 @@ fn streams_decode_each_shot_in_windows() {
         ),
         (
             DecodeArgs {
+                window: Some((4, 2)),
+                ..args("surface_d5_r5_z_p005", DEFAULT_DECODER)
+            },
+            "--window decodes with uf only: add --decoder uf (the matching decoder",
+        ),
+        (
+            DecodeArgs {
                 window: Some((2, 2)),
                 ..args("surface_d5_r5_z_p005", DecoderKind::Uf)
             },
@@ -288,7 +312,7 @@ fn streams_decode_each_shot_in_windows() {
 #[test]
 fn predict_writes_what_counting_predicts_on_any_number_of_threads() {
     let name = "surface_d5_r5_z_p005";
-    let counted = evaluate(&args(name, DecoderKind::Uf)).unwrap();
+    let counted = evaluate(&args(name, DEFAULT_DECODER)).unwrap();
     for (threads, format, ext) in [(1, ShotFormat::Zero1, "01"), (3, ShotFormat::B8, "b8")] {
         let out = tmp(&format!("predict-{threads}.{ext}"));
         let a = DecodeArgs {
@@ -354,7 +378,7 @@ fn stdin_to_stdout_with_pymatching_flags() {
     let b8 = std::fs::read(fixture(&format!("{name}.b8"))).unwrap();
     let counted = evaluate(&DecodeArgs {
         shots: Some(2000),
-        ..args(name, DecoderKind::Uf)
+        ..args(name, DEFAULT_DECODER)
     })
     .unwrap();
     let nb = 3; // 24 detectors
@@ -454,7 +478,7 @@ fn appended_observables_count_like_their_own_file() {
     }
     let path = tmp("appended.b8");
     both.write(&path, ShotFormat::B8).unwrap();
-    let separate = evaluate(&args(name, DecoderKind::Uf)).unwrap();
+    let separate = evaluate(&args(name, DEFAULT_DECODER)).unwrap();
     let appended = evaluate(&DecodeArgs {
         appended_observables: true,
         obs: None,
@@ -488,6 +512,16 @@ fn models_past_64_observables_predict_and_count_every_observable() {
         predictions: Some(out.clone()),
         ..DecodeArgs::new(&dem, fixture(&format!("{name}.b8")))
     };
+    // The default decoder, matching, holds 64 observables and says what to use instead.
+    let e = predict(&a).unwrap_err().to_string();
+    assert!(
+        e.contains("at most 64 observables") && e.contains("--decoder uf"),
+        "{e}"
+    );
+    let a = DecodeArgs {
+        decoder: DecoderKind::Uf,
+        ..a
+    };
     predict(&a).unwrap();
     let wide = Shots::read(&out, 301, None).unwrap();
     assert_eq!(wide.len(), narrow.predictions.len());
@@ -510,6 +544,7 @@ fn models_past_64_observables_predict_and_count_every_observable() {
     wide_obs.write(&obs_path, ShotFormat::B8).unwrap();
     let r = evaluate(&DecodeArgs {
         obs: Some(obs_path),
+        decoder: DecoderKind::Uf,
         ..DecodeArgs::new(&dem, fixture(&format!("{name}.b8")))
     })
     .unwrap();
@@ -545,7 +580,7 @@ fn pymatching_flag_names_parse_beside_qfwd_s() {
     assert_eq!(d.obs, Some(PathBuf::from("O.01")));
     assert_eq!(d.obs_format, Some(ShotFormat::Zero1));
     assert!(d.appended_observables && d.counts_mistakes());
-    assert_eq!((d.threads, d.decoder), (2, DecoderKind::Uf));
+    assert_eq!((d.threads, d.decoder), (2, DecoderKind::Matching));
     let c = parse(&["--dem", "F.dem", "--in", "F.b8"]).unwrap();
     assert!(!c.counts_mistakes());
     assert!(parse(&["--dem", "F.dem", "--in", "F.b8", "--threads", "0"]).is_err());

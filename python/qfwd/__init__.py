@@ -3,16 +3,18 @@
 - ``Matching``: a drop-in for ``pymatching.Matching`` (``from qfwd import Matching``):
   ``from_detector_error_model``, ``from_stim_circuit``, ``from_check_matrix`` and the
   file forms; ``decode`` / ``decode_batch`` with PyMatching's shapes, dtypes and weights.
-  Its decoder is ``qfwd.matching.DEFAULT_DECODER`` (union-find today: faster than
-  PyMatching, with 1.06-1.24x its logical errors on surface codes at d = 5-11; see
+  Its decoder is ``qfwd.matching.DEFAULT_DECODER``: ``"matching"``, exact minimum-weight
+  matching (PyMatching's answers in less time per shot); ``decoder="uf"`` for union-find
+  (faster, with 1.06-1.24x its logical errors on surface codes at d = 5-11; see
   ``qfwd.matching``).
-- ``Decoder(dem)`` / ``Decoder.from_detector_error_model(dem)``: union-find (``"uf"``)
-  or lookup-table (``"lut"``, at most 24 detectors) decoder of a Stim detector error model
-  (a ``stim.DetectorErrorModel`` or its text, exported with ``decompose_errors=True``),
-  with the appliance's request payloads; ``decode`` and ``decode_batch`` take numpy arrays
-  of detection events, 0/1 or bit-packed (Stim's ``b8`` rows), and return the predicted
-  observable flips.
-- ``sinter_decoders()``: ``{"qfwd-uf": ..., "qfwd-lut": ...}`` for
+- ``Decoder(dem)`` / ``Decoder.from_detector_error_model(dem)``: the appliance's decoder of
+  a Stim detector error model (a ``stim.DetectorErrorModel`` or its text, exported with
+  ``decompose_errors=True``): union-find (``"uf"``, the default: it also runs on the GPU),
+  exact matching (``"matching"``, CPU only) or lookup table (``"lut"``, at most 24
+  detectors), with the appliance's request payloads; ``decode`` and ``decode_batch`` take
+  numpy arrays of detection events, 0/1 or bit-packed (Stim's ``b8`` rows), and return the
+  predicted observable flips.
+- ``sinter_decoders()``: ``{"qfwd-matching": ..., "qfwd-uf": ..., "qfwd-lut": ...}`` for
   ``sinter.collect(custom_decoders=...)``.
 - ``Client(host, port)``: the appliance's wire protocol (CUDA-Q Realtime RPC over UDP),
   ``decode(function, payload)``.
@@ -61,9 +63,11 @@ def _dem_text(dem: Any) -> str:
 class Decoder:
     """A decoder of one detector error model: the appliance's, with its request payloads.
 
-    ``"uf"`` is union-find, not minimum-weight matching: faster than PyMatching, with
-    1.06-1.24x its logical errors on surface codes at d = 5-11 (more at larger distances;
-    ``python/bench.py`` measures it). ``"lut"`` is exact, for at most 24 detectors.
+    ``"uf"`` (the default, as on the GPU) is union-find, not minimum-weight matching:
+    faster than PyMatching, with 1.06-1.24x its logical errors on surface codes at d = 5-11
+    (more at larger distances; ``python/bench.py`` measures it). ``"matching"`` is exact
+    minimum-weight matching, PyMatching's answers, on the CPU only (at most 64
+    observables). ``"lut"`` is exact, for at most 24 detectors.
 
     Detection events are ``num_detectors`` bits per shot; predictions are
     ``num_observables`` bits per shot (any number of observables). Bit-packed arrays are
@@ -79,7 +83,7 @@ class Decoder:
         max_defects: Optional[int] = None,
         source: str = "<detector error model>",
     ):
-        """Builds a decoder (``"uf"`` or ``"lut"``) of ``dem``, a
+        """Builds a decoder (``"uf"``, ``"matching"`` or ``"lut"``) of ``dem``, a
         ``stim.DetectorErrorModel`` or its text (``source`` names it in errors).
         ``max_defects`` is the appliance's request budget (``run_payload`` only; ``decode``
         and ``decode_batch`` decode every shot)."""
@@ -96,8 +100,8 @@ class Decoder:
         decoder: str = "uf",
         max_defects: int | None = None,
     ) -> "Decoder":
-        """Builds a decoder (``"uf"`` or ``"lut"``) of ``dem``, a ``stim.DetectorErrorModel``
-        or its text. ``max_defects`` is the appliance's request budget (``run_payload``
+        """Builds a decoder (``"uf"``, ``"matching"`` or ``"lut"``) of ``dem``, a
+        ``stim.DetectorErrorModel`` or its text. ``max_defects`` is the appliance's request budget (``run_payload``
         only; ``decode`` and ``decode_batch`` decode every shot)."""
         return cls(dem, decoder=decoder, max_defects=max_defects)
 

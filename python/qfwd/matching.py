@@ -6,10 +6,19 @@ forms and solution weights; ``num_detectors`` / ``num_edges`` / ``num_fault_ids`
 naming it.
 
 Which decoder answers is ``DEFAULT_DECODER``, or the ``decoder=`` keyword of every
-constructor. Today that is union-find (``"uf"``): faster than PyMatching, but *not*
-minimum-weight matching. On Stim's rotated surface-code memory experiments (p = 0.006) it
-makes 1.06-1.08x PyMatching's logical errors at d = 5 and 7 and 1.17-1.24x at d = 9 and
-11, so a threshold study gets a different curve (``python/bench.py`` measures it).
+constructor. The default is ``"matching"``: exact minimum-weight matching, PyMatching's
+answers (on Stim's rotated surface-code memory experiments at p = 0.006, d = 5-11, within
+1 % of its mistakes; the shots it answers otherwise are ties between corrections of equal
+weight) in less time per shot. ``"uf"`` (union-find) is faster still but not
+minimum-weight: 1.06-1.24x PyMatching's mistakes there, growing with distance
+(``python/bench.py`` measures both). ``"lut"`` is exact for at most 24 detectors.
+
+Solution weights (``return_weight(s)``) are the sum of ``ln((1 - p) / p)`` over the
+correction's edges, as PyMatching's; ``matching`` gives the least one with each edge's
+weight rounded to 1/256 nat (its internal resolution; a check matrix's weights are first
+scaled so the largest is 200, so there it is 1/51200 of the largest), ``uf`` its own
+correction's, unrounded. ``matching`` decodes a model of more than 64 fault ids (a wide
+check matrix) in passes, one per 64 fault ids, each finding the same correction.
 
 Inputs are checked as PyMatching checks them, and more strictly: detection events must be
 0 or 1 (bool, integers, or floats that are exactly 0.0 / 1.0), bit-packed rows integers in
@@ -28,9 +37,10 @@ from ._arrays import as_events, as_packed, check_padding, pack_rows, thread_coun
 from ._check_matrix import check_matrix_model
 from ._qfwd import NativeDecoder
 
-# The decoder behind Matching when no `decoder=` is given: "uf" (union-find), "lut" (lookup
-# table, at most 24 detectors), or any other name qfwd-decode's DecoderKind parses.
-DEFAULT_DECODER = "uf"
+# The decoder behind Matching when no `decoder=` is given: "matching" (exact minimum-weight
+# matching), "uf" (union-find), "lut" (lookup table, at most 24 detectors), or any other
+# name qfwd-decode's DecoderKind parses.
+DEFAULT_DECODER = "matching"
 
 _PathLike = Union[str, "os.PathLike[str]"]
 
@@ -115,7 +125,7 @@ class Matching:
 
     def _load_text(self, text: str, source: str, *, scale: float = 1.0,
                    boundary_node: Optional[int] = None) -> None:
-        self._native = NativeDecoder(text, self._kind, source, None)
+        self._native = NativeDecoder(text, self._kind, source, None, wide_matching=True)
         self._scale = scale
         self._boundary_node = boundary_node
 
@@ -272,7 +282,7 @@ class Matching:
 
     @property
     def decoder(self) -> str:
-        """qfwd's decoder behind this graph (``"uf"``, ``"lut"``, ...)."""
+        """qfwd's decoder behind this graph (``"matching"``, ``"uf"``, ``"lut"``, ...)."""
         return self._native.kind
 
     def __repr__(self) -> str:
@@ -308,7 +318,8 @@ class Matching:
         **kwargs: Any,
     ) -> Union[np.ndarray, Tuple[np.ndarray, float]]:
         """The correction of one syndrome: uint8 0/1 of ``num_fault_ids`` (and its weight,
-        the sum of its edges' weights, with ``return_weight``). ``z`` holds 0s and 1s: 1-D
+        the sum of its edges' weights, with ``return_weight``; ``matching``: its edges' weights as
+        it rounds them, see the module docs). ``z`` holds 0s and 1s: 1-D
         of ``num_detectors`` (up to ``num_nodes``; boundary nodes' entries are ignored), or
         2-D ``(checks, rounds)`` for a check matrix with repetitions (``z[i, t]`` is node
         ``t * checks + i``)."""

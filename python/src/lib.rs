@@ -5,9 +5,10 @@
 //! the interpreter's lock released while it decodes. The Python side packs and unpacks
 //! numpy arrays around it.
 //!
-//! `qfwd.Matching` also reads the weight of each answer (the whole graph's union-find with
-//! its correction, [`matching::Weighted`]) and the components without a boundary
-//! ([`matching::ClosedComponents`]).
+//! `qfwd.Matching` also reads the weight of each answer (the whole graph decoded with its
+//! correction's weight, [`matching::Whole`]) and the components without a boundary
+//! ([`matching::ClosedComponents`]); it lets `matching` take a model of more than 64
+//! observables, decoded in passes of 64 (the appliance refuses such a model).
 //!
 //! Errors: a model that does not parse or build raises `ValueError` with the decoder's
 //! message (file, line, value, limit); a syndrome of the wrong length, or a batch whose
@@ -20,11 +21,11 @@ mod matching;
 use std::sync::{Arc, Mutex};
 use std::thread;
 
-use matching::{edge_weights, ClosedComponents, Weighted};
+use matching::{ClosedComponents, Whole, WholeScratch};
 use pyo3::exceptions::{PyNotImplementedError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
-use qfwd_decode::{budget, BadPayload, Decoder, DecoderKind, Scratch};
+use qfwd_decode::{budget, BadPayload, Decoder, DecoderKind, Dem, MatchingGraph, Scratch};
 
 fn value_error(e: impl std::fmt::Display) -> PyErr {
     PyValueError::new_err(e.to_string())
@@ -50,13 +51,16 @@ fn whole_shots(len: usize, shot_bytes: usize) -> PyResult<usize> {
 /// A decoder built from a Stim detector error model (see the module docs).
 #[pyclass(module = "qfwd._qfwd", frozen)]
 struct NativeDecoder {
+    /// The decoder of `kind`; for a matching model decoded in passes, a `uf` one that only
+    /// holds the graph (`whole` decodes).
     inner: Arc<Decoder>,
+    kind: DecoderKind,
     /// Working memory of `decode` (one shot at a time; a batch makes its own).
     scratch: Mutex<Scratch>,
-    /// `ln((1 - p) / p)` of each edge of the whole graph.
-    weights: Vec<f64>,
-    /// Working memory of `decode_weighted`, made at its first call.
-    weighted: Mutex<Option<Weighted>>,
+    /// The whole graph's decoder with weights (`None`: `lut`).
+    whole: Option<Whole>,
+    /// Working memory of one-shot `whole` decodes, made at the first.
+    whole_scratch: Mutex<Option<WholeScratch>>,
     closed: ClosedComponents,
 }
 
@@ -74,45 +78,120 @@ impl NativeDecoder {
         Ok(())
     }
 
-    /// Refuses weights from a decoder other than union-find: they come from its correction.
-    fn check_weighted(&self) -> PyResult<()> {
-        match self.inner.kind() {
-            DecoderKind::Uf => Ok(()),
-            kind => Err(PyNotImplementedError::new_err(format!(
-                "solution weights (return_weight) come from the uf decoder's correction; \
-                 the {kind} decoder does not give one"
-            ))),
-        }
+    /// The whole-graph decoder, or `NotImplementedError` for one that keeps no correction.
+    fn weighing(&self) -> PyResult<&Whole> {
+        self.whole.as_ref().ok_or_else(|| {
+            PyNotImplementedError::new_err(format!(
+                "solution weights (return_weight) come from a correction, which the matching \
+                 and uf decoders give; the {} decoder does not",
+                self.kind
+            ))
+        })
     }
+
+    /// Whether `whole` decodes every shot (matching in passes of 64 observables).
+    fn in_passes(&self) -> bool {
+        self.whole.as_ref().is_some_and(Whole::in_passes)
+    }
+
+    /// One shot on the whole graph: its flips (`result_len` bytes) and weight.
+    fn decode_whole(&self, whole: &Whole, dets: &[u8]) -> (Vec<u8>, f64) {
+        let graph = self.inner.graph();
+        let mut out = vec![0u8; self.inner.result_len()];
+        let mut slot = self
+            .whole_scratch
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        let scratch = slot.get_or_insert_with(|| whole.scratch(graph));
+        let w = whole.decode(graph, scratch, dets, &mut out);
+        (out, w)
+    }
+
+    /// Every shot of `dets` (back to back) on the whole graph, on `threads` workers (at
+    /// most one per CPU): the flips back to back and the weights.
+    fn decode_batch_whole(
+        &self,
+        py: Python<'_>,
+        whole: &Whole,
+        dets: &[u8],
+        threads: usize,
+    ) -> PyResult<(Vec<u8>, Vec<f64>)> {
+        let nb = self.inner.detector_bytes();
+        let rb = self.inner.result_len();
+        let shots = whole_shots(dets.len(), nb)?;
+        let mut out = vec![0u8; shots * rb];
+        let mut weights = vec![0f64; shots];
+        let graph = self.inner.graph();
+        let run = |first: usize, out: &mut [u8], weights: &mut [f64]| {
+            let mut scratch = whole.scratch(graph);
+            for (i, weight) in weights.iter_mut().enumerate() {
+                let s = first + i;
+                let row = dets.get(s * nb..(s + 1) * nb).unwrap_or(&[]);
+                let res = out.get_mut(i * rb..(i + 1) * rb).unwrap_or(&mut []);
+                *weight = whole.decode(graph, &mut scratch, row, res);
+            }
+        };
+        let threads = worker_count(threads).min(shots.max(1));
+        py.allow_threads(|| {
+            let per = shots.div_ceil(threads).max(1);
+            thread::scope(|scope| {
+                let mut rest = &mut out[..];
+                for (k, weights) in weights.chunks_mut(per).enumerate() {
+                    let (mine, later) = std::mem::take(&mut rest).split_at_mut(weights.len() * rb);
+                    rest = later;
+                    let run = &run;
+                    scope.spawn(move || run(k * per, mine, weights));
+                }
+            });
+        });
+        Ok((out, weights))
+    }
+}
+
+/// The graph of `.dem` text, with a decoder of `kind`; a `matching` model of more than 64
+/// observables gets a `uf` decoder that holds the graph where `wide_matching` allows it.
+fn build(text: &str, source: &str, kind: DecoderKind, wide_matching: bool) -> PyResult<Decoder> {
+    let dem = Dem::parse(text, source).map_err(value_error)?;
+    let graph = MatchingGraph::from_dem(&dem).map_err(value_error)?;
+    let holder = match kind {
+        DecoderKind::Matching if wide_matching && graph.is_wide() => DecoderKind::Uf,
+        kind => kind,
+    };
+    Decoder::from_graph(graph, holder).map_err(value_error)
 }
 
 #[pymethods]
 impl NativeDecoder {
     /// Parses `text` (a `.dem`; `source` names it in errors) and builds a `kind` decoder
-    /// ("uf" or "lut"); `max_defects` sets the request budget of `run_payload` (None: the
-    /// model's default, 0: none).
+    /// ("matching", "uf" or "lut"); `max_defects` sets the request budget of `run_payload`
+    /// (None: the model's default, 0: none). `wide_matching` lets `matching` take more than
+    /// 64 observables, decoded in passes of 64 (`run_payload` then refuses).
     #[new]
-    #[pyo3(signature = (text, kind = "uf", source = "<detector error model>", max_defects = None))]
+    #[pyo3(signature = (text, kind = "uf", source = "<detector error model>", max_defects = None, wide_matching = false))]
     fn new(
         py: Python<'_>,
         text: &str,
         kind: &str,
         source: &str,
         max_defects: Option<u32>,
+        wide_matching: bool,
     ) -> PyResult<NativeDecoder> {
         let kind: DecoderKind = kind.parse().map_err(value_error)?;
         let text = text.to_owned();
         let source = source.to_owned();
-        let mut dec = py
-            .allow_threads(|| Decoder::from_dem_text(&text, &source, kind))
-            .map_err(value_error)?;
+        let (mut dec, whole) = py.allow_threads(|| {
+            let dec = build(&text, &source, kind, wide_matching)?;
+            let whole = Whole::of(dec.graph(), kind).map_err(value_error)?;
+            PyResult::Ok((dec, whole))
+        })?;
         dec.set_max_defects(max_defects).map_err(value_error)?;
         let scratch = Mutex::new(dec.new_scratch());
         Ok(NativeDecoder {
-            weights: edge_weights(dec.graph()),
-            weighted: Mutex::new(None),
+            whole,
+            whole_scratch: Mutex::new(None),
             closed: ClosedComponents::of(dec.graph()),
             inner: Arc::new(dec),
+            kind,
             scratch,
         })
     }
@@ -146,7 +225,7 @@ impl NativeDecoder {
 
     #[getter]
     fn kind(&self) -> &'static str {
-        self.inner.kind().as_str()
+        self.kind.as_str()
     }
 
     /// The request budget of `run_payload` (0: none).
@@ -165,6 +244,9 @@ impl NativeDecoder {
     /// observable flips.
     fn decode<'py>(&self, py: Python<'py>, dets: &[u8]) -> PyResult<Bound<'py, PyBytes>> {
         self.check_len(dets)?;
+        if let Some(whole) = self.whole.as_ref().filter(|w| w.in_passes()) {
+            return Ok(PyBytes::new(py, &self.decode_whole(whole, dets).0));
+        }
         let mut out = vec![0u8; self.inner.result_len()];
         let mut scratch = self
             .scratch
@@ -183,6 +265,10 @@ impl NativeDecoder {
         dets: &[u8],
         threads: usize,
     ) -> PyResult<Bound<'py, PyBytes>> {
+        if let Some(whole) = self.whole.as_ref().filter(|w| w.in_passes()) {
+            let (out, _) = self.decode_batch_whole(py, whole, dets, threads)?;
+            return Ok(PyBytes::new(py, &out));
+        }
         let shots = whole_shots(dets.len(), self.inner.detector_bytes())?;
         let mut out = vec![0u8; shots * self.inner.result_len()];
         let dec = &self.inner;
@@ -192,28 +278,17 @@ impl NativeDecoder {
         Ok(PyBytes::new(py, &out))
     }
 
-    /// Decodes one syndrome on the whole graph with union-find and returns `(flips,
-    /// weight)`: the bit-packed observable flips and the sum of `ln((1 - p) / p)` over the
-    /// correction's edges. Only a `uf` decoder gives weights.
+    /// Decodes one syndrome on the whole graph and returns `(flips, weight)`: the
+    /// bit-packed observable flips and the weight of the correction in nats (the sum of
+    /// `ln((1 - p) / p)` over its edges; `matching`: the least, to 1/256 nat an edge).
+    /// `lut` gives no weights.
     fn decode_weighted<'py>(
         &self,
         py: Python<'py>,
         dets: &[u8],
     ) -> PyResult<(Bound<'py, PyBytes>, f64)> {
         self.check_len(dets)?;
-        self.check_weighted()?;
-        let graph = self.inner.graph();
-        let mut out = vec![0u8; self.inner.result_len()];
-        let mut slot = self
-            .weighted
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
-        let w = slot.get_or_insert_with(|| Weighted::new(graph)).decode(
-            graph,
-            &self.weights,
-            dets,
-            &mut out,
-        );
+        let (out, w) = self.decode_whole(self.weighing()?, dets);
         Ok((PyBytes::new(py, &out), w))
     }
 
@@ -227,36 +302,7 @@ impl NativeDecoder {
         dets: &[u8],
         threads: usize,
     ) -> PyResult<(Bound<'py, PyBytes>, Bound<'py, PyBytes>)> {
-        self.check_weighted()?;
-        let nb = self.inner.detector_bytes();
-        let rb = self.inner.result_len();
-        let shots = whole_shots(dets.len(), nb)?;
-        let mut out = vec![0u8; shots * rb];
-        let mut weights = vec![0f64; shots];
-        let graph = self.inner.graph();
-        let edge_w = &self.weights;
-        let run = |first: usize, out: &mut [u8], weights: &mut [f64]| {
-            let mut w = Weighted::new(graph);
-            for (i, weight) in weights.iter_mut().enumerate() {
-                let s = first + i;
-                let row = dets.get(s * nb..(s + 1) * nb).unwrap_or(&[]);
-                let res = out.get_mut(i * rb..(i + 1) * rb).unwrap_or(&mut []);
-                *weight = w.decode(graph, edge_w, row, res);
-            }
-        };
-        let threads = worker_count(threads).min(shots.max(1));
-        py.allow_threads(|| {
-            let per = shots.div_ceil(threads).max(1);
-            thread::scope(|scope| {
-                let mut rest = &mut out[..];
-                for (k, weights) in weights.chunks_mut(per).enumerate() {
-                    let (mine, later) = std::mem::take(&mut rest).split_at_mut(weights.len() * rb);
-                    rest = later;
-                    let run = &run;
-                    scope.spawn(move || run(k * per, mine, weights));
-                }
-            });
-        });
+        let (out, weights) = self.decode_batch_whole(py, self.weighing()?, dets, threads)?;
         let bytes: Vec<u8> = weights.iter().flat_map(|w| w.to_le_bytes()).collect();
         Ok((PyBytes::new(py, &out), PyBytes::new(py, &bytes)))
     }
@@ -284,13 +330,23 @@ impl NativeDecoder {
 
     /// What the appliance's handler answers to a wire payload: `(status, result)`, status
     /// 0 (ok), 1 (bad argument) or 2 (over budget).
-    fn run_payload<'py>(&self, py: Python<'py>, payload: &[u8]) -> (i32, Bound<'py, PyBytes>) {
+    fn run_payload<'py>(
+        &self,
+        py: Python<'py>,
+        payload: &[u8],
+    ) -> PyResult<(i32, Bound<'py, PyBytes>)> {
+        if self.in_passes() {
+            return Err(PyNotImplementedError::new_err(
+                "the appliance's matching decoder holds at most 64 observables; this model has \
+                 more (use the uf decoder)",
+            ));
+        }
         let mut out = vec![0u8; self.inner.result_len()];
-        match self.inner.run_payload(payload, &mut out) {
+        Ok(match self.inner.run_payload(payload, &mut out) {
             Ok(n) => (0, PyBytes::new(py, &out[..n])),
             Err(BadPayload::OverBudget) => (2, PyBytes::new(py, &[])),
             Err(_) => (1, PyBytes::new(py, &[])),
-        }
+        })
     }
 }
 

@@ -47,6 +47,24 @@ def test_lut_matches_minimum_weight_on_a_small_code():
     assert abs(mistakes(ours, obs) - mistakes(theirs, obs)) <= 0.05 * mistakes(theirs, obs) + 10
 
 
+def test_matching_is_the_appliance_s_exact_decoder_on_the_cpu():
+    circuit = surface_circuit(5, 0.005, basis="x")
+    dem = circuit.detector_error_model(decompose_errors=True)
+    dets, obs = sample(circuit, 10_000, seed=21)
+    dec = qfwd.Decoder(dem, decoder="matching")
+    assert dec.kind == "matching"
+    ours = dec.decode_batch(dets)
+    # qfwd.Matching's default decoder, the same answers; PyMatching's but for ties.
+    assert np.array_equal(ours, qfwd.Matching(dem).decode_batch(dets))
+    theirs = pymatching.Matching.from_detector_error_model(dem).decode_batch(dets)
+    assert np.mean(np.all(ours == theirs, axis=1)) > 0.999
+    assert abs(mistakes(ours, obs) - mistakes(theirs, obs)) <= 5
+    # The appliance's handler answers the same through its request payloads.
+    for i in range(0, 10_000, 997):
+        status, result = dec.run_payload(dec.payload(dets[i]))
+        assert status == 0 and result[0] & 1 == ours[i, 0]
+
+
 def test_packed_bool_single_and_threaded_answers_agree():
     circuit = surface_circuit(5, 0.005)
     dem = circuit.detector_error_model(decompose_errors=True)

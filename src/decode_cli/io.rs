@@ -355,6 +355,18 @@ impl BatchDecoder {
 /// answers every shot).
 pub(super) fn load_model(dem: &Path, choice: &DecoderChoice) -> Result<(Dem, Arc<Decoder>)> {
     if choice.backend == DecodeBackend::Gpu {
+        if choice.decoder == super::DEFAULT_DECODER && !choice.decoder.runs_on_gpu() {
+            // The decoder may not have been named: say which it is and what to add.
+            return Err(Error::Decode {
+                detail: format!(
+                    "--backend gpu cannot run the {} decoder, qfwd decode's default: exact \
+                     matching runs on the CPU only. Add --decoder uf to decode on the GPU \
+                     (union-find: the same answers on CPU and GPU, 5-20 % more logical \
+                     errors near threshold, docs/decoders.md), or leave out --backend gpu",
+                    choice.decoder
+                ),
+            });
+        }
         if !choice.decoder.runs_on_gpu() {
             return Err(choice.decoder.gpu_refusal("--backend gpu").into());
         }

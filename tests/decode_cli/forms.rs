@@ -9,7 +9,7 @@ use qfwd::decode::{DecoderKind, ShotFormat, ShotWriter, Shots};
 use qfwd::decode_cli::pymatching::{count_mistakes, predict};
 use qfwd::decode_cli::{
     evaluate, CountMistakesArgs, DecodeBackend, DecodeCli, DecodeCommand, DecoderChoice,
-    PredictArgs,
+    PredictArgs, DEFAULT_DECODER,
 };
 
 use super::{args, fixture, run_with_stdin, tmp};
@@ -218,7 +218,7 @@ fn predict_reads_and_writes_every_format() {
     let dem = fixture(&format!("{name}.dem"));
     let report = evaluate(&qfwd::decode_cli::DecodeArgs {
         shots: Some(1024),
-        ..args(name, DecoderKind::Uf)
+        ..args(name, DEFAULT_DECODER)
     })
     .unwrap();
     for fin in ShotFormat::ALL {
@@ -253,7 +253,7 @@ fn count_mistakes_counts_what_the_report_counts() {
     let dem = fixture(&format!("{name}.dem"));
     let report = evaluate(&qfwd::decode_cli::DecodeArgs {
         shots: Some(2048),
-        ..args(name, DecoderKind::Uf)
+        ..args(name, DEFAULT_DECODER)
     })
     .unwrap();
     let want = (report.mistakes, 2048);
@@ -295,7 +295,7 @@ fn stdin_and_stdout_as_pymatching_reads_them() {
     let dem = dem.to_str().unwrap();
     let report = evaluate(&qfwd::decode_cli::DecodeArgs {
         shots: Some(1024),
-        ..args(name, DecoderKind::Uf)
+        ..args(name, DEFAULT_DECODER)
     })
     .unwrap();
     let (ok, stdout, stderr) = run_with_stdin(&["predict", "--dem", dem], dets.as_b8());

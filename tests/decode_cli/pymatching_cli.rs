@@ -8,20 +8,24 @@
 //! (`python3 -m venv v && v/bin/pip install stim pymatching`, then
 //! `QFWD_PYTHON=v/bin/python cargo test -p qfwd --test decode_cli pymatching`).
 //!
-//! The decoder is `lut` on the d = 3 repetition-code fixture (8 detectors): a lookup table
-//! of minimum-weight corrections agrees with PyMatching's matching on all 10 000 of its
-//! shots, so every byte can be compared. (On the d = 3 surface code `uf` differs from
-//! PyMatching on 17 of 50 000 shots: a decoder's accuracy is
-//! `results/cpu-decoders-vs-pymatching.csv`'s business, not the command line's.)
+//! The decoder is `qfwd decode`'s default, `matching` (exact minimum-weight matching), so the
+//! command lines are PyMatching's word for word, on the d = 7 surface-code fixture (memory
+//! X, p = 0.005, 336 detectors): it agrees with PyMatching on all 10 000 of its shots, so
+//! every byte can be compared. (Where two corrections weigh the same, the two programs may
+//! break the tie differently: 1 shot of 20 000 on each d = 5, p = 0.005 fixture. `uf`
+//! differs from PyMatching on 17 of the 50 000 shots of the d = 3 fixture: a decoder's
+//! accuracy is `results/cpu-decoders-vs-pymatching.csv`'s business, not the command line's.)
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
+use qfwd::decode::DecoderKind;
+use qfwd::decode_cli::DEFAULT_DECODER;
+
 use super::{fixture, run_with_stdin, tmp};
 
-const NAME: &str = "rep_d3_r3_p005";
-const SHOTS: usize = 4096;
-const DECODER: &str = "lut";
+const NAME: &str = "surface_d7_r7_x_p005";
+const SHOTS: usize = 2048;
 const FORMATS: [&str; 6] = ["01", "b8", "r8", "ptb64", "hits", "dets"];
 
 /// A Python that imports stim and pymatching, or why there is none.
@@ -67,14 +71,15 @@ fn run_python(py: &Path, code: &str, args: &[String]) {
 /// `both.F` (observables appended).
 const CONVERT: &str = r#"
 import sys, numpy as np, stim
-b8, obs01, out, shots = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
-dets = stim.read_shot_data_file(path=b8, format="b8", num_detectors=8)[:shots]
+dem, b8, obs01, out, shots = sys.argv[1:5] + [int(sys.argv[5])]
+n = stim.DetectorErrorModel.from_file(dem).num_detectors
+dets = stim.read_shot_data_file(path=b8, format="b8", num_detectors=n)[:shots]
 obs = stim.read_shot_data_file(path=obs01, format="01", num_observables=1)[:shots]
 both = np.concatenate([dets, obs], axis=1)
 for f in ["01", "b8", "r8", "ptb64", "hits", "dets"]:
-    stim.write_shot_data_file(data=dets, path=f"{out}/dets.{f}", format=f, num_detectors=8)
+    stim.write_shot_data_file(data=dets, path=f"{out}/dets.{f}", format=f, num_detectors=n)
     stim.write_shot_data_file(data=obs, path=f"{out}/obs.{f}", format=f, num_observables=1)
-    stim.write_shot_data_file(data=both, path=f"{out}/both.{f}", format=f, num_detectors=8, num_observables=1)
+    stim.write_shot_data_file(data=both, path=f"{out}/both.{f}", format=f, num_detectors=n, num_observables=1)
 "#;
 
 /// Runs `pymatching` once per argument list (arguments joined by `\x1f`, lists by `\x1e`).
@@ -95,7 +100,7 @@ stim.write_shot_data_file(data=data, path=dst, format=f, num_observables=1)
 "#;
 
 /// The same command for both programs: `pymatching ARGS` writes `pm/OUT`, `qfwd decode
-/// ARGS --decoder lut` writes `q/OUT` (or prints it).
+/// ARGS` writes `q/OUT` (or prints it).
 struct Case {
     args: Vec<String>,
     out: String,
@@ -113,6 +118,7 @@ fn pymatching_s_command_lines_give_the_same_bytes() {
             return;
         }
     };
+    assert_eq!(DEFAULT_DECODER, DecoderKind::Matching);
     let dir = tmp("pymatching-cli");
     let _ = std::fs::remove_dir_all(&dir);
     for d in ["in", "pm", "q"] {
@@ -123,6 +129,7 @@ fn pymatching_s_command_lines_give_the_same_bytes() {
         &py,
         CONVERT,
         &[
+            fixture(&format!("{NAME}.dem")).to_str().unwrap().into(),
             fixture(&format!("{NAME}.b8")).to_str().unwrap().into(),
             fixture(&format!("{NAME}.obs.01")).to_str().unwrap().into(),
             at("in"),
@@ -215,8 +222,7 @@ fn pymatching_s_command_lines_give_the_same_bytes() {
         .collect();
     run_python(&py, PYMATCHING, &[runs.join("\x1e")]);
     for c in &cases {
-        let mut args: Vec<&str> = c.args.iter().map(String::as_str).collect();
-        args.extend(["--decoder", DECODER]);
+        let args: Vec<&str> = c.args.iter().map(String::as_str).collect();
         let (ok, stdout, stderr) = run_with_stdin(&args, b"");
         assert!(ok, "qfwd decode {args:?}: {stderr}");
         let want = std::fs::read(dir.join("pm").join(&c.out)).unwrap();
@@ -232,8 +238,7 @@ fn pymatching_s_command_lines_give_the_same_bytes() {
     // stdin and stdout where --in and --out are left out: b8 in, 01 out (predict); 01 in
     // (count_mistakes).
     let b8 = std::fs::read(dir.join("in/dets.b8")).unwrap();
-    let (ok, stdout, stderr) =
-        run_with_stdin(&["predict", "--dem", &dem, "--decoder", DECODER], &b8);
+    let (ok, stdout, stderr) = run_with_stdin(&["predict", "--dem", &dem], &b8);
     assert!(ok, "{stderr}");
     assert!(
         stdout == std::fs::read(dir.join("pm/predict-b8.01")).unwrap(),
@@ -241,18 +246,8 @@ fn pymatching_s_command_lines_give_the_same_bytes() {
     );
     let text = std::fs::read(dir.join("in/dets.01")).unwrap();
     let obs = at("in/obs.01");
-    let (ok, stdout, stderr) = run_with_stdin(
-        &[
-            "count_mistakes",
-            "--dem",
-            &dem,
-            "--obs_in",
-            &obs,
-            "--decoder",
-            DECODER,
-        ],
-        &text,
-    );
+    let (ok, stdout, stderr) =
+        run_with_stdin(&["count_mistakes", "--dem", &dem, "--obs_in", &obs], &text);
     assert!(ok, "{stderr}");
     assert_eq!(
         String::from_utf8(stdout).unwrap(),
@@ -279,8 +274,6 @@ fn pymatching_s_command_lines_give_the_same_bytes() {
             &at("in/dets.b8"),
             "--out_format",
             "ptb64",
-            "--decoder",
-            DECODER,
         ],
         b"",
     );
